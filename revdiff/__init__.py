@@ -1,0 +1,14 @@
+"""revdiff: instruction-level reversible differentiation in Python.
+
+Write a reversible function under ``@reversible``; run it forward (``f(*args)``), backwards
+(``(~f)(*args)``), and differentiate it by running it backwards (``vjp``, ``grad``).
+"""
+from .ad import check_grad, grad, vjp
+from .errors import RankDeficientError, ReversibilityError
+from .function import InverseFunction, ReversibleFunction, reversible
+from .language import irot, rot, routine, zero, zeros
+
+__version__ = "0.1.0"
+
+__all__ = ["reversible", "ReversibleFunction", "InverseFunction", "ReversibilityError", "RankDeficientError",
+           "rot", "irot", "zero", "zeros", "routine", "vjp", "grad", "check_grad"]

@@ -1,0 +1,138 @@
+"""Differentiation by running programs backwards: ``vjp``, ``grad`` and ``check_grad``."""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .function import ReversibleFunction, run
+
+
+def _copy(value: Any) -> Any:
+    return value.copy() if isinstance(value, np.ndarray) else value
+
+
+def _zero_like(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return np.zeros_like(value)
+    return type(value)(0)
+
+
+def vjp(f: ReversibleFunction, *args: Any) -> tuple:
+    """Run ``f`` forward on copies of ``args``; return ``(outs, pullback)``.
+
+    ``outs`` are the final values of all parameters. ``pullback(*cotangents)`` returns the
+    cotangents of the initial values, one per parameter (None for integer and bool parameters).
+    It keeps only the final state and recovers the inputs by running the program backwards.
+    Complex values follow PyTorch's convention: the gradient of z = x + iy is dL/dx + i dL/dy.
+    """
+    forward = f.forward_function
+    types = f.argument_types(args)
+    f.validate(args)
+    spec = forward.specialize(types)
+    program_forward, program_adjoint = f.programs
+    outs = run(spec.callable(program_forward), tuple(_copy(a) for a in args))
+    differentiable = [t.differentiable for t in types]
+    names = f.params
+
+    def pullback(*cotangents: Any) -> tuple:
+        if len(cotangents) != len(outs):
+            raise TypeError(f"pullback of {f.__qualname__} takes {len(outs)} cotangents "
+                            f"({', '.join(names)}), got {len(cotangents)}")
+        grads = []
+        for name, out, ct, diff in zip(names, outs, cotangents, differentiable):
+            if not diff:
+                continue
+            grads.append(_cotangent(name, out, ct))
+        result = run(spec.callable(program_adjoint), tuple(_copy(o) for o in outs) + tuple(grads))
+        gradients = iter(result[len(outs):])
+        return tuple(next(gradients) if diff else None for diff in differentiable)
+
+    return tuple(outs), pullback
+
+
+def _cotangent(name: str, out: Any, ct: Any) -> Any:
+    """Check one cotangent against its output and give it the output's type (a fresh copy)."""
+    if ct is None:
+        return _zero_like(out)
+    if isinstance(out, np.ndarray):
+        ct = np.asarray(ct)
+        if ct.shape != out.shape:
+            raise ValueError(f"cotangent for '{name}' has shape {ct.shape}, expected {out.shape}")
+        if np.iscomplexobj(ct) and not np.iscomplexobj(out):
+            raise TypeError(f"cotangent for '{name}' is complex but '{name}' is real")
+        return np.array(ct, dtype=out.dtype, copy=True)
+    if isinstance(ct, np.ndarray):
+        raise TypeError(f"cotangent for the scalar '{name}' must be a scalar")
+    if isinstance(ct, complex) and not isinstance(out, complex):
+        raise TypeError(f"cotangent for '{name}' is complex but '{name}' is real")
+    return type(out)(ct) if not isinstance(out, np.generic) else out.dtype.type(ct)
+
+
+def _loss_index(f: ReversibleFunction, loss: str | int) -> int:
+    if isinstance(loss, str):
+        if loss not in f.params:
+            raise ValueError(f"loss '{loss}' is not a parameter of {f.__qualname__} ({', '.join(f.params)})")
+        return f.params.index(loss)
+    if not -len(f.params) <= loss < len(f.params):
+        raise IndexError(f"loss index {loss} out of range for {len(f.params)} parameters")
+    return loss % len(f.params)
+
+
+def grad(f: ReversibleFunction, loss: str | int = 0) -> Callable[..., tuple]:
+    """``grad(f, loss="y")(*args)``: gradients of the final value of the scalar parameter ``loss``
+    with respect to the initial value of every parameter (None for integer parameters)."""
+    k = _loss_index(f, loss)
+
+    def gradient(*args: Any) -> tuple:
+        if isinstance(args[k], np.ndarray) or isinstance(args[k], (complex, np.complexfloating)):
+            raise TypeError(f"the loss '{f.params[k]}' must be a real scalar parameter")
+        outs, pullback = vjp(f, *args)
+        cotangents = [None] * len(outs)
+        cotangents[k] = 1.0
+        return pullback(*cotangents)
+
+    gradient.__name__ = f"grad_{f.__name__}"
+    return gradient
+
+
+def _random_like(value: Any, rng: np.random.Generator) -> Any:
+    if isinstance(value, np.ndarray):
+        if np.iscomplexobj(value):
+            return (rng.standard_normal(value.shape) + 1j * rng.standard_normal(value.shape)).astype(value.dtype)
+        return rng.standard_normal(value.shape).astype(value.dtype)
+    if isinstance(value, (complex, np.complexfloating)):
+        return complex(rng.standard_normal(), rng.standard_normal())
+    return float(rng.standard_normal())
+
+
+def _inner(a: Sequence, b: Sequence) -> float:
+    """Real inner product Re sum conj(a) b over matching differentiable values."""
+    return float(sum(np.real(np.vdot(np.asarray(x), np.asarray(y))) for x, y in zip(a, b)))
+
+
+def _shifted(args: tuple, direction: tuple, step: float, mask: list) -> tuple:
+    return tuple(_copy(a) + step * d if m else _copy(a) for a, d, m in zip(args, direction, mask))
+
+
+def check_grad(f: ReversibleFunction, *args: Any, eps: float = 1e-6, trials: int = 3,
+               seed: int = 0) -> float:
+    """Worst relative error of the pullback of ``f`` against central finite differences,
+    compared as inner products <u, J v> vs <J^T u, v> along random directions u and v."""
+    rng = np.random.default_rng(seed)
+    types = f.argument_types(args)
+    mask = [t.differentiable for t in types]
+    worst = 0.0
+    _, pullback = vjp(f, *args)
+    for _ in range(trials):
+        v = tuple(_random_like(a, rng) if m else None for a, m in zip(args, mask))
+        u = tuple(_random_like(a, rng) if m else None for a, m in zip(args, mask))
+        minus = f(*_shifted(args, v, -eps, mask))
+        plus = f(*_shifted(args, v, eps, mask))
+        jv = [(np.asarray(p) - np.asarray(q)) / (2 * eps) for p, q, m in zip(plus, minus, mask) if m]
+        lhs = _inner([x for x, m in zip(u, mask) if m], jv)
+        g = pullback(*[x for x in u])
+        rhs = _inner([x for x, m in zip(g, mask) if m], [x for x, m in zip(v, mask) if m])
+        scale = max(abs(lhs), abs(rhs), 1e-300)
+        worst = max(worst, abs(lhs - rhs) / scale)
+    return worst

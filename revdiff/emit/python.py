@@ -1,0 +1,166 @@
+"""Print low-level IR as Python source, compiled by Numba (or run as is by the python backend)."""
+from __future__ import annotations
+
+from ..ir import BinOp, BoolOp, Call, Compare, Const, Index, Name, Select, Shape, Slice, Unary
+from ..lowir import (Assign, AugAssign, Branch, Check, Comment, Invoke, Local, LowFunction, Loop, Repeat,
+                     Zero)
+from ..primitives import FUNCTIONS
+
+# Python precedence, higher binds tighter.
+_PREC = {"or": 1, "and": 2, "not": 3, "cmp": 4, "+": 9, "-": 9, "*": 10, "/": 10, "//": 10, "%": 10,
+         "unary": 11, "**": 12, "atom": 14, "select": 0}
+
+
+def _prec(e) -> int:
+    if isinstance(e, BinOp):
+        return _PREC[e.op]
+    if isinstance(e, Unary):
+        return _PREC["not"] if e.op == "not" else _PREC["unary"]
+    if isinstance(e, Compare):
+        return _PREC["cmp"]
+    if isinstance(e, BoolOp):
+        return _PREC[e.op]
+    if isinstance(e, Select):
+        return _PREC["select"]
+    if isinstance(e, Const) and (isinstance(e.value, complex) or (not isinstance(e.value, bool) and e.value < 0)):
+        return _PREC["unary"]
+    if isinstance(e, Call) and FUNCTIONS[e.fn].python.startswith("("):
+        return _PREC["atom"]
+    return _PREC["atom"]
+
+
+def _wrap(e, min_prec: int) -> str:
+    s = expr_source(e)
+    return f"({s})" if _prec(e) < min_prec else s
+
+
+def const_source(v) -> str:
+    if isinstance(v, bool):
+        return "True" if v else "False"
+    if isinstance(v, complex):
+        return f"complex({v.real!r}, {v.imag!r})" if v.real else f"{v.imag!r}j"
+    if isinstance(v, float):
+        return repr(v) if v == v and v not in (float("inf"), float("-inf")) else f"float('{v}')"
+    return repr(v)
+
+
+def expr_source(e) -> str:
+    """Python source of an IR expression, with the parentheses precedence requires."""
+    if isinstance(e, Const):
+        return const_source(e.value)
+    if isinstance(e, Name):
+        return e.id
+    if isinstance(e, Index):
+        return f"{e.base}[{', '.join(_index_source(i) for i in e.indices)}]"
+    if isinstance(e, Shape):
+        return f"{e.base}.shape[{e.axis}]"
+    if isinstance(e, BinOp):
+        p = _PREC[e.op]
+        if e.op == "**":  # right associative
+            return f"{_wrap(e.left, p + 1)} ** {_wrap(e.right, p)}"
+        return f"{_wrap(e.left, p)} {e.op} {_wrap(e.right, p + 1)}"
+    if isinstance(e, Unary):
+        if e.op == "not":
+            return f"not {_wrap(e.operand, _PREC['not'])}"
+        return f"{e.op}{_wrap(e.operand, _PREC['unary'])}"
+    if isinstance(e, Compare):
+        return f"{_wrap(e.left, _PREC['cmp'] + 1)} {e.op} {_wrap(e.right, _PREC['cmp'] + 1)}"
+    if isinstance(e, BoolOp):
+        return f" {e.op} ".join(_wrap(v, _PREC[e.op] + 1) for v in e.values)
+    if isinstance(e, Select):
+        return f"{_wrap(e.a, 1)} if {_wrap(e.cond, 1)} else {_wrap(e.b, 0)}"
+    if isinstance(e, Call):
+        fn = FUNCTIONS[e.fn]
+        args = [_wrap(a, _PREC["atom"]) if fn.python.startswith("(") else expr_source(a) for a in e.args]
+        if fn.python.startswith("("):
+            return fn.python.replace("({0})", "{0}").format(*args)
+        return fn.python.format(*args)
+    if isinstance(e, Slice):
+        return _index_source(e)
+    raise TypeError(f"cannot print {e!r}")
+
+
+def _index_source(i) -> str:
+    if isinstance(i, Slice):
+        parts = ["" if x is None else expr_source(x) for x in (i.lower, i.upper)]
+        text = ":".join(parts)
+        return text + (":" + expr_source(i.step) if i.step is not None else "")
+    return expr_source(i)
+
+
+_NUMPY_ZERO = {"float64": "0.0", "complex128": "0j", "int64": "0", "bool": "False"}
+
+
+def zero_source(dtype: str) -> str:
+    return _NUMPY_ZERO.get(dtype, f"np.{dtype}(0)")
+
+
+class PythonEmitter:
+    def __init__(self):
+        self.lines: list = []
+
+    def function(self, f: LowFunction) -> str:
+        self.lines = [f"def {f.name}({', '.join(f.params)}):"]
+        self.block(f.body, 1)
+        rets = ", ".join(f.returns)
+        self.lines.append(f"    return ({rets}{',' if len(f.returns) == 1 else ''})")
+        return "\n".join(self.lines) + "\n"
+
+    def out(self, depth: int, text: str) -> None:
+        self.lines.append("    " * depth + text)
+
+    def block(self, body: list, depth: int) -> None:
+        start = len(self.lines)
+        for s in body:
+            self.stmt(s, depth)
+        if all(line.strip().startswith("#") for line in self.lines[start:]):
+            self.out(depth, "pass")
+
+    def stmt(self, s, d: int) -> None:
+        if isinstance(s, Comment):
+            self.out(d, f"# {s.text}")
+        elif isinstance(s, Assign):
+            self.out(d, f"{', '.join(expr_source(t) for t in s.targets)} = "
+                        f"{', '.join(expr_source(e) for e in s.exprs)}")
+        elif isinstance(s, AugAssign):
+            self.out(d, f"{expr_source(s.target)} {s.op}= {expr_source(s.expr)}")
+        elif isinstance(s, Local):
+            self.out(d, f"{s.name} = {expr_source(s.expr)}")
+        elif isinstance(s, Loop):
+            self.out(d, f"for {s.var} in range({expr_source(s.start)}, {expr_source(s.stop)}, "
+                        f"{expr_source(s.step)}):")
+            self.block(s.body, d + 1)
+        elif isinstance(s, Branch):
+            self.out(d, f"if {expr_source(s.cond)}:")
+            self.block(s.then, d + 1)
+            if s.orelse:
+                self.out(d, "else:")
+                self.block(s.orelse, d + 1)
+        elif isinstance(s, Repeat):
+            self.out(d, f"while {expr_source(s.cond)}:")
+            self.block(s.body, d + 1)
+        elif isinstance(s, Check):
+            vals = [expr_source(v) for v in s.values] + ["0.0"] * (2 - len(s.values))
+            self.out(d, f"if not ({expr_source(s.ok)}):")
+            self.out(d + 1, f"raise CheckFailed({s.fkey}, {s.idx}, {vals[0]}, {vals[1]})")
+        elif isinstance(s, Invoke):
+            call = f"{s.fn}({', '.join(expr_source(a) for a in s.args)})"
+            targets = [expr_source(r) for r in s.results]
+            self.out(d, f"{', '.join(targets)}{',' if len(targets) == 1 else ''} = {call}")
+        elif isinstance(s, Zero):
+            if s.shape is None:
+                self.out(d, f"{s.name} = {zero_source(s.dtype)}")
+            else:
+                dims = ", ".join(expr_source(x) for x in s.shape)
+                self.out(d, f"{s.name} = np.zeros(({dims}{',' if len(s.shape) == 1 else ''}), np.{s.dtype})")
+        else:
+            raise TypeError(f"cannot emit {s!r}")
+
+
+def emit_module(functions: list, header: str) -> str:
+    """A whole generated module: imports, then every function."""
+    parts = [header, "import math", "import numpy as np", "from revdiff.runtime.support import CheckFailed", ""]
+    for f in functions:
+        parts.append("")
+        parts.append(PythonEmitter().function(f))
+    return "\n".join(parts)

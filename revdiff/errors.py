@@ -1,0 +1,39 @@
+"""Exceptions users see, each carrying the location in the user's own source file."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """A place in the user's file: real file name, 1-based line, 0-based column, and the line text."""
+
+    filename: str
+    lineno: int
+    col: int
+    line: str
+    function: str = "?"
+
+    def __str__(self) -> str:
+        return f'File "{self.filename}", line {self.lineno}, column {self.col}, in {self.function}'
+
+
+class ReversibilityError(Exception):
+    """A reversibility rule is broken, found statically (at decoration) or at run time."""
+
+    def __init__(self, message: str, loc: SourceLocation | None = None):
+        self.message = message
+        self.loc = loc
+        self.filename = loc.filename if loc else None
+        self.lineno = loc.lineno if loc else None
+        self.col = loc.col if loc else None
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        if self.loc is None:
+            return self.message
+        return f"{self.loc}: {self.message}\n    {self.loc.line.strip()}"
+
+
+class RankDeficientError(ValueError):
+    """A matrix column became (numerically) linearly dependent on the previous ones."""

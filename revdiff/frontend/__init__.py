@@ -1,0 +1,1 @@
+"""Front end: source text to IR (``parse``) and the static reversibility rules (``check``)."""

@@ -1,0 +1,183 @@
+"""Python expression AST -> IR expression, accepting only pure expressions of the language."""
+from __future__ import annotations
+
+import ast
+import builtins
+import cmath
+import math
+import numbers
+import types
+
+import numpy as np
+
+from ..ir import BinOp, BoolOp, Call, Compare, Const, Index, Name, Select, Shape, Slice, Unary
+from ..primitives import USER_FUNCTIONS
+from .source import SourceMap
+
+_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**",
+           ast.FloorDiv: "//", ast.Mod: "%"}
+_CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+_MATH_MODULES = {"numpy", "math", "cmath"}
+_CONSTANTS = {"pi": math.pi, "e": math.e, "inf": math.inf, "tau": math.tau}
+
+
+class ExpressionParser:
+    """Converts expressions; ``local_names`` are the names the function itself defines."""
+
+    def __init__(self, smap: SourceMap, local_names: set, fn_globals: dict):
+        self.smap = smap
+        self.local_names = local_names
+        self.globals = fn_globals
+
+    # -------------------------------------------------------------- helpers
+
+    def error(self, node: ast.AST, message: str):
+        return self.smap.error(node, message)
+
+    def _global(self, name: str):
+        if name in self.globals:
+            return self.globals[name]
+        return getattr(builtins, name, None)
+
+    def _is_math_module(self, node: ast.AST) -> bool:
+        if not isinstance(node, ast.Name) or node.id in self.local_names:
+            return False
+        mod = self._global(node.id)
+        return isinstance(mod, types.ModuleType) and mod.__name__.split(".")[0] in _MATH_MODULES
+
+    def function_name(self, func: ast.AST) -> str | None:
+        """Canonical name of a pure function call target, or None if it is not one."""
+        if isinstance(func, ast.Attribute) and self._is_math_module(func.value):
+            return USER_FUNCTIONS.get(func.attr)
+        if isinstance(func, ast.Name) and func.id not in self.local_names and func.id in USER_FUNCTIONS:
+            obj = self._global(func.id)
+            if obj is None:
+                return None
+            if obj in (abs, min, max):
+                return USER_FUNCTIONS[func.id]
+            module = getattr(obj, "__module__", None) or ""
+            if module.split(".")[0] in _MATH_MODULES or isinstance(obj, np.ufunc) or \
+                    getattr(math, func.id, None) is obj or getattr(cmath, func.id, None) is obj:
+                return USER_FUNCTIONS[func.id]
+        return None
+
+    # -------------------------------------------------------------- conversion
+
+    def convert(self, node: ast.AST, allow_slices: bool = False):
+        method = getattr(self, "_" + type(node).__name__, None)
+        if method is None:
+            raise self.error(node, f"{_describe(node)} is not allowed in an expression of a reversible "
+                                   "function; expressions are arithmetic on numbers, variables, array "
+                                   "elements and math functions")
+        return method(node, allow_slices) if isinstance(node, ast.Subscript) else method(node)
+
+    def _Constant(self, node):
+        if isinstance(node.value, (bool, int, float, complex)):
+            return Const(node.value)
+        raise self.error(node, f"the constant {node.value!r} is not a number")
+
+    def _Name(self, node):
+        if node.id in self.local_names:
+            return Name(node.id)
+        value = self._global(node.id)
+        if isinstance(value, numbers.Number) and not isinstance(value, bool) or isinstance(value, bool):
+            return Const(value.item() if isinstance(value, np.generic) else value)
+        if value is None:
+            raise self.error(node, f"name '{node.id}' is not defined: not a parameter, local or global constant")
+        raise self.error(node, f"name '{node.id}' refers to a {type(value).__name__}, not a number; "
+                               "only numeric globals can be read in a reversible function")
+
+    def _Attribute(self, node):
+        if self._is_math_module(node.value) and node.attr in _CONSTANTS:
+            return Const(_CONSTANTS[node.attr])
+        if node.attr in ("real", "imag"):
+            return Call(node.attr, (self.convert(node.value),))
+        if node.attr == "shape":
+            raise self.error(node, "use a.shape[k] (or 'm, n = a.shape') to read a shape")
+        raise self.error(node, f"attribute '.{node.attr}' is not allowed in an expression")
+
+    def _Subscript(self, node, allow_slices=False):
+        value = node.value
+        if isinstance(value, ast.Attribute) and value.attr == "shape" and isinstance(value.value, ast.Name):
+            axis = node.slice
+            if not (isinstance(axis, ast.Constant) and isinstance(axis.value, int)):
+                raise self.error(node, "the axis in a.shape[k] must be an integer literal")
+            return Shape(value.value.id, axis.value)
+        if not isinstance(value, ast.Name):
+            raise self.error(node, "only variables can be indexed (write a[i, j], not an expression)")
+        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        indices = []
+        for elt in elts:
+            if isinstance(elt, ast.Slice):
+                if not allow_slices:
+                    raise self.error(node, "array slices are allowed only as arguments of calls to "
+                                           "reversible functions; index single elements here")
+                indices.append(Slice(*(None if x is None else self.convert(x)
+                                       for x in (elt.lower, elt.upper, elt.step))))
+            else:
+                indices.append(self.convert(elt))
+        return Index(value.id, tuple(indices))
+
+    def _BinOp(self, node):
+        op = _BINOPS.get(type(node.op))
+        if op is None:
+            raise self.error(node, f"the operator {type(node.op).__name__} is not supported in expressions")
+        return BinOp(op, self.convert(node.left), self.convert(node.right))
+
+    def _UnaryOp(self, node):
+        ops = {ast.USub: "-", ast.UAdd: "+", ast.Not: "not"}
+        if type(node.op) not in ops:
+            raise self.error(node, "the operator '~' is only for inverse calls and '~routine' statements")
+        operand = self.convert(node.operand)
+        if isinstance(operand, Const) and type(node.op) is ast.USub:
+            return Const(-operand.value)
+        return Unary(ops[type(node.op)], operand)
+
+    def _Compare(self, node):
+        parts, left = [], self.convert(node.left)
+        for op, comp in zip(node.ops, node.comparators):
+            if type(op) not in _CMPOPS:
+                raise self.error(node, f"comparison {type(op).__name__} is not supported")
+            right = self.convert(comp)
+            parts.append(Compare(_CMPOPS[type(op)], left, right))
+            left = right
+        return parts[0] if len(parts) == 1 else BoolOp("and", tuple(parts))
+
+    def _BoolOp(self, node):
+        return BoolOp("and" if isinstance(node.op, ast.And) else "or",
+                      tuple(self.convert(v) for v in node.values))
+
+    def _IfExp(self, node):
+        return Select(self.convert(node.test), self.convert(node.body), self.convert(node.orelse))
+
+    def _Call(self, node):
+        if node.keywords:
+            raise self.error(node, "keyword arguments are not allowed in expressions")
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == "len" and func.id not in self.local_names:
+            if len(node.args) != 1 or not isinstance(node.args[0], ast.Name):
+                raise self.error(node, "len() takes one array variable")
+            return Shape(node.args[0].id, 0)
+        if isinstance(func, ast.Attribute) and func.attr in ("conj", "conjugate") and not node.args \
+                and not self._is_math_module(func.value):
+            return Call("conj", (self.convert(func.value),))
+        name = self.function_name(func)
+        if name is None:
+            shown = ast.unparse(func)
+            raise self.error(node, f"'{shown}' is not a pure function revdiff knows. In expressions use "
+                                   f"{', '.join(sorted(set(USER_FUNCTIONS.values())))} (from numpy or math); "
+                                   "call reversible functions as statements: g(x, y)")
+        from ..primitives import FUNCTIONS
+        arity = FUNCTIONS[name].arity
+        if len(node.args) != arity:
+            raise self.error(node, f"{name}() takes {arity} argument(s), got {len(node.args)}")
+        return Call(name, tuple(self.convert(a) for a in node.args))
+
+
+def _describe(node: ast.AST) -> str:
+    names = {"ListComp": "a list comprehension", "GeneratorExp": "a generator expression",
+             "DictComp": "a dict comprehension", "SetComp": "a set comprehension", "Lambda": "a lambda",
+             "List": "a list", "Dict": "a dict", "Set": "a set", "Tuple": "a tuple",
+             "NamedExpr": "an assignment expression (:=)", "Starred": "a starred expression",
+             "JoinedStr": "an f-string", "Await": "await", "Yield": "yield"}
+    return names.get(type(node).__name__, f"the syntax {type(node).__name__}")

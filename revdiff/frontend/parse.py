@@ -1,0 +1,316 @@
+"""Parse a reversible function's Python AST into the IR, keeping the user's source locations.
+
+The parser recognises the statement forms of the language and reports any other syntax with what
+to write instead. Rules that need the whole function (what is modified, ancilla lifetimes, ...)
+belong to ``check.py``.
+"""
+from __future__ import annotations
+
+import ast
+
+from .. import ir
+from ..errors import ReversibilityError
+from ..ir import Alloc, Bind, CallFn, Compute, Const, Dealloc, DType, For, If, Instr, Name, Uncompute, While
+from ..primitives import AUGMENTED, CALL_INSTRUCTIONS
+from .expressions import ExpressionParser
+from .source import SourceMap, function_ast
+
+_UNSUPPORTED = {
+    "Return": "'return' is not allowed: a reversible function returns all its parameters itself",
+    "Break": "'break' is not allowed: use 'while (pre, post):' with explicit conditions",
+    "Continue": "'continue' is not allowed: put the rest of the loop body under an 'if'",
+    "Try": "'try' is not allowed in a reversible function",
+    "Raise": "'raise' is not allowed in a reversible function",
+    "Global": "'global' is not allowed: pass the value as a parameter",
+    "Nonlocal": "'nonlocal' is not allowed: pass the value as a parameter",
+    "Import": "imports are not allowed inside a reversible function; import at module level",
+    "ImportFrom": "imports are not allowed inside a reversible function; import at module level",
+    "FunctionDef": "nested functions are not allowed: define another @reversible function at module level",
+    "ClassDef": "classes are not allowed inside a reversible function",
+    "AnnAssign": "annotated assignments are not allowed: write 'x = zero()' for an ancilla",
+    "Assert": "'assert' is not allowed: use an 'if (pre, post)' post-condition, which is checked",
+    "AsyncFor": "async code is not allowed",
+    "AsyncWith": "async code is not allowed",
+    "AsyncFunctionDef": "async code is not allowed",
+    "Match": "'match' is not allowed: use 'if' / 'else'",
+}
+
+
+def is_reversible_function(obj: object) -> bool:
+    return getattr(obj, "__revdiff_reversible__", False) is True
+
+
+class Parser:
+    def __init__(self, fn, node: ast.FunctionDef, smap: SourceMap):
+        self.fn = fn
+        self.node = node
+        self.smap = smap
+        self.params = self._params(node)
+        self.globals = dict(fn.__globals__)
+        if fn.__closure__:
+            for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+                try:
+                    self.globals[name] = cell.cell_contents
+                except ValueError:  # cell not yet filled
+                    pass
+        local_names = set(self.params) | _assigned_names(node)
+        self.expr = ExpressionParser(smap, local_names, self.globals)
+        self.callees: dict = {}
+        self._routine_counter = 0
+
+    def error(self, node, message):
+        return self.smap.error(node, message)
+
+    def _params(self, node: ast.FunctionDef) -> list:
+        a = node.args
+        if a.vararg or a.kwarg or a.kwonlyargs or a.defaults or a.kw_defaults or a.posonlyargs:
+            raise self.smap.error(node, "parameters of a reversible function must be plain positional "
+                                        "names (no defaults, *args, **kwargs or keyword-only)")
+        names = [p.arg for p in a.args]
+        if not names:
+            raise self.smap.error(node, "a reversible function needs at least one parameter: its state")
+        return names
+
+    # ---------------------------------------------------------------- blocks
+
+    def parse(self) -> ir.Function:
+        body = self.block(self.node.body)
+        return ir.Function(self.node.name, self.params, body, self.smap.loc(self.node), self.callees)
+
+    def block(self, stmts: list) -> list:
+        out: list = []
+        open_routines: list = []  # Compute nodes awaiting their ~routine, innermost last
+        for s in stmts:
+            if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str):
+                continue  # docstring or comment string
+            if isinstance(s, ast.Pass):
+                continue
+            if _is_uncompute(s):
+                if not open_routines:
+                    raise self.error(s, "'~routine' has no matching 'with routine:' block before it "
+                                        "in the same block")
+                compute = open_routines.pop()
+                out.append(Uncompute(self.smap.loc(s), compute.body, compute.ident))
+                continue
+            node = self.statement(s)
+            if isinstance(node, Compute):
+                open_routines.append(node)
+            out.extend(node if isinstance(node, list) else [node])
+        if open_routines:
+            c = open_routines[-1]
+            raise ReversibilityError("the 'with routine:' block here is never undone: add '~routine' "
+                                          "later in the same block (compute, copy, uncompute)")
+        return out
+
+    # ---------------------------------------------------------------- statements
+
+    def statement(self, s: ast.stmt):
+        kind = type(s).__name__
+        if kind in _UNSUPPORTED:
+            raise self.error(s, _UNSUPPORTED[kind])
+        method = getattr(self, "_" + kind, None)
+        if method is None:
+            raise self.error(s, f"the statement {kind} is not part of the reversible language")
+        return method(s)
+
+    def target(self, node: ast.AST):
+        lv = self.expr.convert(node)
+        if not isinstance(lv, (ir.Name, ir.Index)):
+            raise self.error(node, "the target must be a variable or an array element such as a[i, j]")
+        if isinstance(lv, ir.Index) and not lv.is_element:
+            raise self.error(node, "the target must be a single array element, not a slice")
+        return lv
+
+    def _AugAssign(self, s: ast.AugAssign):
+        op = AUGMENTED.get(type(s.op).__name__)
+        if op is None:
+            raise self.error(s, f"the update '{_aug_symbol(s.op)}=' is not invertible; use +=, -=, *=, /= "
+                                "or ^= (integers)")
+        return Instr(self.smap.loc(s), op, (self.target(s.target), self.expr.convert(s.value)))
+
+    def _Assign(self, s: ast.Assign):
+        loc = self.smap.loc(s)
+        if len(s.targets) != 1:
+            raise self.error(s, "chained assignment 'a = b = ...' is not allowed")
+        tgt, value = s.targets[0], s.value
+        if isinstance(tgt, ast.Tuple):
+            return self._tuple_assign(s, tgt, value)
+        # t = -t
+        if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub) and \
+                ast.unparse(value.operand) == ast.unparse(tgt):
+            return Instr(loc, "neg", (self.target(tgt),))
+        if not isinstance(tgt, ast.Name):
+            raise self.error(s, "plain assignment to an array element is not reversible; write "
+                                "'a[i] += e' (on a zero element) or swap values")
+        name = tgt.id
+        if name in self.params:
+            raise self.error(s, f"plain assignment to the parameter '{name}' is not reversible; update it "
+                                f"with '{name} += ...', '{name} *= ...' or a swap")
+        alloc = self._allocation(s, name, value)
+        if alloc is not None:
+            return alloc
+        return Bind(loc, name, self.expr.convert(value))
+
+    def _tuple_assign(self, s, tgt: ast.Tuple, value: ast.AST):
+        loc = self.smap.loc(s)
+        elts = tgt.elts
+        if isinstance(value, ast.Tuple) and len(elts) == 2 and len(value.elts) == 2 and \
+                ast.unparse(elts[0]) == ast.unparse(value.elts[1]) and ast.unparse(elts[1]) == ast.unparse(value.elts[0]):
+            return Instr(loc, "swap", (self.target(elts[0]), self.target(elts[1])))
+        if isinstance(value, ast.Attribute) and value.attr == "shape" and isinstance(value.value, ast.Name) \
+                and all(isinstance(e, ast.Name) for e in elts):
+            return [Bind(loc, e.id, ir.Shape(value.value.id, k)) for k, e in enumerate(elts)]
+        raise self.error(s, "tuple assignment is allowed only as a swap 'a, b = b, a' or as "
+                            "'m, n = A.shape'")
+
+    def _allocation(self, s, name: str, value: ast.AST):
+        loc = self.smap.loc(s)
+        if isinstance(value, ast.Constant) and isinstance(value.value, (int, float, complex, bool)) \
+                and value.value == 0:
+            kinds = {bool: "bool", int: "int", float: "float", complex: "complex"}
+            return Alloc(loc, name, None, DType(kind=kinds[type(value.value)]))
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
+                value.func.id in ("zero", "zeros") and value.func.id not in self.expr.local_names:
+            args = list(value.args)
+            kw = {k.arg: k.value for k in value.keywords}
+            if value.func.id == "zero":
+                if len(args) > 1 or set(kw) - {"dtype"}:
+                    raise self.error(s, "zero() takes at most a dtype: zero(), zero(complex), zero(A.dtype)")
+                dtype = self._dtype(args[0] if args else kw.get("dtype"), s)
+                return Alloc(loc, name, None, dtype)
+            if not args or len(args) > 2 or set(kw) - {"dtype"}:
+                raise self.error(s, "zeros(shape, dtype) takes a shape and an optional dtype")
+            shape_node = args[0]
+            dims = shape_node.elts if isinstance(shape_node, ast.Tuple) else [shape_node]
+            shape = tuple(self.expr.convert(d) for d in dims)
+            dtype = self._dtype(args[1] if len(args) > 1 else kw.get("dtype"), s)
+            return Alloc(loc, name, shape, dtype)
+        return None
+
+    def _dtype(self, node, s) -> DType:
+        if node is None:
+            return DType(kind="float")
+        if isinstance(node, ast.Name) and node.id in ("float", "complex", "int", "bool"):
+            return DType(kind=node.id)
+        if isinstance(node, ast.Attribute) and node.attr == "dtype" and isinstance(node.value, ast.Name):
+            return DType(like=node.value.id)
+        if isinstance(node, ast.Attribute) and self.expr._is_math_module(node.value):
+            import numpy as np
+            try:
+                dt = np.dtype(node.attr)
+            except TypeError:
+                raise self.error(s, f"unknown dtype {ast.unparse(node)}") from None
+            from ..types import kind_of_dtype
+            return DType(kind=kind_of_dtype(dt), np_name=dt.name)
+        raise self.error(s, f"the dtype {ast.unparse(node)} is not understood; use float, complex, int, bool, "
+                            "np.float32 (and other numpy types) or A.dtype")
+
+    def _Delete(self, s: ast.Delete):
+        if len(s.targets) != 1 or not isinstance(s.targets[0], ast.Name):
+            raise self.error(s, "'del' takes one ancilla variable: del x")
+        return Dealloc(self.smap.loc(s), s.targets[0].id)
+
+    def _Expr(self, s: ast.Expr):
+        value = s.value
+        inverse = False
+        if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.Invert) and isinstance(value.operand, ast.Call):
+            inverse, value = True, value.operand
+        if not isinstance(value, ast.Call):
+            raise self.error(s, "an expression on its own does nothing; statements are updates "
+                                "(+=, -=, *=, /=, ^=), swaps, calls and control flow")
+        func = value.func
+        if value.keywords:
+            raise self.error(s, "keyword arguments are not allowed in calls of reversible functions")
+        if isinstance(func, ast.Name) and func.id in CALL_INSTRUCTIONS and func.id not in self.expr.local_names:
+            op = CALL_INSTRUCTIONS[func.id]
+            if len(value.args) != 3:
+                raise self.error(s, f"{func.id}(a, b, theta) takes three arguments")
+            if inverse:
+                op = "irot" if op == "rot" else "rot"
+            return Instr(self.smap.loc(s), op, (self.target(value.args[0]), self.target(value.args[1]),
+                                                self.expr.convert(value.args[2])))
+        if not isinstance(func, ast.Name):
+            raise self.error(s, f"'{ast.unparse(func)}' cannot be called here: call reversible functions by "
+                                "their name, g(x) or ~g(x)")
+        obj = self.expr._global(func.id)
+        if obj is not None and not is_reversible_function(obj):
+            raise self.error(s, f"'{func.id}' is not a reversible function: only functions decorated with "
+                                "@reversible can be called as statements (pure functions belong inside "
+                                "an update such as y += f(x))")
+        if obj is not None:
+            self.callees[func.id] = obj
+        args = tuple(self.expr.convert(a, allow_slices=True) if isinstance(a, ast.Subscript)
+                     else self.expr.convert(a) for a in value.args)
+        return CallFn(self.smap.loc(s), func.id, args, inverse)
+
+    def _For(self, s: ast.For):
+        if s.orelse:
+            raise self.error(s, "'for ... else' is not allowed")
+        if not isinstance(s.target, ast.Name):
+            raise self.error(s, "the loop variable must be a single name")
+        it = s.iter
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
+                and 1 <= len(it.args) <= 3 and not it.keywords):
+            raise self.error(s, "loops must run over range(stop), range(start, stop) or range(start, stop, step)")
+        args = [self.expr.convert(a) for a in it.args]
+        start, stop, step = (Const(0), args[0], Const(1)) if len(args) == 1 else \
+            (args[0], args[1], args[2] if len(args) == 3 else Const(1))
+        if isinstance(step, Const) and step.value == 0:
+            raise self.error(s, "range() step must not be zero")
+        return For(self.smap.loc(s), s.target.id, start, stop, step, self.block(s.body))
+
+    def _If(self, s: ast.If):
+        test = s.test
+        if isinstance(test, ast.Tuple):
+            if len(test.elts) != 2:
+                raise self.error(s, "a reversible 'if' takes (pre, post) conditions: if (pre, post):")
+            pre, post = (self.expr.convert(e) for e in test.elts)
+        else:
+            pre, post = self.expr.convert(test), None
+        return If(self.smap.loc(s), pre, post, self.block(s.body), self.block(s.orelse))
+
+    def _While(self, s: ast.While):
+        if s.orelse:
+            raise self.error(s, "'while ... else' is not allowed")
+        if not (isinstance(s.test, ast.Tuple) and len(s.test.elts) == 2):
+            raise self.error(s, "a reversible 'while' needs (pre, post) conditions: 'while (pre, post):' where "
+                                "pre is the loop condition and post is false on entry, true after every "
+                                "iteration")
+        pre, post = (self.expr.convert(e) for e in s.test.elts)
+        return While(self.smap.loc(s), pre, post, self.block(s.body))
+
+    def _With(self, s: ast.With):
+        if len(s.items) != 1 or s.items[0].optional_vars is not None or \
+                not (isinstance(s.items[0].context_expr, ast.Name) and s.items[0].context_expr.id == "routine"):
+            raise self.error(s, "only 'with routine:' blocks are allowed (compute, later undone by '~routine')")
+        self._routine_counter += 1
+        return Compute(self.smap.loc(s), self.block(s.body), self._routine_counter)
+
+
+def _is_uncompute(s: ast.stmt) -> bool:
+    return isinstance(s, ast.Expr) and isinstance(s.value, ast.UnaryOp) and isinstance(s.value.op, ast.Invert) \
+        and isinstance(s.value.operand, ast.Name) and s.value.operand.id == "routine"
+
+
+def _aug_symbol(op: ast.operator) -> str:
+    return {"Pow": "**", "FloorDiv": "//", "Mod": "%", "MatMult": "@", "LShift": "<<", "RShift": ">>",
+            "BitAnd": "&", "BitOr": "|"}.get(type(op).__name__, type(op).__name__)
+
+
+def _assigned_names(node: ast.FunctionDef) -> set:
+    out = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                for x in ast.walk(t):
+                    if isinstance(x, ast.Name):
+                        out.add(x.id)
+        elif isinstance(n, ast.For) and isinstance(n.target, ast.Name):
+            out.add(n.target.id)
+    return out
+
+
+def parse_function(fn) -> ir.Function:
+    node, smap = function_ast(fn)
+    parser = Parser(fn, node, smap)
+    return parser.parse()

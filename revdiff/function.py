@@ -1,0 +1,324 @@
+"""``@reversible``: a Python function becomes a reversible program with an inverse and an adjoint.
+
+Decoration parses and checks the function. A call specialises it on the argument types (arrays:
+dtype and rank; scalars: kind), generates forward / inverse / adjoint code from the IR, and runs
+it with Numba (default) or as plain Python (``backend="python"``, for debugging).
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Callable
+
+import numpy as np
+
+from .analysis import modified_names
+from .emit.python import emit_module
+from .errors import ReversibilityError
+from .frontend.check import check_function
+from .frontend.parse import is_reversible_function, parse_function
+from .ir import CallFn, Function
+from .lowir import LowFunction
+from .runtime import checks, loader
+from .runtime.support import CheckFailed
+from .transforms.infer import TypeEnv, infer
+from .transforms.invert import invert_block
+from .transforms.lower import Lowerer, Options, ancilla_names
+from .types import VarType, type_of_value
+
+PROGRAMS = ("forward", "inverse", "adjoint", "inverse_adjoint")
+BACKENDS = ("numba", "python")
+
+
+class ReversibleFunction:
+    """A reversible function: ``f(*args)`` runs forward, ``(~f)(*args)`` runs the inverse."""
+
+    __revdiff_reversible__ = True
+
+    def __init__(self, fn: Callable, *, check: bool = True, backend: str = "numba",
+                 atol: float = 1e-12, rtol: float | None = None):
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        self.py_function = fn
+        self.__name__ = fn.__name__
+        self.__qualname__ = fn.__qualname__
+        self.__doc__ = fn.__doc__
+        self.__module__ = fn.__module__
+        self.backend = backend
+        self.options = Options(check=check, atol=atol, rtol=rtol)
+        self.ir: Function = parse_function(fn)
+        self.params: list = list(self.ir.params)
+        self._specs: dict = {}
+        self._checked = False
+        self._modified: set | None = None
+        self._inverse = InverseFunction(self)
+        self._try_check()
+
+    # ---------------------------------------------------------------- static analysis
+
+    def _callee(self, name: str, loc=None) -> "ReversibleFunction":
+        obj = self.ir.globals_names.get(name)
+        if obj is None:
+            obj = self.py_function.__globals__.get(name)
+            if obj is None or not is_reversible_function(obj):
+                what = "not defined" if obj is None else "not a reversible function"
+                raise ReversibilityError(f"'{name}' is {what}: only functions decorated with @reversible can be "
+                                         "called as statements", loc)
+            self.ir.globals_names[name] = obj
+        return obj.forward_function
+
+    def _try_check(self) -> None:
+        from .ir import walk_stmts
+        calls = [s for s in walk_stmts(self.ir.body) if isinstance(s, CallFn)]
+        if all(c.callee in self.ir.globals_names for c in calls):
+            self._check()
+
+    def _check(self) -> None:
+        if self._checked:
+            return
+        from .ir import walk_stmts
+        for s in walk_stmts(self.ir.body):
+            if isinstance(s, CallFn):
+                self._callee(s.callee, s.loc)
+        check_function(self.ir, self._callee_modifies, lambda n: len(self._callee(n).params))
+        self._checked = True
+
+    def _callee_modifies(self, name: str) -> set:
+        return self._callee(name).modified_positions()
+
+    def modified_positions(self) -> set:
+        """Positions of the parameters this function modifies (directly or through calls)."""
+        if self._modified is None:
+            self._modified = set()  # recursion guard
+            names = modified_names(self.ir.body, self._callee_modifies)
+            self._modified = {k for k, p in enumerate(self.params) if p in names}
+        return self._modified
+
+    # ---------------------------------------------------------------- direction
+
+    #: the programs a call and a vjp of this object run (an InverseFunction swaps them)
+    programs = ("forward", "adjoint")
+
+    @property
+    def forward_function(self) -> "ReversibleFunction":
+        return self
+
+    @property
+    def inverse(self) -> "InverseFunction":
+        return self._inverse
+
+    def __invert__(self) -> "InverseFunction":
+        return self._inverse
+
+    def __repr__(self) -> str:
+        return f"<reversible function {self.__qualname__}({', '.join(self.params)})>"
+
+    # ---------------------------------------------------------------- calling
+
+    def argument_types(self, args: tuple) -> tuple:
+        if len(args) != len(self.params):
+            raise TypeError(f"{self.__qualname__}() takes {len(self.params)} arguments "
+                            f"({', '.join(self.params)}), got {len(args)}")
+        types = []
+        for name, value in zip(self.params, args):
+            try:
+                types.append(type_of_value(value))
+            except TypeError as exc:
+                raise TypeError(f"argument '{name}' of {self.__qualname__}(): {exc}") from None
+        return tuple(types)
+
+    def validate(self, args: tuple) -> None:
+        modified = self.forward_function.modified_positions()
+        arrays = [(k, a) for k, a in enumerate(args) if isinstance(a, np.ndarray)]
+        for k, a in arrays:
+            if k in modified and not a.flags.writeable:
+                raise ValueError(f"argument '{self.params[k]}' of {self.__qualname__}() is read-only, "
+                                 "but the function modifies it")
+        for i, (k, a) in enumerate(arrays):
+            for j, b in arrays[i + 1:]:
+                if (k in modified or j in modified) and np.may_share_memory(a, b) and np.shares_memory(a, b):
+                    raise ReversibilityError(f"arguments '{self.params[k]}' and '{self.params[j]}' of "
+                                             f"{self.__qualname__}() share memory; pass separate arrays")
+
+    def __call__(self, *args: Any) -> tuple:
+        types = self.argument_types(args)
+        self.validate(args)
+        spec = self.forward_function.specialize(types)
+        return run(spec.callable(self.programs[0]), args)
+
+    def specialize(self, types: tuple) -> "Specialization":
+        spec = self._specs.get(types)
+        if spec is None:
+            self._check()
+            spec = Specialization(self, types)
+            self._specs[types] = spec
+        return spec
+
+    def source(self, program: str = "forward", *example_args: Any) -> str:
+        """Generated Python source of ``program`` ("forward", "inverse", "adjoint", "inverse_adjoint"),
+        specialised on ``example_args`` (default: every parameter a float64 array or float)."""
+        if program not in PROGRAMS:
+            raise ValueError(f"program must be one of {PROGRAMS}, got {program!r}")
+        f = self.forward_function
+        types = f.argument_types(example_args) if example_args else f.default_types()
+        return f.specialize(types).source(program)
+
+    def default_types(self) -> tuple:
+        """float64 for every parameter, arrays where the body indexes them (for ``source()``)."""
+        from .ir import Index, Name, Shape, stmt_exprs, walk_expr, walk_stmts
+        ranks: dict = {}
+        for s in walk_stmts(self.ir.body):
+            if isinstance(s, CallFn):
+                callee_types = self._callee(s.callee, s.loc).default_types()
+                for a, t in zip(s.args, callee_types):
+                    if isinstance(a, Name):
+                        ranks[a.id] = max(ranks.get(a.id, 0), t.ndim)
+            for e in stmt_exprs(s):
+                for node in walk_expr(e):
+                    if isinstance(node, Index):
+                        ranks[node.base] = max(ranks.get(node.base, 0), len(node.indices))
+                    elif isinstance(node, Shape):
+                        ranks[node.base] = max(ranks.get(node.base, 0), node.axis + 1)
+        return tuple(VarType("float", ranks.get(p, 0), "float64") for p in self.params)
+
+
+class InverseFunction(ReversibleFunction):
+    """``~f``: the same function run backwards; ``~~f`` is ``f`` again."""
+
+    programs = ("inverse", "inverse_adjoint")
+
+    def __init__(self, forward: ReversibleFunction):  # shares everything with ``forward``
+        self._forward = forward
+        self.__name__ = forward.__name__
+        self.__qualname__ = "~" + forward.__qualname__
+        self.params = forward.params
+        self.backend = forward.backend
+
+    @property
+    def forward_function(self) -> ReversibleFunction:
+        return self._forward
+
+    def __invert__(self) -> ReversibleFunction:
+        return self._forward
+
+    @property
+    def inverse(self) -> ReversibleFunction:
+        return self._forward
+
+    def __repr__(self) -> str:
+        return f"<reversible function ~{self._forward.__qualname__}({', '.join(self.params)})>"
+
+
+def run(fn, args: tuple) -> tuple:
+    try:
+        return fn(*args)
+    except CheckFailed as exc:
+        raise checks.to_error(exc) from None
+
+
+class Specialization:
+    """One function specialised on argument types: its programs, generated and compiled lazily."""
+
+    def __init__(self, rf: ReversibleFunction, types: tuple):
+        self.rf = rf
+        self.types = types
+        self.func = rf.ir
+        text = repr((rf.ir.loc.filename, rf.__qualname__, rf.ir.loc.line, _source_text(rf), types,
+                     rf.options, rf.backend))
+        self.key = hashlib.sha256(text.encode()).hexdigest()[:16]
+        self.fkey = int(self.key[:7], 16)
+        self.dependencies: dict = {}
+        self.env = infer(self.func, dict(zip(rf.params, types)), self._callee_types)
+        self._sources: dict = {}
+        self._callables: dict = {}
+
+    def _callee_types(self, call: CallFn, arg_types: tuple) -> None:
+        self.callee_spec(call, arg_types)
+
+    def callee_spec(self, call: CallFn, arg_types: tuple) -> "Specialization":
+        callee = self.rf._callee(call.callee, call.loc)
+        try:
+            return callee.specialize(arg_types)
+        except ReversibilityError:
+            raise
+        except TypeError as exc:
+            raise ReversibilityError(f"call of '{call.callee}': {exc}", call.loc) from None
+
+    def symbol(self, program: str) -> str:
+        return f"{self.rf.__name__}_{program}"
+
+    def callee_symbol(self, env: TypeEnv):
+        from .transforms.infer import expr_type
+
+        def resolve(call: CallFn, program: str):
+            spec = self.callee_spec(call, tuple(expr_type(a, env, call.loc) for a in call.args))
+            name = f"{call.callee}_{spec.key[:8]}_{program}"
+            self.dependencies[name] = (spec, program)
+            return name, spec.rf.modified_positions()
+
+        return resolve
+
+    def low_function(self, program: str) -> LowFunction:
+        from .transforms.adjoint import AdjointLowerer
+        env = TypeEnv(self.env.types)
+        body = self.func.body if program in ("forward", "adjoint") else invert_block(self.func.body)
+        params = list(self.rf.params)
+        args = (env, self.rf.options, self.fkey * 4 + PROGRAMS.index(program), self.callee_symbol(env),
+                ancilla_names(self.func.body), params)
+        if program in ("forward", "inverse"):
+            low = Lowerer(*args).lower_block(body)
+            return LowFunction(self.symbol(program), params, low, params)
+        lowerer = AdjointLowerer(*args)
+        low = lowerer.adjoint_body(body)
+        all_params = params + lowerer.gradient_params()
+        return LowFunction(self.symbol(program), all_params, low, all_params)
+
+    def source(self, program: str) -> str:
+        src = self._sources.get(program)
+        if src is None:
+            low = self.low_function(program)
+            loc = self.rf.ir.loc
+            types = ", ".join(f"{p}: {t.describe()}" for p, t in zip(self.rf.params, self.types))
+            header = (f"# Generated by revdiff: the {program} program of {self.rf.__qualname__}\n"
+                      f"# from {loc.filename}:{loc.lineno}, specialised for ({types}).\n"
+                      f"# Options: {self.rf.options}.  Do not edit: regenerated from the source.")
+            body = emit_module([low], "")
+            deps = sorted(d for d in self.dependencies if d + "(" in body)
+            if deps:
+                header += "\n# Calls: " + ", ".join(deps)
+            src = emit_module([low], header)
+            self._sources[program] = src
+        return src
+
+    def callable(self, program: str):
+        fn = self._callables.get(program)
+        if fn is None:
+            src = self.source(program)
+            backend = self.rf.backend
+            module = loader.load(src, f"{self.rf.__name__}_{program}", backend)
+            deps = {name: spec.callable(prog) for name, (spec, prog) in self.dependencies.items()
+                    if name in src}
+            fn = loader.compiled(module, self.symbol(program), backend, deps)
+            self._callables[program] = fn
+        return fn
+
+
+def _source_text(rf: ReversibleFunction) -> str:
+    import inspect
+    try:
+        return inspect.getsource(rf.py_function)
+    except OSError:
+        return ""
+
+
+def reversible(fn: Callable | None = None, *, check: bool = True, backend: str = "numba",
+               atol: float = 1e-12, rtol: float | None = None):
+    """Decorate a function written in the reversible language. ``check=False`` drops runtime checks;
+    ``atol``/``rtol`` set the tolerance of ancilla deallocation checks; ``backend="python"`` runs
+    the generated code without Numba."""
+    def wrap(f: Callable) -> ReversibleFunction:
+        try:
+            return ReversibleFunction(f, check=check, backend=backend, atol=atol, rtol=rtol)
+        except ReversibilityError as exc:
+            raise exc.with_traceback(None) from None  # the message already points at the user's line
+
+    return wrap(fn) if fn is not None else wrap

@@ -1,0 +1,102 @@
+"""The low-level IR that emitters print: plain assignments, loops, branches and checks.
+
+Passes lower the high-level IR (``revdiff.ir``) into these few statements by reading the
+instruction table; the Python/Numba emitter and the CUDA C emitter only print them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from .ir import Expr, LValue
+
+
+@dataclass
+class Assign:
+    """``target = expr``; with tuples, a parallel assignment (``a, b = b, a``)."""
+
+    targets: tuple
+    exprs: tuple
+
+
+@dataclass
+class AugAssign:
+    target: LValue
+    op: str  # + - * / // ^
+    expr: Expr
+
+
+@dataclass
+class Local:
+    """A temporary of the generated code, defined once per execution of its block."""
+
+    name: str
+    expr: Expr
+
+
+@dataclass
+class Loop:
+    var: str
+    start: Expr
+    stop: Expr
+    step: Expr
+    body: list
+
+
+@dataclass
+class Branch:
+    cond: Expr
+    then: list
+    orelse: list
+
+
+@dataclass
+class Repeat:
+    """``while cond: body``."""
+
+    cond: Expr
+    body: list
+
+
+@dataclass
+class Check:
+    """Raise the runtime error numbered ``idx`` of function ``fkey`` unless ``ok`` holds."""
+
+    ok: Expr
+    fkey: int
+    idx: int
+    values: tuple  # up to two real expressions reported with the error
+
+
+@dataclass
+class Invoke:
+    """Call a generated function; scalar results are written back to ``results`` (None: skip)."""
+
+    fn: str
+    args: tuple
+    results: tuple
+
+
+@dataclass
+class Zero:
+    """Allocate a zero-initialised ancilla: a scalar (shape None) or an array."""
+
+    name: str
+    shape: "tuple | None"
+    dtype: str
+
+
+@dataclass
+class Comment:
+    text: str
+
+
+LowStmt = Union[Assign, AugAssign, Local, Loop, Branch, Repeat, Check, Invoke, Zero, Comment]
+
+
+@dataclass
+class LowFunction:
+    name: str
+    params: list
+    body: list
+    returns: list  # names returned, in order

@@ -1,0 +1,158 @@
+"""The pure functions and operators expressions may use, each with its printing and its
+cotangent rule (how the cotangent of the result flows to each argument).
+
+Cotangents follow PyTorch's convention for complex values: for a real loss L the cotangent of
+z = x + iy is dL/dx + i dL/dy. For a holomorphic f the rule is ``c_arg = c * conj(f'(arg))``; the
+non-holomorphic functions (abs, conj, real, imag) have rules of their own.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .. import algebra as A
+from ..ir import Call, Compare, Const, Expr, Select
+from ..types import join
+
+Rule = Callable[[Expr, tuple, Callable[[Expr], str]], tuple]
+
+
+@dataclass(frozen=True)
+class PureFunction:
+    name: str  # canonical name, as written in the IR (Call.fn or BinOp.op)
+    arity: int
+    python: str  # format string over the printed arguments
+    cuda: str  # format string for the CUDA C emitter
+    result_kind: Callable[[tuple], str]
+    cotangents: Rule | None  # None: no gradient flows through (integer-valued functions)
+    aliases: tuple = field(default=())  # other spellings users write (np.arctan2 -> atan2)
+
+
+def _same(kinds: tuple) -> str:
+    return join(*kinds)
+
+
+def _floating(kinds: tuple) -> str:
+    k = join(*kinds)
+    return "float" if k in ("int", "bool") else k
+
+
+def _real(kinds: tuple) -> str:
+    return "float"
+
+
+def _holomorphic(derivatives: Callable[..., tuple]) -> Rule:
+    """Rule of a holomorphic function: c * conj(partial) for each argument."""
+
+    def rule(c: Expr, args: tuple, kind_of) -> tuple:
+        return tuple(None if d is None else A.mul(c, A.conj_if(d, kind_of(d) == "complex"))
+                     for d in derivatives(*args))
+
+    return rule
+
+
+def _pow_partials(a: Expr, b: Expr) -> tuple:
+    if isinstance(b, Const):
+        if b.value == 2:
+            return (A.mul(Const(2), a), None)
+        return (A.mul(b, A.power(a, Const(b.value - 1))), None)
+    return (A.mul(b, A.power(a, A.sub(b, Const(1)))), A.mul(A.call("log", a), A.power(a, b)))
+
+
+def _quotient_rule(c: Expr, args: tuple, kind_of) -> tuple:
+    a, b = args
+    q = A.div(a, A.mul(b, b))
+    return (A.div(c, A.conj_if(b, kind_of(b) == "complex")), A.neg(A.mul(c, A.conj_if(q, kind_of(q) == "complex"))))
+
+
+def _abs_rule(c: Expr, args: tuple, kind_of) -> tuple:
+    (x,) = args
+    if kind_of(x) == "complex":
+        unit = Select(Compare("!=", x, Const(0)), A.div(x, A.call("abs", x)), Const(0j))
+        return (A.mul(A.real_part(c), unit),)
+    return (A.mul(c, A.call("sign", x)),)
+
+
+def _minmax(pick_first: str) -> Rule:
+    def rule(c: Expr, args: tuple, kind_of) -> tuple:
+        a, b = args
+        first = Compare(pick_first, a, b)
+        return (Select(first, c, Const(0)), Select(first, Const(0), c))
+
+    return rule
+
+
+def _entry(name, arity, python, cuda, result, rule, aliases=()):
+    return PureFunction(name, arity, python, cuda, result, rule, tuple(aliases))
+
+
+_ENTRIES = [
+    # operators
+    _entry("+", 2, "{0} + {1}", "{0} + {1}", _same, _holomorphic(lambda a, b: (Const(1), Const(1)))),
+    _entry("-", 2, "{0} - {1}", "{0} - {1}", _same, _holomorphic(lambda a, b: (Const(1), Const(-1)))),
+    _entry("*", 2, "{0} * {1}", "{0} * {1}", _same, _holomorphic(lambda a, b: (b, a))),
+    _entry("/", 2, "{0} / {1}", "{0} / {1}", _floating, _quotient_rule),
+    _entry("**", 2, "{0} ** {1}", "pow({0}, {1})", _same, _holomorphic(_pow_partials)),
+    _entry("//", 2, "{0} // {1}", "rd_floordiv({0}, {1})", _same, None),
+    _entry("%", 2, "{0} % {1}", "rd_mod({0}, {1})", _same, None),
+    _entry("neg", 1, "-{0}", "-{0}", _same, _holomorphic(lambda a: (Const(-1),))),
+    _entry("pos", 1, "+{0}", "+{0}", _same, _holomorphic(lambda a: (Const(1),))),
+    # elementary functions (complex-capable through numpy's ufuncs)
+    _entry("sin", 1, "np.sin({0})", "sin({0})", _floating,
+           _holomorphic(lambda x: (A.call("cos", x),))),
+    _entry("cos", 1, "np.cos({0})", "cos({0})", _floating,
+           _holomorphic(lambda x: (A.neg(A.call("sin", x)),))),
+    _entry("tan", 1, "np.tan({0})", "tan({0})", _floating,
+           _holomorphic(lambda x: (A.add(Const(1), A.power(A.call("tan", x), Const(2))),))),
+    _entry("exp", 1, "np.exp({0})", "exp({0})", _floating,
+           _holomorphic(lambda x: (A.call("exp", x),))),
+    _entry("log", 1, "np.log({0})", "log({0})", _floating,
+           _holomorphic(lambda x: (A.div(Const(1), x),))),
+    _entry("sqrt", 1, "np.sqrt({0})", "sqrt({0})", _floating,
+           _holomorphic(lambda x: (A.div(Const(0.5), A.call("sqrt", x)),))),
+    _entry("sinh", 1, "np.sinh({0})", "sinh({0})", _floating,
+           _holomorphic(lambda x: (A.call("cosh", x),))),
+    _entry("cosh", 1, "np.cosh({0})", "cosh({0})", _floating,
+           _holomorphic(lambda x: (A.call("sinh", x),))),
+    _entry("tanh", 1, "np.tanh({0})", "tanh({0})", _floating,
+           _holomorphic(lambda x: (A.sub(Const(1), A.power(A.call("tanh", x), Const(2))),))),
+    _entry("atan", 1, "np.arctan({0})", "atan({0})", _floating,
+           _holomorphic(lambda x: (A.div(Const(1), A.add(Const(1), A.power(x, Const(2)))),)),
+           aliases=("arctan",)),
+    _entry("atan2", 2, "math.atan2({0}, {1})", "atan2({0}, {1})", _real,
+           _holomorphic(lambda y, x: (A.div(x, A.add(A.power(x, Const(2)), A.power(y, Const(2)))),
+                                      A.neg(A.div(y, A.add(A.power(x, Const(2)), A.power(y, Const(2))))))),
+           aliases=("arctan2",)),
+    _entry("hypot", 2, "math.hypot({0}, {1})", "hypot({0}, {1})", _real,
+           _holomorphic(lambda x, y: (A.div(x, A.call("hypot", x, y)), A.div(y, A.call("hypot", x, y))))),
+    _entry("abs", 1, "abs({0})", "rd_abs({0})", lambda k: "int" if k[0] in ("int", "bool") else "float",
+           _abs_rule, aliases=("absolute", "fabs")),
+    _entry("sign", 1, "np.sign({0})", "rd_sign({0})", _same, None),
+    _entry("conj", 1, "np.conj({0})", "rd_conj({0})", _same,
+           lambda c, args, kind_of: (A.conj_if(c, kind_of(c) == "complex"),), aliases=("conjugate",)),
+    _entry("real", 1, "({0}).real", "rd_real({0})", lambda k: "int" if k[0] in ("int", "bool") else "float",
+           lambda c, args, kind_of: (A.real_part(c) if kind_of(c) == "complex" else c,)),
+    _entry("imag", 1, "({0}).imag", "rd_imag({0})", lambda k: "int" if k[0] in ("int", "bool") else "float",
+           lambda c, args, kind_of: (A.mul(Const(1j), A.real_part(c) if kind_of(c) == "complex" else c),)),
+    # internal: the number of values of range(start, stop, step), for reversed loops
+    _entry("trip_count", 3, "len(range({0}, {1}, {2}))", "rd_trip_count({0}, {1}, {2})", lambda k: "int", None),
+    _entry("min", 2, "min({0}, {1})", "rd_min({0}, {1})", _same, _minmax("<=")),
+    _entry("max", 2, "max({0}, {1})", "rd_max({0}, {1})", _same, _minmax(">=")),
+]
+
+FUNCTIONS: dict[str, PureFunction] = {e.name: e for e in _ENTRIES}
+OPERATOR_NAMES = {"+", "-", "*", "/", "**", "//", "%", "neg", "pos"}
+USER_FUNCTIONS: dict[str, str] = {}
+for _e in _ENTRIES:
+    if _e.name not in OPERATOR_NAMES and _e.name not in ("sign", "trip_count"):
+        USER_FUNCTIONS[_e.name] = _e.name
+        for _alias in _e.aliases:
+            USER_FUNCTIONS[_alias] = _e.name
+
+
+def lookup(name: str) -> PureFunction:
+    return FUNCTIONS[name]
+
+
+def is_call_of(e: Expr, name: str) -> bool:
+    return isinstance(e, Call) and e.fn == name

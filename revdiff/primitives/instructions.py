@@ -1,0 +1,183 @@
+"""The instructions of the language: forward rule, inverse, and gradient rule of each.
+
+Gradient rules run after the inverse has restored the operands (see ``table.py``): ``t`` below is
+the old value, ``gt`` the cotangent of the new value, to be replaced by that of the old value.
+"""
+from __future__ import annotations
+
+from .. import algebra as A
+from ..ir import Call, Compare, Const, Name
+from ..lowir import Assign, AugAssign
+from ..types import is_real
+from .table import Instruction, instruction
+
+
+def _no_gradient(ops: tuple, ctx) -> None:
+    return None
+
+
+# ---------------------------------------------------------------- t += e, t -= e
+
+
+def _add_forward(ops, ctx):
+    ctx.emit(AugAssign(ops[0], "+", ops[1]))
+
+
+def _sub_forward(ops, ctx):
+    ctx.emit(AugAssign(ops[0], "-", ops[1]))
+
+
+def _add_gradient(ops, ctx):
+    gt = ctx.grad(ops[0])
+    if gt is not None:
+        ctx.push(ops[1], gt)
+
+
+def _sub_gradient(ops, ctx):
+    gt = ctx.grad(ops[0])
+    if gt is not None:
+        ctx.push(ops[1], A.neg(gt))
+
+
+instruction(Instruction("add", "t += e", ("target", "expr"), "sub", _add_forward, _add_gradient))
+instruction(Instruction("sub", "t -= e", ("target", "expr"), "add", _sub_forward, _sub_gradient))
+
+# ---------------------------------------------------------------- t *= e, t /= e
+
+
+def _nonzero(ops, ctx, verb: str):
+    e = ops[1]
+    if not (isinstance(e, Const) and e.value != 0):
+        ctx.require(Compare("!=", e, Const(0)), f"{verb} by zero: the factor is 0 (not invertible)")
+
+
+def _mul_forward(ops, ctx):
+    _nonzero(ops, ctx, "multiplication")
+    ctx.emit(AugAssign(ops[0], "*", ops[1]))
+
+
+def _div_forward(ops, ctx):
+    t, e = ops
+    _nonzero(ops, ctx, "division")
+    if ctx.kind(t) == "int":  # integers: exact only when the division leaves no remainder
+        ctx.require(Compare("==", A.BinOp("%", t, e), Const(0)),
+                    "integer division leaves a remainder (not invertible)", t)
+        ctx.emit(AugAssign(t, "//", e))
+    else:
+        ctx.emit(AugAssign(t, "/", e))
+
+
+def _complex(ctx, *exprs) -> bool:
+    return any(not is_real(ctx.kind(x)) for x in exprs)
+
+
+def _mul_gradient(ops, ctx):
+    # t1 = t0 * e:  ge += gt * conj(t0);  gt0 = gt * conj(e)
+    t, e = ops
+    gt = ctx.grad(t)
+    if gt is None:
+        return
+    cplx = _complex(ctx, t, e)
+    ctx.push(e, A.mul(gt, A.conj_if(t, cplx)))
+    ctx.emit(AugAssign(gt, "*", A.conj_if(e, cplx)))
+
+
+def _div_gradient(ops, ctx):
+    # t1 = t0 / e:  ge += gt * conj(-t0 / e**2);  gt0 = gt / conj(e)
+    t, e = ops
+    gt = ctx.grad(t)
+    if gt is None:
+        return
+    cplx = _complex(ctx, t, e)
+    ctx.push(e, A.neg(A.mul(gt, A.conj_if(A.div(t, A.mul(e, e)), cplx))))
+    ctx.emit(AugAssign(gt, "/", A.conj_if(e, cplx)))
+
+
+instruction(Instruction("mul", "t *= e", ("target", "expr"), "div", _mul_forward, _mul_gradient))
+instruction(Instruction("div", "t /= e", ("target", "expr"), "mul", _div_forward, _div_gradient))
+
+# ---------------------------------------------------------------- t ^= e
+
+
+def _xor_forward(ops, ctx):
+    ctx.emit(AugAssign(ops[0], "^", ops[1]))
+
+
+instruction(Instruction("xor", "t ^= e", ("target", "expr"), "xor", _xor_forward, _no_gradient,
+                        target_kinds=("bool", "int")))
+
+# ---------------------------------------------------------------- a, b = b, a   and   t = -t
+
+
+def _swap_forward(ops, ctx):
+    a, b = ops
+    ctx.emit(Assign((a, b), (b, a)))
+
+
+def _swap_gradient(ops, ctx):
+    ga, gb = ctx.grad(ops[0]), ctx.grad(ops[1])
+    if ga is not None and gb is not None:
+        ctx.emit(Assign((ga, gb), (gb, ga)))
+
+
+def _neg_forward(ops, ctx):
+    ctx.emit(Assign((ops[0],), (A.neg(ops[0]),)))
+
+
+def _neg_gradient(ops, ctx):
+    gt = ctx.grad(ops[0])
+    if gt is not None:
+        ctx.emit(Assign((gt,), (A.neg(gt),)))
+
+
+instruction(Instruction("swap", "a, b = b, a", ("target", "target"), "swap", _swap_forward, _swap_gradient))
+instruction(Instruction("neg", "t = -t", ("target",), "neg", _neg_forward, _neg_gradient,
+                        target_kinds=("int", "float", "complex")))
+
+# ---------------------------------------------------------------- rot(a, b, theta), irot
+
+
+def _rotate(a, b, theta, sign: int, ctx) -> None:
+    """(a, b) <- (c a - s b, s a + c b) with s = sign * sin(theta)."""
+    c = ctx.temp(Call("cos", (theta,)), "c")
+    s = ctx.temp(Call("sin", (theta,)) if sign > 0 else A.neg(Call("sin", (theta,))), "s")
+    ctx.emit(Assign((a, b), (A.sub(A.mul(c, a), A.mul(s, b)), A.add(A.mul(s, a), A.mul(c, b)))))
+
+
+def _rot_forward(ops, ctx):
+    _rotate(*ops, 1, ctx)
+
+
+def _irot_forward(ops, ctx):
+    _rotate(*ops, -1, ctx)
+
+
+def _rotation_gradient(sign: int):
+    # new = R(sign*theta) old:  g_old = R(-sign*theta) g_new;
+    # dL/dtheta = Re(conj(ga) * d a_new/dtheta + conj(gb) * d b_new/dtheta)
+    def rule(ops, ctx):
+        a, b, theta = ops
+        ga, gb = ctx.grad(a), ctx.grad(b)
+        if ga is None or gb is None:
+            return
+        cplx = _complex(ctx, a, b)
+        c = ctx.temp(Call("cos", (theta,)), "c")
+        s = ctx.temp(Call("sin", (theta,)), "s")
+        da = A.neg(A.add(A.mul(s, a), A.mul(Const(sign), A.mul(c, b))))
+        db = A.sub(A.mul(Const(sign), A.mul(c, a)), A.mul(s, b))
+        gtheta = A.add(A.mul(A.conj_if(ga, cplx), da), A.mul(A.conj_if(gb, cplx), db))
+        ctx.push(theta, A.real_part(gtheta) if cplx else gtheta)
+        _rotate(ga, gb, theta, -sign, ctx)
+
+    return rule
+
+
+instruction(Instruction("rot", "rot(a, b, theta)", ("target", "target", "expr"), "irot",
+                        _rot_forward, _rotation_gradient(1), target_kinds=("float", "complex")))
+instruction(Instruction("irot", "irot(a, b, theta)", ("target", "target", "expr"), "rot",
+                        _irot_forward, _rotation_gradient(-1), target_kinds=("float", "complex")))
+
+# Surface syntax of augmented assignments -> instruction names (read by the parser).
+AUGMENTED = {"Add": "add", "Sub": "sub", "Mult": "mul", "Div": "div", "BitXor": "xor"}
+CALL_INSTRUCTIONS = {"rot": "rot", "irot": "irot"}
+__all__ = ["AUGMENTED", "CALL_INSTRUCTIONS", "Name"]

@@ -1,0 +1,73 @@
+"""The instruction table: one entry per instruction, holding its forward rule, the name of its
+inverse instruction, and its gradient rule. Every pass and emitter reads instructions from here.
+
+Rules are written against a small context (``RuleContext``) that the passes provide:
+  * ``ctx.emit(stmt)`` appends a low-level statement (``revdiff.lowir``);
+  * ``ctx.kind(expr)`` gives the value kind ("int", "float", "complex", ...);
+  * ``ctx.temp(expr, hint)`` binds a temporary and returns its Name;
+  * ``ctx.require(ok, message, *values)`` emits a runtime check at the instruction's source line;
+  * ``ctx.grad(lvalue)`` gives the gradient storage of a target (None when it carries none);
+  * ``ctx.push(expr, cotangent)`` accumulates a cotangent into every variable ``expr`` reads.
+
+The adjoint of an instruction is generic: run the *forward* rule of its inverse (restoring the
+operands' old values), then its *gradient* rule, which sees the old values and maps the cotangents
+of the new values to those of the old ones.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
+
+from ..ir import Expr, LValue
+
+
+class RuleContext(Protocol):  # pragma: no cover - a typing aid
+    def emit(self, stmt: Any) -> None: ...
+    def kind(self, e: Expr) -> str: ...
+    def temp(self, e: Expr, hint: str = "t") -> Expr: ...
+    def require(self, ok: Expr, message: str, *values: Expr) -> None: ...
+    def grad(self, lv: LValue) -> LValue | None: ...
+    def push(self, e: Expr, cotangent: Expr) -> None: ...
+
+
+Rule = Callable[[tuple, RuleContext], None]
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """One instruction. ``roles`` names each operand: "target" (written) or "expr" (read only)."""
+
+    name: str
+    syntax: str  # how users write it, for messages: "t += e"
+    roles: tuple
+    inverse: str
+    forward: Rule
+    gradient: Rule
+    target_kinds: tuple = ("bool", "int", "float", "complex")
+
+    @property
+    def targets(self) -> tuple:
+        return tuple(i for i, r in enumerate(self.roles) if r == "target")
+
+    @property
+    def reads(self) -> tuple:
+        return tuple(i for i, r in enumerate(self.roles) if r == "expr")
+
+    @property
+    def self_inverse(self) -> bool:
+        return self.inverse == self.name
+
+
+INSTRUCTIONS: dict[str, Instruction] = {}
+
+
+def instruction(entry: Instruction) -> Instruction:
+    """Register an entry; the table is the only place instructions are defined."""
+    if entry.name in INSTRUCTIONS:
+        raise ValueError(f"instruction {entry.name} defined twice")
+    INSTRUCTIONS[entry.name] = entry
+    return entry
+
+
+def inverse_of(name: str) -> Instruction:
+    return INSTRUCTIONS[INSTRUCTIONS[name].inverse]

@@ -1,0 +1,1 @@
+"""Runtime: generated-code support, the on-disk cache, and turning failed checks into errors."""

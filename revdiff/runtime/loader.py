@@ -1,0 +1,70 @@
+"""Write generated source to a content-addressed file in the cache directory, import it, and
+compile it with Numba (whose on-disk cache then lives beside it and survives between processes).
+
+Generated code has a real file, so tracebacks, ``inspect`` and Numba's cache all work.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+from pathlib import Path
+from types import ModuleType
+
+_MODULES: dict = {}
+_COMPILED: dict = {}
+
+
+def cache_dir() -> Path:
+    """``$REVDIFF_CACHE_DIR``, else ``$XDG_CACHE_HOME/revdiff``, else ``~/.cache/revdiff``."""
+    env = os.environ.get("REVDIFF_CACHE_DIR")
+    if env:
+        path = Path(env)
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        path = Path(base) / "revdiff"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def source_file(source: str, stem: str) -> Path:
+    """The cache file holding ``source`` (written once, atomically)."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:20]
+    path = cache_dir() / f"{stem}_{digest}.py"
+    if not path.exists():
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            f.write(source)
+        os.replace(tmp, path)
+    return path
+
+
+def load(source: str, stem: str, backend: str) -> ModuleType:
+    """Import generated source as a module (one module object per file and backend)."""
+    path = source_file(source, stem)
+    key = (str(path), backend)
+    module = _MODULES.get(key)
+    if module is None:
+        name = f"revdiff_generated.{path.stem}_{backend}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+        _MODULES[key] = module
+    return module
+
+
+def compiled(module: ModuleType, name: str, backend: str, dependencies: dict):
+    """The callable for ``module.name``: the plain function, or its Numba dispatcher."""
+    module.__dict__.update(dependencies)
+    key = (module.__name__, name)
+    fn = _COMPILED.get(key)
+    if fn is None:
+        fn = getattr(module, name)
+        if backend == "numba":
+            import numba
+            fn = numba.njit(cache=True, fastmath=False, nogil=True)(fn)
+        _COMPILED[key] = fn
+    return fn

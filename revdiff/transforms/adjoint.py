@@ -1,0 +1,183 @@
+"""The adjoint program: run the program backwards, instruction by instruction.
+
+Each instruction first restores its operands (the forward rule of its inverse, from the table) and
+then applies its gradient rule, which maps the cotangents of the new values to those of the old
+ones. Expressions are differentiated symbolically from their IR by the cotangent rules of the
+function table. No tape is kept: the adjoint needs only the final state and its cotangents.
+
+Gradient variables are named ``g_<name>``; a gradient ancilla lives exactly as long as its value
+ancilla. Constant bindings get a gradient accumulator pushed to what they read at the end of
+their block (which in backward time is where the binding happened).
+"""
+from __future__ import annotations
+
+from .. import algebra as A
+from ..ir import (Alloc, Bind, BinOp, CallFn, Compute, Const, Dealloc, For, If, Index, Instr, Name, Select, Shape,
+                  Call, Unary, Uncompute, While, base_name, walk_stmts)
+from ..lowir import AugAssign, Invoke, Local, Zero
+from ..primitives import FUNCTIONS, INSTRUCTIONS
+from ..types import is_real
+from .infer import alloc_type, expr_type
+from .invert import invert_block
+from .lower import Lowerer
+
+
+class AdjointLowerer(Lowerer):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        taken = set(self.env.types) | set(self.params)
+        self.prefix = "g_"
+        while any(n.startswith(self.prefix) for n in taken):
+            self.prefix = "g" + self.prefix
+
+    # ---------------------------------------------------------------- gradient storage
+
+    def gname(self, name: str) -> str:
+        return self.prefix + name
+
+    def differentiable(self, name: str) -> bool:
+        return self.env.differentiable(name)
+
+    def gradient_params(self) -> list:
+        for p in self.params:
+            if self.differentiable(p):
+                self.env.types[self.gname(p)] = self.env[p]
+        return [self.gname(p) for p in self.params if self.differentiable(p)]
+
+    def grad(self, lv):
+        name = base_name(lv)
+        if not self.differentiable(name):
+            return None
+        g = self.gname(name)
+        self.env.types.setdefault(g, self.env[name])
+        return Name(g) if isinstance(lv, Name) else Index(g, lv.indices)
+
+    def push(self, e, cotangent) -> None:
+        """Accumulate the cotangent of expression ``e`` into every differentiable variable it reads."""
+        acc: dict = {}
+        self._contributions(e, cotangent, acc)
+        for leaf, cot in acc.items():
+            self.emit(AugAssign(self.grad(leaf), "+", cot))
+
+    def _contributions(self, e, c, acc: dict) -> None:
+        kind = self.kind(e)
+        if kind not in ("float", "complex"):
+            return
+        if is_real(kind) and self.kind(c) == "complex":
+            c = A.real_part(c)
+        if isinstance(e, (Name, Index)):
+            if self.differentiable(base_name(e)):
+                acc[e] = A.add(acc.get(e), c)
+            return
+        if isinstance(e, (Const, Shape)):
+            return
+        if isinstance(e, Select):
+            self._contributions(e.a, Select(e.cond, c, Const(0)), acc)
+            self._contributions(e.b, Select(e.cond, Const(0), c), acc)
+            return
+        if isinstance(e, BinOp):
+            fn, args = FUNCTIONS[e.op], (e.left, e.right)
+        elif isinstance(e, Unary):
+            fn, args = FUNCTIONS["neg" if e.op == "-" else "pos"], (e.operand,)
+        elif isinstance(e, Call):
+            fn, args = FUNCTIONS[e.fn], e.args
+        else:
+            return
+        if fn.cotangents is None:
+            return
+        live = [a for a in args if self.kind(a) in ("float", "complex")]
+        if len(live) > 1 and not isinstance(c, (Name, Const)):
+            c = self.temp(c, "cot")  # shared by several arguments: compute once
+        for arg, cot in zip(args, fn.cotangents(c, args, self.kind)):
+            if cot is not None:
+                self._contributions(arg, cot, acc)
+
+    # ---------------------------------------------------------------- blocks
+
+    def adjoint_body(self, body: list) -> list:
+        """The adjoint of a whole function body."""
+        self._allocs = {a.name: a for a in walk_stmts(body) if isinstance(a, Alloc)}
+        for a in walk_stmts(invert_block(body)):
+            if isinstance(a, Alloc):
+                self._allocs.setdefault(a.name, a)
+        return self.adjoint_block(body)
+
+    def adjoint_block(self, body: list) -> list:
+        saved, self.out = self.out, []
+        bindings = [s for s in body if isinstance(s, Bind)]
+        for b in bindings:
+            self.comment(b)
+            self.emit(Local(b.name, b.expr))
+            if self.differentiable(b.name):
+                self.emit(Zero(self.gname(b.name), None, self.env[b.name].dtype))
+        for s in reversed(body):
+            if not isinstance(s, Bind):
+                self.comment(s)
+                getattr(self, "_adjoint_" + type(s).__name__)(s)
+        for b in reversed(bindings):
+            if self.differentiable(b.name):
+                self.push(b.expr, Name(self.gname(b.name)))
+        result, self.out = self.out, saved
+        return result
+
+    # ---------------------------------------------------------------- statements
+
+    def _adjoint_Instr(self, s: Instr) -> None:
+        entry = INSTRUCTIONS[s.op]
+        self.alias_checks(s)
+        INSTRUCTIONS[entry.inverse].forward(s.operands, self)
+        self.track_scales(s)
+        entry.gradient(s.operands, self)
+
+    def _adjoint_Alloc(self, s: Alloc) -> None:
+        self.check_zero(s.name)  # the value ancilla is back to zero; its gradient is dropped
+
+    def _adjoint_Dealloc(self, s: Dealloc) -> None:
+        alloc = self._allocs[s.name]
+        self._Alloc(alloc)
+        if self.differentiable(s.name):
+            t = alloc_type(alloc, self.env)
+            self.env.types[self.gname(s.name)] = t
+            self.emit(Zero(self.gname(s.name), alloc.shape, t.dtype))
+
+    def _adjoint_For(self, s: For) -> None:
+        self.emit_for(s, lambda: self.adjoint_block(s.body), not s.reverse)
+
+    def _adjoint_If(self, s: If) -> None:
+        then, orelse = self.adjoint_block(s.then), self.adjoint_block(s.orelse)
+        if s.post is None:
+            self.emit_if(s, s.pre, None, then, orelse)
+        else:
+            self.emit_if(s, s.post, s.pre, then, orelse)
+
+    def _adjoint_While(self, s: While) -> None:
+        self.emit_while(s, s.post, s.pre, lambda: self.adjoint_block(s.body))
+
+    def _adjoint_Compute(self, s: Compute) -> None:
+        self.out.extend(self.adjoint_block(s.body))
+
+    def _adjoint_Uncompute(self, s: Uncompute) -> None:
+        self.out.extend(self.adjoint_block(invert_block(s.body)))
+
+    def _adjoint_CallFn(self, s: CallFn) -> None:
+        self.call_alias_checks(s)
+        program = "inverse_adjoint" if s.inverse else "adjoint"
+        fn, modified = self.callee_symbol(s, program)
+        values = self.call_results(s.args, modified)
+        grads, results, pushes = [], [], []
+        for a in s.args:
+            t = expr_type(a, self.env, s.loc)
+            if not t.differentiable:
+                continue
+            g = self.grad(a) if isinstance(a, (Name, Index)) else None
+            if g is None:  # an expression argument: collect its cotangent in a temporary
+                g = Name(self.fresh("garg"))
+                self.env.types[g.id] = t
+                self.emit(Zero(g.id, None, t.dtype))
+                pushes.append((a, g))
+            grads.append(g)
+            results.append(g if not t.is_array else Name(self.fresh("unused")))
+        self.emit(Invoke(fn, tuple(s.args) + tuple(grads), values + tuple(results)))
+        for a, g in pushes:
+            self.push(a, g)
+

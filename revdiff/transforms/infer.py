@@ -1,0 +1,185 @@
+"""Type inference for one specialisation of a function (argument types known).
+
+Gives every variable a VarType and every expression a kind, and reports type errors the static
+checker cannot see: an update that would silently round or truncate (a complex value added to a
+float, a float to an integer), ``^=`` on floats, wrong index counts.
+"""
+from __future__ import annotations
+
+from ..errors import ReversibilityError
+from ..ir import (Alloc, Bind, BinOp, BoolOp, Call, CallFn, Compare, Compute, Const, For, Function, If, Index,
+                  Instr, Name, Select, Shape, Slice, Unary, Uncompute, While)
+from ..primitives import FUNCTIONS, INSTRUCTIONS
+from ..types import KINDS, VarType, dtype_for, join
+
+
+class TypeEnv:
+    """Types of every variable of one specialised function."""
+
+    def __init__(self, types: dict):
+        self.types = dict(types)
+
+    def __getitem__(self, name: str) -> VarType:
+        return self.types[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.types
+
+    def kind(self, e) -> str:
+        return expr_type(e, self, None).kind
+
+    def differentiable(self, name: str) -> bool:
+        return name in self.types and self.types[name].differentiable
+
+
+def expr_type(e, env: TypeEnv, loc) -> VarType:
+    """The VarType of an expression (a view for sliced indices)."""
+    if isinstance(e, Const):
+        v = e.value
+        kind = "bool" if isinstance(v, bool) else "int" if isinstance(v, int) else \
+            "float" if isinstance(v, float) else "complex"
+        return VarType(kind, 0, dtype_for(kind))
+    if isinstance(e, Name):
+        return env[e.id]
+    if isinstance(e, Index):
+        t = env[e.base]
+        if not t.is_array:
+            raise ReversibilityError(f"'{e.base}' is a scalar and cannot be indexed", loc)
+        if len(e.indices) != t.ndim:
+            raise ReversibilityError(f"'{e.base}' has {t.ndim} dimension(s) but is indexed with "
+                                     f"{len(e.indices)}", loc)
+        for i in e.indices:
+            if not isinstance(i, Slice) and expr_type(i, env, loc).kind not in ("int", "bool"):
+                raise ReversibilityError(f"an index of '{e.base}' is not an integer", loc)
+        ndim = sum(isinstance(i, Slice) for i in e.indices)
+        return VarType(t.kind, ndim, t.dtype)
+    if isinstance(e, Shape):
+        t = env[e.base]
+        if e.axis >= max(t.ndim, 1) or not t.is_array:
+            raise ReversibilityError(f"'{e.base}' has no axis {e.axis}", loc)
+        return VarType("int", 0, "int64")
+    if isinstance(e, (Compare, BoolOp)):
+        for c in ((e.left, e.right) if isinstance(e, Compare) else e.values):
+            expr_type(c, env, loc)
+        return VarType("bool", 0, "bool")
+    if isinstance(e, Unary):
+        t = _scalar(e.operand, env, loc)
+        return VarType("bool", 0, "bool") if e.op == "not" else t
+    if isinstance(e, Select):
+        expr_type(e.cond, env, loc)
+        return _result(join(_scalar(e.a, env, loc).kind, _scalar(e.b, env, loc).kind), [e.a, e.b], env, loc)
+    if isinstance(e, BinOp):
+        args = (e.left, e.right)
+    elif isinstance(e, Call):
+        args = e.args
+    else:
+        raise TypeError(e)
+    kinds = tuple(_scalar(a, env, loc).kind for a in args)
+    kind = FUNCTIONS[e.op if isinstance(e, BinOp) else e.fn].result_kind(kinds)
+    return _result(kind, args, env, loc)
+
+
+def _scalar(e, env, loc) -> VarType:
+    t = expr_type(e, env, loc)
+    if t.is_array:
+        raise ReversibilityError("an array is used where a number is expected (index its elements)", loc)
+    return t
+
+
+def _result(kind: str, args, env, loc) -> VarType:
+    """Result type: the kind, in the precision of the widest floating argument."""
+    precision = None
+    for a in args:
+        d = expr_type(a, env, loc).dtype
+        if d in ("float64", "complex128"):
+            precision = "float64"
+        elif d in ("float32", "complex64") and precision is None:
+            precision = "float32"
+    return VarType(kind, 0, dtype_for(kind, precision))
+
+
+def infer(func: Function, param_types: dict, callee_types) -> TypeEnv:
+    """Types of all variables; ``callee_types(callee, arg_types)`` specialises called functions."""
+    env = TypeEnv(param_types)
+    _block(func.body, env, callee_types)
+    return env
+
+
+def _define(env: TypeEnv, name: str, t: VarType, loc) -> None:
+    old = env.types.get(name)
+    if old is not None and old != t:
+        raise ReversibilityError(f"'{name}' is defined again with type {t.describe()} (it was "
+                                 f"{old.describe()}); use another name", loc)
+    env.types[name] = t
+
+
+def _block(body: list, env: TypeEnv, callee_types) -> None:
+    for s in body:
+        if isinstance(s, Instr):
+            _instr(s, env)
+        elif isinstance(s, Bind):
+            _define(env, s.name, expr_type(s.expr, env, s.loc), s.loc)
+        elif isinstance(s, Alloc):
+            _define(env, s.name, alloc_type(s, env), s.loc)
+            for d in s.shape or ():
+                if expr_type(d, env, s.loc).kind not in ("int", "bool"):
+                    raise ReversibilityError(f"the shape of ancilla '{s.name}' must be integers", s.loc)
+        elif isinstance(s, For):
+            for e in (s.start, s.stop, s.step):
+                if expr_type(e, env, s.loc).kind not in ("int", "bool"):
+                    raise ReversibilityError("range() bounds must be integers", s.loc)
+            _define(env, s.var, VarType("int", 0, "int64"), s.loc)
+            _block(s.body, env, callee_types)
+        elif isinstance(s, If):
+            expr_type(s.pre, env, s.loc)
+            _block(s.then, env, callee_types)
+            _block(s.orelse, env, callee_types)
+            if s.post is not None:
+                expr_type(s.post, env, s.loc)
+        elif isinstance(s, While):
+            expr_type(s.pre, env, s.loc)
+            _block(s.body, env, callee_types)
+            expr_type(s.post, env, s.loc)
+        elif isinstance(s, (Compute, Uncompute)):
+            _block(s.body, env, callee_types)
+        elif isinstance(s, CallFn):
+            callee_types(s, tuple(expr_type(a, env, s.loc) for a in s.args))
+
+
+def alloc_type(s: Alloc, env: TypeEnv) -> VarType:
+    d = s.dtype
+    if d.like is not None:
+        t = env[d.like]
+        kind, dtype = t.kind, t.dtype
+    else:
+        kind, dtype = d.kind, d.np_name or dtype_for(d.kind)
+    return VarType(kind, len(s.shape) if s.shape is not None else 0, dtype)
+
+
+def _instr(s: Instr, env: TypeEnv) -> None:
+    entry = INSTRUCTIONS[s.op]
+    types = [expr_type(o, env, s.loc) for o in s.operands]
+    for i in entry.targets:
+        t = types[i]
+        if t.is_array:
+            raise ReversibilityError(f"'{_name(s.operands[i])}' is an array; update its elements", s.loc)
+        if t.kind not in entry.target_kinds:
+            raise ReversibilityError(f"'{entry.syntax}' does not apply to {t.kind} values "
+                                     f"('{_name(s.operands[i])}' is {t.dtype}); it takes "
+                                     f"{', '.join(entry.target_kinds)}", s.loc)
+    for i in entry.reads:
+        t, target = types[i], types[entry.targets[0]]
+        if t.is_array:
+            raise ReversibilityError("an array is used where a number is expected (index its elements)", s.loc)
+        if KINDS.index(t.kind) > KINDS.index(target.kind) and not (target.kind == "int" and t.kind == "bool"):
+            raise ReversibilityError(
+                f"the {t.kind} value of the right-hand side would be silently converted to "
+                f"{target.kind} when stored in '{_name(s.operands[entry.targets[0]])}' ({target.dtype}); "
+                "the result would not be exactly invertible", s.loc)
+    if s.op in ("rot", "irot") and types[2].kind == "complex":
+        raise ReversibilityError("the rotation angle must be real", s.loc)
+
+
+def _name(lv) -> str:
+    from ..emit.python import expr_source
+    return expr_source(lv)

@@ -1,0 +1,301 @@
+"""Lower the high-level IR to the low-level IR that emitters print (forward semantics).
+
+Instructions are lowered by their table entry's forward rule; control flow gets the runtime checks
+that make it reversible (post-conditions, loop bounds, ancillas back to zero). The inverse program
+is ``lower(invert(body))``; the adjoint pass (``adjoint.py``) extends this class.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import algebra as A
+from ..emit.python import expr_source
+from ..ir import (Alloc, Bind, BoolOp, Call, CallFn, Compare, Compute, Const, Dealloc, For, If, Index, Instr,
+                  Name, Shape, Slice, Uncompute, Unary, While, base_name, names_read, walk_expr)
+from ..lowir import Assign, Branch, Check, Comment, Invoke, Local, Loop, Repeat, Zero
+from ..primitives import INSTRUCTIONS
+from ..runtime.checks import CheckInfo, register
+from ..types import VarType
+from .infer import TypeEnv, alloc_type, expr_type
+from .invert import invert_block
+
+
+@dataclass
+class Options:
+    check: bool = True
+    atol: float = 1e-12
+    rtol: float | None = None  # None: 1e-9 for 64-bit data, 1e-4 for 32-bit
+
+    def rtol_for(self, dtype: str) -> float:
+        if self.rtol is not None:
+            return self.rtol
+        return 1e-4 if dtype in ("float32", "complex64") else 1e-9
+
+
+class Lowerer:
+    """Lowers statements into ``self.out``; implements the RuleContext the instruction table uses."""
+
+    def __init__(self, env: TypeEnv, options: Options, fkey: int, callee_symbol, ancillas: set,
+                 params: list, counter: list | None = None):
+        self.env = env
+        self.options = options
+        self.fkey = fkey
+        self.callee_symbol = callee_symbol  # (CallFn, kind) -> name of the generated function
+        self.ancillas = ancillas
+        self.params = params
+        self.counter = counter if counter is not None else [0]
+        self.out: list = []
+        self.loc = None
+
+    # ---------------------------------------------------------------- RuleContext
+
+    def emit(self, stmt) -> None:
+        self.out.append(stmt)
+
+    def kind(self, e) -> str:
+        return self.env.kind(e)
+
+    def fresh(self, hint: str) -> str:
+        self.counter[0] += 1
+        return f"_{hint}{self.counter[0]}"
+
+    def temp(self, e, hint: str = "t"):
+        name = self.fresh(hint)
+        self.emit(Local(name, e))
+        self.env.types[name] = _expr_type(self.env, e)
+        return Name(name)
+
+    def require(self, ok, message: str, *values, labels=None, error=None) -> None:
+        if not self.options.check:
+            return
+        self.counter[0] += 1
+        idx = self.counter[0]
+        vals = tuple(values)
+        if labels is None:
+            labels = ("value",) if vals else ()
+            if vals and self.kind(vals[0]) == "complex":
+                vals = (Call("real", (vals[0],)), Call("imag", (vals[0],)))
+        kwargs = {"error": error} if error is not None else {}
+        register(self.fkey, idx, CheckInfo(message, self.loc, labels, **kwargs))
+        self.emit(Check(ok, self.fkey, idx, vals))
+
+    def grad(self, lv):
+        raise NotImplementedError("gradients exist only in the adjoint")
+
+    def push(self, e, cotangent) -> None:
+        raise NotImplementedError("gradients exist only in the adjoint")
+
+    # ---------------------------------------------------------------- blocks
+
+    def lower_block(self, body: list) -> list:
+        saved, self.out = self.out, []
+        for s in body:
+            self.statement(s)
+        result, self.out = self.out, saved
+        return result
+
+    def comment(self, s) -> None:
+        self.loc = s.loc
+        self.emit(Comment(f"line {s.loc.lineno}: {s.loc.line.strip()}"))
+
+    def statement(self, s) -> None:
+        self.comment(s)
+        method = getattr(self, "_" + type(s).__name__)
+        method(s)
+
+    # ---------------------------------------------------------------- statements
+
+    def _Instr(self, s: Instr) -> None:
+        self.alias_checks(s)
+        INSTRUCTIONS[s.op].forward(s.operands, self)
+        self.track_scales(s)
+
+    def _Bind(self, s: Bind) -> None:
+        self.emit(Local(s.name, s.expr))
+
+    def _Alloc(self, s: Alloc) -> None:
+        t = alloc_type(s, self.env)
+        self.emit(Zero(s.name, s.shape, t.dtype))
+        if self.options.check:
+            self.emit(Local(f"_scale_{s.name}", Const(0.0)))
+
+    def _Dealloc(self, s: Dealloc) -> None:
+        self.check_zero(s.name)
+
+    def check_zero(self, name: str) -> None:
+        """Runtime check that an ancilla is back to zero, within atol + rtol * (largest magnitude held)."""
+        if not self.options.check:
+            return
+        t = self.env[name]
+        tol = A.add(Const(self.options.atol), A.mul(Const(self.options.rtol_for(t.dtype)), Name(f"_scale_{name}")))
+        if t.kind in ("int", "bool"):
+            tol = Const(0)
+        if not t.is_array:
+            self.require(Compare("<=", Call("abs", (Name(name),)), tol),
+                         f"ancilla '{name}' is not zero at deallocation (tolerance atol={self.options.atol:g}, "
+                         f"rtol={self.options.rtol_for(t.dtype):g} of its largest magnitude)", Name(name))
+            return
+        idx = [self.fresh("i") for _ in range(t.ndim)]
+        element = Index(name, tuple(Name(i) for i in idx))
+        for i in idx:
+            self.env.types[i] = VarType("int", 0, "int64")
+        saved, self.out = self.out, []
+        self.require(Compare("<=", Call("abs", (element,)), tol),
+                     f"ancilla array '{name}' is not zero at deallocation (tolerance atol={self.options.atol:g}, "
+                     f"rtol={self.options.rtol_for(t.dtype):g} of its largest magnitude)", element)
+        body, self.out = self.out, saved
+        for axis in reversed(range(t.ndim)):
+            body = [Loop(idx[axis], Const(0), Shape(name, axis), Const(1), body)]
+        self.out.extend(body)
+
+    def track_scales(self, s: Instr) -> None:
+        """Remember the largest magnitude each ancilla target held (the scale of its zero check)."""
+        if not self.options.check:
+            return
+        for i in INSTRUCTIONS[s.op].targets:
+            t = s.operands[i]
+            name = base_name(t)
+            if name in self.ancillas and self.kind(t) not in ("int", "bool"):
+                scale = Name(f"_scale_{name}")
+                self.emit(Assign((scale,), (Call("max", (scale, Call("abs", (t,)))),)))
+
+    def _For(self, s: For) -> None:
+        self.emit_for(s, lambda: self.lower_block(s.body), s.reverse)
+
+    def emit_for(self, s: For, lower_body, reverse: bool) -> None:
+        """A counted loop over the values of range(start, stop, step), last to first if ``reverse``;
+        bounds that read mutable state are checked unchanged afterwards."""
+        start, stop, step = s.start, s.stop, s.step
+        if not (isinstance(step, Const)):
+            step = self.temp(step, "step")
+            self.require(Compare("!=", step, Const(0)), "range() step is zero", step)
+        watched = self.watched_bounds(s)
+        saved_bounds = [self.temp(b, "bound") for b in watched]
+        body = lower_body()
+        if reverse:
+            count = Call("trip_count", (start, stop, step))
+            last = self.temp(A.add(start, A.mul(A.sub(count, Const(1)), step)), "last")
+            self.emit(Loop(s.var, last, A.sub(start, step), A.neg(step), body))
+        else:
+            self.emit(Loop(s.var, start, stop, step, body))
+        for b, saved in zip(watched, saved_bounds):
+            self.loc = s.loc
+            self.require(Compare("==", b, saved), f"a loop bound changed during the loop: {expr_source(b)}",
+                         saved, b, labels=("before", "after"))
+
+    def watched_bounds(self, s: For) -> list:
+        """Bounds that read mutable state (anything but constants, shapes, bindings, loop variables)."""
+        if not self.options.check:
+            return []
+        out = []
+        for b in (s.start, s.stop, s.step):
+            if any(isinstance(n, Index) or (isinstance(n, Name) and (n.id in self.params or n.id in self.ancillas))
+                   for n in walk_expr(b)):
+                out.append(b)
+        return out
+
+    def _If(self, s: If) -> None:
+        self.emit_if(s, s.pre, s.post, self.lower_block(s.then), self.lower_block(s.orelse))
+
+    def emit_if(self, s: If, pre, post, then: list, orelse: list) -> None:
+        """Branch on ``pre``; with a post-condition, check it agrees with the branch taken."""
+        if post is None:
+            self.emit(Branch(pre, then, orelse))
+            return
+        self.loc = s.loc
+        chosen = self.temp(pre, "branch")
+        self.emit(Branch(chosen, then, orelse))
+        self.loc = s.loc
+        self.require(Compare("==", post, chosen),
+                     f"post-condition {expr_source(post)} does not match the branch taken "
+                     f"(it must be true after the then-branch and false after the else-branch)",
+                     chosen, labels=("branch taken (1 = then)",))
+
+    def _While(self, s: While) -> None:
+        self.emit_while(s, s.pre, s.post, lambda: self.lower_block(s.body))
+
+    def emit_while(self, s: While, pre, post, lower_body) -> None:
+        """``while pre`` with ``post`` false on entry and true after every iteration (checked)."""
+        self.loc = s.loc
+        self.require(Unary("not", post), f"while post-condition {expr_source(post)} must be false on entry")
+        body = lower_body()
+        saved, self.out = self.out, body
+        self.loc = s.loc
+        self.require(post, f"while post-condition {expr_source(post)} must be true after every iteration")
+        self.out = saved
+        self.emit(Repeat(pre, body))
+
+    def _Compute(self, s: Compute) -> None:
+        self.out.extend(self.lower_block(s.body))
+
+    def _Uncompute(self, s: Uncompute) -> None:
+        self.out.extend(self.lower_block(invert_block(s.body)))
+
+    def _CallFn(self, s: CallFn) -> None:
+        self.call_alias_checks(s)
+        fn, modified = self.callee_symbol(s, "inverse" if s.inverse else "forward")
+        self.emit(Invoke(fn, s.args, self.call_results(s.args, modified)))
+
+    def call_results(self, args, modified) -> tuple:
+        """Where each returned value goes: scalars and elements the callee modifies are written back."""
+        out = []
+        for k, a in enumerate(args):
+            t = _expr_type(self.env, a)
+            if k in modified and isinstance(a, (Name, Index)) and not t.is_array:
+                out.append(a)
+            else:
+                out.append(Name(self.fresh("unused")))
+        return tuple(out)
+
+    # ---------------------------------------------------------------- aliasing
+
+    def alias_checks(self, s: Instr) -> None:
+        entry = INSTRUCTIONS[s.op]
+        targets = [s.operands[i] for i in entry.targets]
+        reads = [s.operands[i] for i in entry.reads]
+        seen = set()
+        for t in targets:
+            if not isinstance(t, Index):
+                continue
+            others = [n for e in reads for n in walk_expr(e) if isinstance(n, Index) and n.base == t.base]
+            if s.op != "swap":
+                others += [u for u in targets if u is not t and isinstance(u, Index) and u.base == t.base]
+            for o in others:
+                key = frozenset((t, o))
+                if o == t or key in seen:
+                    continue
+                seen.add(key)
+                differ = [Compare("!=", x, y) for x, y in zip(t.indices, o.indices) if x != y]
+                ok = differ[0] if len(differ) == 1 else BoolOp("or", tuple(differ))
+                self.require(ok, f"'{expr_source(o)}' is the same element as the target '{expr_source(t)}' "
+                                 "here, so the update cannot be undone")
+
+    def call_alias_checks(self, s: CallFn) -> None:
+        from ..frontend.check import distinguishable
+        _, modified = self.callee_symbol(s, "forward")
+        for k, a in enumerate(s.args):
+            for j in range(k + 1, len(s.args)):
+                b = s.args[j]
+                if isinstance(a, Index) and isinstance(b, Index) and a.base == b.base and \
+                        (k in modified or j in modified) and distinguishable(a, b):
+                    differ = [Compare("!=", x, y) for x, y in zip(a.indices, b.indices)
+                              if x != y and _is_int_index(x) and _is_int_index(y)]
+                    ok = differ[0] if len(differ) == 1 else BoolOp("or", tuple(differ))
+                    self.require(ok, f"arguments '{expr_source(a)}' and '{expr_source(b)}' of '{s.callee}' are "
+                                     "the same memory here, and the callee modifies one of them")
+
+
+def _is_int_index(x) -> bool:
+    return not isinstance(x, Slice)
+
+
+def _expr_type(env: TypeEnv, e) -> VarType:
+    return expr_type(e, env, None)
+
+
+def ancilla_names(body: list) -> set:
+    from ..ir import walk_stmts
+    return {s.name for s in walk_stmts(body) if isinstance(s, Alloc)}
+
+
+__all__ = ["Lowerer", "Options", "ancilla_names", "names_read"]

@@ -1,0 +1,84 @@
+"""Types of values as the passes see them: a kind (bool < int < float < complex) and a rank.
+
+Types come from the arguments of a call (functions are specialised per argument types), and are
+propagated through expressions so that gradient code is emitted only for float and complex data.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+KINDS = ("bool", "int", "float", "complex")
+DIFFERENTIABLE = ("float", "complex")
+
+
+@dataclass(frozen=True)
+class VarType:
+    kind: str
+    ndim: int = 0
+    dtype: str = "float64"  # numpy name of the element type
+
+    @property
+    def differentiable(self) -> bool:
+        return self.kind in DIFFERENTIABLE
+
+    @property
+    def is_array(self) -> bool:
+        return self.ndim > 0
+
+    def element(self) -> "VarType":
+        return VarType(self.kind, 0, self.dtype)
+
+    def describe(self) -> str:
+        return f"{self.dtype} array of rank {self.ndim}" if self.ndim else self.dtype
+
+
+def kind_of_dtype(dtype: np.dtype) -> str:
+    if dtype == np.bool_:
+        return "bool"
+    if np.issubdtype(dtype, np.integer):
+        return "int"
+    if np.issubdtype(dtype, np.floating):
+        return "float"
+    if np.issubdtype(dtype, np.complexfloating):
+        return "complex"
+    raise TypeError(f"unsupported dtype {dtype}")
+
+
+def type_of_value(value: object) -> VarType:
+    """The VarType of a runtime argument; raises TypeError for anything the language cannot hold."""
+    if isinstance(value, np.ndarray):
+        if value.ndim == 0:
+            raise TypeError("0-d arrays are not supported; pass a Python or NumPy scalar")
+        return VarType(kind_of_dtype(value.dtype), value.ndim, value.dtype.name)
+    if isinstance(value, (bool, np.bool_)):
+        return VarType("bool", 0, "bool")
+    if isinstance(value, (int, np.integer)):
+        return VarType("int", 0, "int64")
+    if isinstance(value, (float, np.floating)):
+        return VarType("float", 0, "float64" if not isinstance(value, np.float32) else "float32")
+    if isinstance(value, (complex, np.complexfloating)):
+        return VarType("complex", 0, "complex64" if isinstance(value, np.complex64) else "complex128")
+    raise TypeError(f"unsupported argument of type {type(value).__name__}")
+
+
+def join(*kinds: str) -> str:
+    """The kind of an arithmetic result of operands of these kinds."""
+    return max(kinds, key=KINDS.index) if kinds else "int"
+
+
+def is_real(kind: str) -> bool:
+    return kind != "complex"
+
+
+def dtype_for(kind: str, like: str | None = None) -> str:
+    """A numpy dtype name for a kind, keeping the precision of ``like`` where it has one."""
+    if kind == "bool":
+        return "bool"
+    if kind == "int":
+        return "int64"
+    single = like in ("float32", "complex64")
+    if kind == "float":
+        return "float32" if single else "float64"
+    return "complex64" if single else "complex128"
