@@ -64,7 +64,20 @@ class ReversibleFunction:
                 raise ReversibilityError(f"'{name}' is {what}: only functions decorated with @reversible can be "
                                          "called as statements", loc)
             self.ir.globals_names[name] = obj
-        return obj.forward_function
+        callee = obj.forward_function
+        return callee if callee.backend == self.backend else callee.with_options(backend=self.backend)
+
+    def with_options(self, **options: Any) -> "ReversibleFunction":
+        """The same function with other options (backend, check, atol, rtol); variants are cached."""
+        merged = {"backend": self.backend, "check": self.options.check, "atol": self.options.atol,
+                  "rtol": self.options.rtol, **options}
+        key = tuple(sorted(merged.items()))
+        variants = self.__dict__.setdefault("_variants", {})
+        if key not in variants:
+            same = merged == {"backend": self.backend, "check": self.options.check,
+                              "atol": self.options.atol, "rtol": self.options.rtol}
+            variants[key] = self if same else ReversibleFunction(self.py_function, **merged)
+        return variants[key]
 
     def _try_check(self) -> None:
         from .ir import walk_stmts

@@ -83,9 +83,6 @@ class Checker:
                     "modifies; a binding may read only values that never change (shapes, lengths, "
                     f"unmodified parameters). Use an ancilla: '{s.name} = zero()' then '{s.name} += ...'",
                     s.loc)
-            if s.name in self.modified:
-                raise ReversibilityError(f"the constant '{s.name}' is modified later; bindings are constants. "
-                                         f"Allocate an ancilla instead: '{s.name} = zero()'", s.loc)
         elif isinstance(s, Alloc):
             if s.shape is not None:
                 for d in s.shape:
@@ -100,8 +97,6 @@ class Checker:
             if s.var in scope:
                 raise ReversibilityError(f"the loop variable '{s.var}' already names a {scope[s.var]}", s.loc)
             inner = modified_names(s.body, self.callee_modifies)
-            if s.var in inner:
-                raise ReversibilityError(f"the loop variable '{s.var}' is modified in the loop body", s.loc)
             changed = bounds & inner
             if changed:
                 raise ReversibilityError(f"the loop bounds read '{sorted(changed)[0]}', which the loop body "

@@ -99,7 +99,7 @@ class Parser:
         if open_routines:
             c = open_routines[-1]
             raise ReversibilityError("the 'with routine:' block here is never undone: add '~routine' "
-                                          "later in the same block (compute, copy, uncompute)")
+                                          "later in the same block (compute, copy, uncompute)", c.loc)
         return out
 
     # ---------------------------------------------------------------- statements

@@ -45,13 +45,13 @@ def expr_type(e, env: TypeEnv, loc) -> VarType:
         t = env[e.base]
         if not t.is_array:
             raise ReversibilityError(f"'{e.base}' is a scalar and cannot be indexed", loc)
-        if len(e.indices) != t.ndim:
+        if len(e.indices) > t.ndim:
             raise ReversibilityError(f"'{e.base}' has {t.ndim} dimension(s) but is indexed with "
                                      f"{len(e.indices)}", loc)
         for i in e.indices:
             if not isinstance(i, Slice) and expr_type(i, env, loc).kind not in ("int", "bool"):
                 raise ReversibilityError(f"an index of '{e.base}' is not an integer", loc)
-        ndim = sum(isinstance(i, Slice) for i in e.indices)
+        ndim = sum(isinstance(i, Slice) for i in e.indices) + t.ndim - len(e.indices)  # a[i] is a row
         return VarType(t.kind, ndim, t.dtype)
     if isinstance(e, Shape):
         t = env[e.base]

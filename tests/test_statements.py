@@ -1,0 +1,284 @@
+"""Every statement form: forward equals numpy, the round trip restores the state, backends agree."""
+import math
+
+import numpy as np
+import pytest
+from numpy import sin
+
+from helpers import assert_backends_agree, assert_round_trip, copy_args
+from revdiff import irot, reversible, rot, routine, zero, zeros
+
+ALPHA = 0.25  # a numeric global, read as a constant
+
+
+@reversible
+def add_sub(y, x, z):
+    y += x * sin(z) / 2.0 + math.atan2(x, z) + np.hypot(x, z) + ALPHA
+    y -= np.exp(-x * x) + abs(z) ** 1.5 + min(x, z) - max(x, z) + np.tanh(z) + np.sqrt(np.cosh(z))
+
+
+def add_sub_ref(y, x, z):
+    y = y + x * np.sin(z) / 2.0 + math.atan2(x, z) + np.hypot(x, z) + ALPHA
+    y = y - (np.exp(-x * x) + abs(z) ** 1.5 + min(x, z) - max(x, z) + np.tanh(z) + np.sqrt(np.cosh(z)))
+    return y, x, z
+
+
+@reversible
+def mul_div(y, x):
+    y *= 2.0 + np.cos(x)
+    y /= x
+
+
+@reversible
+def int_ops(k, j, flag):
+    k += 3 * j
+    k *= j
+    k ^= 5
+    flag ^= j > 2
+    k -= j // 2
+
+
+@reversible
+def int_div(k, j):
+    k /= j
+
+
+@reversible
+def swap_neg(a, b, v):
+    a, b = b, a
+    v[0], v[2] = v[2], v[0]
+    a = -a
+    v[1] = -v[1]
+
+
+@reversible
+def rotations(a, b, v, theta):
+    rot(a, b, theta)
+    irot(v[0], v[1], 2 * theta)
+    rot(v[1], v[2], theta + a.real * 0)
+
+
+@reversible
+def loops(s, x):
+    n = len(x)
+    for i in range(n):
+        s += x[i]
+    for i in range(1, n, 3):  # a step that does not divide the span
+        s += i * x[i]
+    for i in range(n - 1, -1, -2):
+        s *= 1.5
+    for i in range(5, 5):  # empty
+        s += 1.0
+
+
+@reversible
+def conditionals(x, y, k):
+    if k > 0:
+        x += y
+    else:
+        x -= y
+    if (x > 0, x > 0):
+        x *= 2.0
+    else:
+        x *= 3.0
+
+
+@reversible
+def while_loop(x, k, n):
+    while (k < n, k > 0):
+        x *= 1.5
+        k += 1
+
+
+@reversible
+def ancillas(y, x, A):
+    m, n = A.shape
+    t = zero(A.dtype)
+    c = zero(complex)
+    i = 0
+    v = zeros((m, n), A.dtype)
+    with routine:
+        t += x * x
+        for r in range(m):
+            for q in range(n):
+                v[r, q] += A[r, q] * t
+    y += v[0, 0] + v[m - 1, n - 1]
+    ~routine
+    del v
+    del i
+    del c
+    del t
+
+
+@reversible
+def inner(s, x, y):
+    for i in range(len(x)):
+        s += x[i] * y[i]
+
+
+@reversible
+def outer_calls(s, X, w, k):
+    inner(s, X[:, k], w)
+    ~inner(s, X[:, 0], w)
+    inner(s, X[1], X[2])
+    scaled(X[0, 0], 2.0 * k + 1.0)
+
+
+@reversible
+def scaled(x, c):
+    x *= c
+
+
+@reversible
+def complex_ops(z, w, x):
+    z += np.conj(w) * x + w.real - 1j * w.imag
+    z *= 1 + 0.5j
+    w -= z.conjugate() * 0.5
+
+
+@reversible
+def float32_ops(v, s):
+    for i in range(len(v)):
+        v[i] += s * 2.0
+
+
+def test_add_sub_matches_numpy():
+    args = (0.5, 0.7, -1.3)
+    out = assert_round_trip(add_sub, *args)
+    np.testing.assert_allclose(out, add_sub_ref(*args), rtol=1e-14)
+    assert_backends_agree(add_sub, *args)
+
+
+def test_mul_div():
+    out = assert_round_trip(mul_div, 3.0, 0.4)
+    np.testing.assert_allclose(out[0], 3.0 * (2.0 + np.cos(0.4)) / 0.4, rtol=1e-15)
+    assert_backends_agree(mul_div, 3.0, 0.4)
+
+
+def test_integer_instructions_are_exact():
+    out = assert_round_trip(int_ops, 7, 4, False, exact=True)
+    k = ((7 + 12) * 4) ^ 5
+    assert out == (k - 2, 4, True)
+    assert_backends_agree(int_ops, 7, 4, False)
+
+
+def test_integer_division_exact_only():
+    assert int_div(12, 4) == (3, 4)
+    from revdiff import ReversibilityError
+    with pytest.raises(ReversibilityError, match="remainder"):
+        int_div(13, 4)
+
+
+def test_swap_and_negate_exact():
+    v = np.array([1.0, 2.0, 3.0])
+    out = assert_round_trip(swap_neg, 1.5, -2.5, v, exact=True)
+    assert out[0] == 2.5 and out[1] == 1.5
+    np.testing.assert_array_equal(out[2], [3.0, -2.0, 1.0])
+
+
+def test_rotations():
+    v = np.array([1.0, 2.0, 3.0])
+    out = assert_round_trip(rotations, 1.0, 0.5, v, 0.3)
+    c, s = np.cos(0.3), np.sin(0.3)
+    assert np.allclose(out[:2], [c * 1.0 - s * 0.5, s * 1.0 + c * 0.5])
+    c2, s2 = np.cos(0.6), np.sin(0.6)
+    w0, w1 = c2 * 1.0 + s2 * 2.0, -s2 * 1.0 + c2 * 2.0
+    np.testing.assert_allclose(out[2], [w0, c * w1 - s * 3.0, s * w1 + c * 3.0])
+    assert_backends_agree(rotations, 1.0, 0.5, v, 0.3)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 10])
+def test_loops_any_step(n):
+    x = np.arange(1.0, n + 1)
+    s = x.sum() + sum(i * x[i] for i in range(1, n, 3))
+    s *= 1.5 ** len(range(n - 1, -1, -2))
+    out = assert_round_trip(loops, 0.0, x)
+    assert out[0] == pytest.approx(s, rel=1e-14)
+    assert_backends_agree(loops, 0.0, x)
+
+
+@pytest.mark.parametrize("x,k", [(1.0, 1), (-1.0, 1), (1.0, -1), (-1.0, -1)])
+def test_conditionals(x, k):
+    out = assert_round_trip(conditionals, x, 0.5, k)
+    y = x + 0.5 if k > 0 else x - 0.5
+    assert out[0] == (y * 2.0 if y > 0 else y * 3.0)
+    assert_backends_agree(conditionals, x, 0.5, k)
+
+
+def test_while():
+    out = assert_round_trip(while_loop, 1.0, 0, 4)
+    assert out == (1.5 ** 4, 4, 4)
+    assert_backends_agree(while_loop, 1.0, 0, 4)
+
+
+def test_ancillas_and_routines():
+    A = np.arange(6.0).reshape(2, 3)
+    out = assert_round_trip(ancillas, 0.0, 2.0, A)
+    assert out[0] == (A[0, 0] + A[1, 2]) * 4.0
+    assert_backends_agree(ancillas, 0.0, 2.0, A)
+
+
+def test_calls_views_and_inverse_calls():
+    X = np.arange(12.0).reshape(3, 4)
+    w = np.array([1.0, -1.0, 2.0])
+    out = assert_round_trip(outer_calls, 0.5, X, w, 2)
+    s = 0.5 + X[:, 2] @ w - X[:, 0] @ w + X[1] @ X[2]
+    assert out[0] == pytest.approx(s)
+    assert out[1][0, 0] == X[0, 0] * 5.0
+    assert_backends_agree(outer_calls, 0.5, X, w, 2)
+
+
+def test_complex():
+    out = assert_round_trip(complex_ops, 1 + 2j, 0.5 - 1j, 0.7)
+    z = (1 + 2j + np.conj(0.5 - 1j) * 0.7 + 0.5 - 1j * -1.0) * (1 + 0.5j)
+    assert out[0] == pytest.approx(z)
+    assert_backends_agree(complex_ops, 1 + 2j, 0.5 - 1j, 0.7)
+
+
+def test_float32_arrays_keep_precision():
+    v = np.arange(4, dtype=np.float32)
+    out = assert_round_trip(float32_ops, v, 0.5, rtol=1e-6)
+    assert out[0].dtype == np.float32
+    np.testing.assert_allclose(out[0], np.arange(4) + 1.0)
+
+
+def test_forward_mutates_arrays_in_place_and_returns_all_parameters():
+    x = np.arange(3.0)
+    out = loops(0.0, x)
+    assert out[1] is x and len(out) == 2
+
+
+def test_inverse_of_inverse_is_forward():
+    assert ~~loops is loops
+    assert loops.inverse is ~loops
+    assert (~loops).programs == ("inverse", "inverse_adjoint")
+
+
+def test_check_false_drops_runtime_checks():
+    fast = mul_div.with_options(check=False)
+    assert "CheckFailed(" not in fast.source("forward")
+    assert "CheckFailed(" in mul_div.source("forward")
+    assert fast(3.0, 0.4) == pytest.approx(mul_div(3.0, 0.4))
+
+
+def test_source_is_readable_python():
+    src = loops.source("inverse")
+    assert "def loops_inverse(s, x):" in src
+    assert "# line" in src and "s -= x[i]" in src
+    compile(src, "<generated>", "exec")
+
+
+def test_bad_arguments():
+    with pytest.raises(TypeError, match="takes 2 arguments"):
+        loops(0.0)
+    with pytest.raises(TypeError, match="argument 'x'"):
+        loops(0.0, "abc")
+    x = np.arange(3.0)
+    x.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        swap_neg(1.0, 2.0, x)
+
+
+def test_copy_args_helper_is_independent():
+    x = np.zeros(2)
+    assert copy_args((x,))[0] is not x
