@@ -178,6 +178,7 @@ class AdjointLowerer(Lowerer):
             grads.append(g)
             results.append(g if not t.is_array else Name(self.fresh("unused")))
         self.emit(Invoke(fn, tuple(s.args) + tuple(grads), values + tuple(results)))
+        self.track_call_scales(s, modified)
         for a, g in pushes:
             self.push(a, g)
 

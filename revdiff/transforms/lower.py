@@ -150,14 +150,39 @@ class Lowerer:
 
     def track_scales(self, s: Instr) -> None:
         """Remember the largest magnitude each ancilla target held (the scale of its zero check)."""
-        if not self.options.check:
-            return
         for i in INSTRUCTIONS[s.op].targets:
-            t = s.operands[i]
-            name = base_name(t)
-            if name in self.ancillas and self.kind(t) not in ("int", "bool"):
-                scale = Name(f"_scale_{name}")
-                self.emit(Assign((scale,), (Call("max", (scale, Call("abs", (t,)))),)))
+            self.track_scale(s.operands[i])
+
+    def track_scale(self, t, sources: tuple = ()) -> None:
+        """Raise ancilla ``t``'s scale to the magnitude of ``t`` (element) or of every element of
+        ``t`` and of ``sources`` (after a call, whose terms are as large as the data it read)."""
+        name = base_name(t)
+        if not self.options.check or name not in self.ancillas or self.env[name].kind in ("int", "bool"):
+            return
+        scale = Name(f"_scale_{name}")
+        for x in (t,) + tuple(sources):
+            xt = _expr_type(self.env, x)
+            if xt.kind in ("int", "bool"):
+                continue
+            if not xt.is_array:
+                self.emit(Assign((scale,), (Call("max", (scale, Call("abs", (x,)))),)))
+                continue
+            base = base_name(x)
+            ndim = self.env[base].ndim
+            idx = [self.fresh("i") for _ in range(ndim)]
+            for i in idx:
+                self.env.types[i] = VarType("int", 0, "int64")
+            element = Index(base, tuple(Name(i) for i in idx))
+            body = [Assign((scale,), (Call("max", (scale, Call("abs", (element,)))),))]
+            for axis in reversed(range(ndim)):
+                body = [Loop(idx[axis], Const(0), Shape(base, axis), Const(1), body)]
+            self.out.extend(body)
+
+    def track_call_scales(self, s: CallFn, modified: set) -> None:
+        sources = tuple(a for a in s.args if isinstance(a, (Name, Index)))
+        for k, a in enumerate(s.args):
+            if k in modified and isinstance(a, (Name, Index)):
+                self.track_scale(a, tuple(x for x in sources if x is not a))
 
     def _For(self, s: For) -> None:
         self.emit_for(s, lambda: self.lower_block(s.body), s.reverse)
@@ -235,6 +260,7 @@ class Lowerer:
         self.call_alias_checks(s)
         fn, modified = self.callee_symbol(s, "inverse" if s.inverse else "forward")
         self.emit(Invoke(fn, s.args, self.call_results(s.args, modified)))
+        self.track_call_scales(s, modified)
 
     def call_results(self, args, modified) -> tuple:
         """Where each returned value goes: scalars and elements the callee modifies are written back."""

@@ -1,0 +1,138 @@
+"""Gram-Schmidt QR written in the reversible language: classical (cgs), modified (mgs), and
+classical with re-orthogonalisation (cgs2, "twice is enough").
+
+Each column is computed, copied into Q and R, and uncomputed, so no garbage is kept beyond Q and R.
+For A of shape (m, n) and p = min(m, n): Q is (m, p) and R is (p, n), zero on entry; R has a
+positive real diagonal. Wide matrices (m < n) get R's extra columns as Q^H A[:, p:].
+"""
+import numpy as np
+
+from ..function import reversible
+from ..language import routine, zero, zeros
+
+
+@reversible
+def classical_pass(v, r, Q, k):
+    """r[:k] += Q[:, :k]^H v, then v -= Q[:, :k] r[:k] (all coefficients from the same v)."""
+    m = len(v)
+    for j in range(k):
+        for i in range(m):
+            r[j] += np.conj(Q[i, j]) * v[i]
+    for j in range(k):
+        for i in range(m):
+            v[i] -= Q[i, j] * r[j]
+
+
+@reversible
+def modified_pass(v, r, Q, k):
+    """Project out one earlier column at a time, each coefficient from the updated v."""
+    m = len(v)
+    for j in range(k):
+        for i in range(m):
+            r[j] += np.conj(Q[i, j]) * v[i]
+        for i in range(m):
+            v[i] -= Q[i, j] * r[j]
+
+
+@reversible
+def norm2(nrm, v):
+    """nrm += ||v||_2 (the sum of squares lives in an ancilla, uncomputed)."""
+    s = zero(float)
+    with routine:
+        for i in range(len(v)):
+            s += (v[i] * np.conj(v[i])).real
+    nrm += np.sqrt(s)
+    ~routine
+    del s
+
+
+@reversible
+def remaining_columns(R, Q, A):
+    """R[:, p:] += Q^H A[:, p:] for the columns beyond min(m, n) of a wide matrix."""
+    m, n = A.shape
+    p = min(m, n)
+    for k in range(p, n):
+        for j in range(p):
+            for i in range(m):
+                R[j, k] += np.conj(Q[i, j]) * A[i, k]
+
+
+@reversible
+def cgs2(Q, R, A):
+    """QR by classical Gram-Schmidt with one re-orthogonalisation: orthogonal to O(u) while u*kappa << 1."""
+    m, n = A.shape
+    p = min(m, n)
+    for k in range(p):
+        v = zeros(m, A.dtype)
+        r1 = zeros(p, A.dtype)
+        r2 = zeros(p, A.dtype)
+        nrm = zero(float)
+        with routine:
+            for i in range(m):
+                v[i] += A[i, k]
+            classical_pass(v, r1, Q, k)
+            classical_pass(v, r2, Q, k)
+            norm2(nrm, v)
+        for j in range(k):
+            R[j, k] += r1[j] + r2[j]
+        R[k, k] += nrm
+        for i in range(m):
+            Q[i, k] += v[i] / nrm
+        ~routine
+        del nrm
+        del r2
+        del r1
+        del v
+    remaining_columns(R, Q, A)
+
+
+@reversible
+def cgs(Q, R, A):
+    """QR by classical Gram-Schmidt: loses orthogonality like u*kappa^2."""
+    m, n = A.shape
+    p = min(m, n)
+    for k in range(p):
+        v = zeros(m, A.dtype)
+        r = zeros(p, A.dtype)
+        nrm = zero(float)
+        with routine:
+            for i in range(m):
+                v[i] += A[i, k]
+            classical_pass(v, r, Q, k)
+            norm2(nrm, v)
+        for j in range(k):
+            R[j, k] += r[j]
+        R[k, k] += nrm
+        for i in range(m):
+            Q[i, k] += v[i] / nrm
+        ~routine
+        del nrm
+        del r
+        del v
+    remaining_columns(R, Q, A)
+
+
+@reversible
+def mgs(Q, R, A):
+    """QR by modified Gram-Schmidt: loses orthogonality like u*kappa."""
+    m, n = A.shape
+    p = min(m, n)
+    for k in range(p):
+        v = zeros(m, A.dtype)
+        r = zeros(p, A.dtype)
+        nrm = zero(float)
+        with routine:
+            for i in range(m):
+                v[i] += A[i, k]
+            modified_pass(v, r, Q, k)
+            norm2(nrm, v)
+        for j in range(k):
+            R[j, k] += r[j]
+        R[k, k] += nrm
+        for i in range(m):
+            Q[i, k] += v[i] / nrm
+        ~routine
+        del nrm
+        del r
+        del v
+    remaining_columns(R, Q, A)

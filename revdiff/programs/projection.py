@@ -1,0 +1,66 @@
+"""Orthogonal projection onto the column space of A, written in the reversible language:
+z += Q Q^H y, with Q from a Gram-Schmidt QR computed and uncomputed around the copy."""
+import numpy as np
+
+from ..function import reversible
+from ..language import routine, zeros
+from .gram_schmidt import cgs, cgs2, mgs
+
+
+def _projection(qr):
+    @reversible
+    def project(z, A, y):
+        m, n = A.shape
+        p = min(m, n)
+        Q = zeros((m, p), A.dtype)
+        R = zeros((p, n), A.dtype)
+        c = zeros(p, A.dtype)
+        with routine:
+            qr(Q, R, A)
+            for j in range(p):
+                for i in range(m):
+                    c[j] += np.conj(Q[i, j]) * y[i]
+        for i in range(m):
+            for j in range(p):
+                z[i] += Q[i, j] * c[j]
+        ~routine
+        del c
+        del R
+        del Q
+
+    return project
+
+
+project_cgs2 = _projection(cgs2)
+project_mgs = _projection(mgs)
+project_cgs = _projection(cgs)
+
+
+def _least_squares(qr):
+    @reversible
+    def lstsq(x, A, y):
+        """x += argmin |A x - y| = R^-1 Q^H y for A of full column rank (m >= n)."""
+        m, n = A.shape
+        Q = zeros((m, n), A.dtype)
+        R = zeros((n, n), A.dtype)
+        c = zeros(n, A.dtype)
+        with routine:
+            qr(Q, R, A)
+            for j in range(n):
+                for i in range(m):
+                    c[j] += np.conj(Q[i, j]) * y[i]
+        for i in range(n - 1, -1, -1):  # back substitution, each x[i] written once
+            for j in range(i + 1, n):
+                x[i] -= R[i, j] * x[j] / R[i, i]
+            x[i] += c[i] / R[i, i]
+        ~routine
+        del c
+        del R
+        del Q
+
+    return lstsq
+
+
+lstsq_cgs2 = _least_squares(cgs2)
+lstsq_mgs = _least_squares(mgs)
+lstsq_cgs = _least_squares(cgs)

@@ -1,0 +1,143 @@
+"""QR, projection, least squares and sphere programs written in the language: gradients pass the
+inner-product test, agree with the closed-form adjoints, and handle wide, complex, batched and
+rank-deficient input."""
+import numpy as np
+import pytest
+
+import revdiff
+from helpers import assert_gradient, assert_round_trip
+from revdiff import formulas
+from revdiff import programs as P
+from revdiff.compare import matrix_with_condition
+
+rng = np.random.default_rng(7)
+
+
+def rand(shape, cplx=False):
+    x = rng.standard_normal(shape)
+    return x + 1j * rng.standard_normal(shape) if cplx else x
+
+
+@pytest.mark.parametrize("program", [P.cgs2, P.mgs, P.cgs])
+@pytest.mark.parametrize("m,n,cplx", [(6, 4, False), (4, 6, False), (5, 3, True)])
+def test_qr_program_gradient_and_round_trip(program, m, n, cplx):
+    p = min(m, n)
+    dt = complex if cplx else float
+    args = (np.zeros((m, p), dt), np.zeros((p, n), dt), rand((m, n), cplx))
+    Q, R, A = assert_round_trip(program, *args, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(Q @ R, A, atol=1e-13)
+    assert np.all(np.real(np.diag(R)) > 0) and np.allclose(np.imag(np.diag(R)), 0)
+    assert_gradient(program, *args)
+
+
+@pytest.mark.parametrize("program", [P.project_cgs2, P.lstsq_cgs2])
+def test_projection_and_lstsq_gradients(program):
+    A, y = rand((7, 3)), rand(7)
+    out = np.zeros(7 if program is P.project_cgs2 else 3)
+    assert_gradient(program, out, A, y)
+
+
+def test_sphere_gradients():
+    assert_gradient(P.normalize_program, np.zeros(5), rand(5))
+    assert_gradient(P.tangent_project_program, np.zeros(5, complex), rand(5, True), rand(5, True))
+
+
+@pytest.mark.parametrize("kappa", [1.0, 1e4, 1e8])
+def test_qr_vjp_agrees_with_formula_to_kappa(kappa):
+    A = np.stack([matrix_with_condition(8, 4, kappa, rng, np.float64) for _ in range(2)])
+    gQ, gR = rand((2, 8, 4)), np.triu(rand((2, 4, 4)))
+    a, b = P.qr_vjp(A, gQ, gR), formulas.qr_vjp(A, gQ, gR)
+    # both are backward stable for the same function; gradients differ by O(u kappa^2) relative
+    assert np.linalg.norm(a - b) / np.linalg.norm(b) < 1e-14 * kappa ** 2 + 1e-13
+
+
+@pytest.mark.parametrize("shape,cplx", [((3, 6, 4), False), ((2, 4, 6), False), ((2, 5, 3), True)])
+def test_qr_vjp_wide_complex_batched(shape, cplx):
+    A = rand(shape, cplx)
+    m, n = shape[1:]
+    p = min(m, n)
+    gQ, gR = rand((shape[0], m, p), cplx), np.triu(rand((shape[0], p, n), cplx))
+    np.testing.assert_allclose(P.qr_vjp(A, gQ, gR), formulas.qr_vjp(A, gQ, gR), atol=1e-12)
+
+
+def test_projection_gradient_is_golub_pereyra():
+    A, y, gz = rand((2, 9, 4)), rand((2, 9)), rand((2, 9))
+    gA, gy = P.project_vjp(A, y, gz)
+    fA, fy = formulas.project_vjp(A, y, gz)
+    np.testing.assert_allclose(gA, fA, atol=1e-13)
+    np.testing.assert_allclose(gy, fy, atol=1e-13)
+
+
+def test_thin_q_loss_has_gradient_of_a_shape():
+    A = rand((10, 3))
+    Q, R = P.qr(A)
+    assert Q.shape == (10, 3) and R.shape == (3, 3)
+    gA = P.qr_vjp(A, np.ones_like(Q), None)
+    assert gA.shape == A.shape
+    with pytest.raises(ValueError, match="thin Q"):
+        P.qr_vjp(A, np.ones((10, 10)), None)
+
+
+def test_cgs2_orthonormal_to_unit_roundoff_up_to_kappa_1e12():
+    for kappa in (1e4, 1e8, 1e12):
+        A = matrix_with_condition(32, 16, kappa, rng, np.float64)
+        Q, _ = P.qr(A, "cgs2")
+        assert np.linalg.norm(Q.T @ Q - np.eye(16)) < 50 * np.finfo(float).eps
+
+
+def test_rank_deficient_input_raises():
+    A = rand((6, 3))
+    A[:, 2] = A[:, 0] + A[:, 1]
+    with pytest.raises(revdiff.RankDeficientError, match="column 2"):
+        P.qr(A)
+    B = np.stack([rand((6, 3)), A])
+    with pytest.raises(revdiff.RankDeficientError, match=r"batch index \(1,\)"):
+        P.qr_vjp(B, np.ones((2, 6, 3)), None)
+    Z = rand((6, 3))
+    Z[:, 1] = 0
+    with pytest.raises(revdiff.RankDeficientError, match="column 1 is zero"):
+        P.project_vjp(Z, rand(6), rand(6))
+
+
+def test_nan_input_is_named():
+    A = rand((4, 2))
+    A[1, 1] = np.nan
+    with pytest.raises(ValueError, match="'A' contains NaN"):
+        P.qr(A)
+    with pytest.raises(ValueError, match="'gz' contains NaN"):
+        P.project_vjp(rand((4, 2)), rand(4), np.full(4, np.inf))
+
+
+def test_float32_and_complex64():
+    A = rand((2, 6, 3)).astype(np.float32)
+    Q, R = P.qr(A)
+    assert Q.dtype == np.float32
+    np.testing.assert_allclose(Q @ R, A, atol=1e-5)
+    C = rand((6, 3), True).astype(np.complex64)
+    Q, R = P.qr(C)
+    assert Q.dtype == np.complex64 and np.allclose(Q @ R, C, atol=1e-5)
+
+
+def test_sphere_high_level():
+    x, g = rand((3, 4)), rand((3, 4))
+    np.testing.assert_allclose(P.normalize(x), x / np.linalg.norm(x, axis=1, keepdims=True))
+    np.testing.assert_allclose(P.normalize_vjp(x, g), formulas.normalize_vjp(x, g), atol=1e-14)
+    t = P.tangent_project(g, x)
+    xh = x / np.linalg.norm(x, axis=1, keepdims=True)
+    np.testing.assert_allclose(np.sum(t * xh, axis=1), 0, atol=1e-14)
+
+
+def test_lstsq_high_level():
+    A, y = rand((2, 8, 3)), rand((2, 8))
+    x = P.lstsq(A, y)
+    np.testing.assert_allclose(x[1], np.linalg.lstsq(A[1], y[1], rcond=None)[0], atol=1e-13)
+    gA, gy = P.lstsq_vjp(A, y, np.ones((2, 3)))
+    assert gA.shape == A.shape and gy.shape == y.shape
+
+
+def test_compare_runs_and_reports(capsys):
+    from revdiff import compare
+    res = compare.run(shape=(8, 4), conds=(1.0, 1e6), repeats=1, methods=["cgs2", "formula", "pinv"])
+    out = capsys.readouterr().out
+    assert "| kappa |" in out and "revdiff cgs2" in out
+    assert res["revdiff cgs2"][0][1] < 1e-13 and res["revdiff cgs2"][1][1] < 1e-7
