@@ -235,7 +235,9 @@ class Specialization:
         self.rf = rf
         self.types = types
         self.func = rf.ir
-        text = repr((rf.ir.loc.filename, rf.__qualname__, rf.ir.loc.line, _source_text(rf), types,
+        callees = sorted((name, obj.forward_function.__qualname__, _source_text(obj.forward_function))
+                         for name, obj in rf.ir.globals_names.items())
+        text = repr((rf.ir.loc.filename, rf.__qualname__, rf.ir.loc.line, _source_text(rf), callees, types,
                      rf.options, rf.backend))
         self.key = hashlib.sha256(text.encode()).hexdigest()[:16]
         self.fkey = int(self.key[:7], 16)

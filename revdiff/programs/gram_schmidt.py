@@ -86,53 +86,37 @@ def cgs2(Q, R, A):
     remaining_columns(R, Q, A)
 
 
-@reversible
-def cgs(Q, R, A):
-    """QR by classical Gram-Schmidt: loses orthogonality like u*kappa^2."""
-    m, n = A.shape
-    p = min(m, n)
-    for k in range(p):
-        v = zeros(m, A.dtype)
-        r = zeros(p, A.dtype)
-        nrm = zero(float)
-        with routine:
+def _one_pass_qr(name: str, project_out, doc: str):
+    """Gram-Schmidt QR with one projection pass per column (classical or modified)."""
+
+    @reversible
+    def qr(Q, R, A):
+        m, n = A.shape
+        p = min(m, n)
+        for k in range(p):
+            v = zeros(m, A.dtype)
+            r = zeros(p, A.dtype)
+            nrm = zero(float)
+            with routine:
+                for i in range(m):
+                    v[i] += A[i, k]
+                project_out(v, r, Q, k)
+                norm2(nrm, v)
+            for j in range(k):
+                R[j, k] += r[j]
+            R[k, k] += nrm
             for i in range(m):
-                v[i] += A[i, k]
-            classical_pass(v, r, Q, k)
-            norm2(nrm, v)
-        for j in range(k):
-            R[j, k] += r[j]
-        R[k, k] += nrm
-        for i in range(m):
-            Q[i, k] += v[i] / nrm
-        ~routine
-        del nrm
-        del r
-        del v
-    remaining_columns(R, Q, A)
+                Q[i, k] += v[i] / nrm
+            ~routine
+            del nrm
+            del r
+            del v
+        remaining_columns(R, Q, A)
+
+    qr.__name__ = qr.__qualname__ = name
+    qr.__doc__ = doc
+    return qr
 
 
-@reversible
-def mgs(Q, R, A):
-    """QR by modified Gram-Schmidt: loses orthogonality like u*kappa."""
-    m, n = A.shape
-    p = min(m, n)
-    for k in range(p):
-        v = zeros(m, A.dtype)
-        r = zeros(p, A.dtype)
-        nrm = zero(float)
-        with routine:
-            for i in range(m):
-                v[i] += A[i, k]
-            modified_pass(v, r, Q, k)
-            norm2(nrm, v)
-        for j in range(k):
-            R[j, k] += r[j]
-        R[k, k] += nrm
-        for i in range(m):
-            Q[i, k] += v[i] / nrm
-        ~routine
-        del nrm
-        del r
-        del v
-    remaining_columns(R, Q, A)
+cgs = _one_pass_qr("cgs", classical_pass, "QR by classical Gram-Schmidt: loses orthogonality like u*kappa^2.")
+mgs = _one_pass_qr("mgs", modified_pass, "QR by modified Gram-Schmidt: loses orthogonality like u*kappa.")

@@ -7,7 +7,7 @@ from ..language import routine, zeros
 from .gram_schmidt import cgs, cgs2, mgs
 
 
-def _projection(qr):
+def _projection(name: str, qr):
     @reversible
     def project(z, A, y):
         m, n = A.shape
@@ -28,15 +28,16 @@ def _projection(qr):
         del R
         del Q
 
+    project.__name__ = project.__qualname__ = name
     return project
 
 
-project_cgs2 = _projection(cgs2)
-project_mgs = _projection(mgs)
-project_cgs = _projection(cgs)
+project_cgs2 = _projection("project_cgs2", cgs2)
+project_mgs = _projection("project_mgs", mgs)
+project_cgs = _projection("project_cgs", cgs)
 
 
-def _least_squares(qr):
+def _least_squares(name: str, qr):
     @reversible
     def lstsq(x, A, y):
         """x += argmin |A x - y| = R^-1 Q^H y for A of full column rank (m >= n)."""
@@ -58,9 +59,10 @@ def _least_squares(qr):
         del R
         del Q
 
+    lstsq.__name__ = lstsq.__qualname__ = name
     return lstsq
 
 
-lstsq_cgs2 = _least_squares(cgs2)
-lstsq_mgs = _least_squares(mgs)
-lstsq_cgs = _least_squares(cgs)
+lstsq_cgs2 = _least_squares("lstsq_cgs2", cgs2)
+lstsq_mgs = _least_squares("lstsq_mgs", mgs)
+lstsq_cgs = _least_squares("lstsq_cgs", cgs)
