@@ -379,3 +379,13 @@ def test_runtime_errors_also_on_python_backend():
     with pytest.raises(ReversibilityError) as e:
         divide.with_options(backend="python")(1.0, 0.0)
     assert_error(e, "div0", "division by zero")
+
+
+def test_argument_too_small_raises_instead_of_crashing():
+    @reversible
+    def copy_into(y, x):
+        for i in range(len(x)):
+            y[i] += x[i]
+
+    with pytest.raises(IndexError, match=r"out of bounds in copy_into_forward.*shapes: \(2,\), \(5,\)"):
+        copy_into(np.zeros(2), np.ones(5))

@@ -30,10 +30,44 @@ def test_qr_program_gradient_and_round_trip(program, m, n, cplx):
     assert_gradient(program, *args)
 
 
-@pytest.mark.parametrize("program", [P.project_cgs2, P.lstsq_cgs2])
+@pytest.mark.parametrize("m,n,cplx", [(6, 4, False), (4, 6, False), (5, 3, True), (3, 5, True)])
+def test_householder_program_gradient_and_round_trip(m, n, cplx):
+    p = min(m, n)
+    dt = complex if cplx else float
+    args = (np.zeros((m, p), dt), np.zeros((p, n), dt), rand((m, n), cplx))
+    Q, R, A = assert_round_trip(P.householder, *args, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(Q @ R, A, atol=1e-13)
+    assert np.all(np.real(np.diag(R)) > 0) and np.allclose(np.imag(np.diag(R)), 0)
+    assert_gradient(P.householder, *args)
+
+
+def test_householder_gradient_on_triangular_input():
+    # the reflector of a column that is already zero below the diagonal is a multiple of e_1
+    A = np.triu(rand((5, 3)))
+    assert_gradient(P.householder, np.zeros((5, 3)), np.zeros((3, 3)), A)
+
+
+@pytest.mark.parametrize("m,n", [(6, 4), (4, 6)])
+def test_givens_program_gradient_round_trip_and_angles(m, n):
+    p = min(m, n)
+    args = (np.zeros((m, p)), np.zeros((p, n)), np.zeros((m, p)), rand((m, n)))
+    Q, R, angles, A = assert_round_trip(P.givens, *args, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(Q @ R, A, atol=1e-13)
+    assert np.all(np.diag(R) > 0)
+    strictly_lower = np.tril(np.ones((m, p), bool), -1)
+    assert np.all(angles[~strictly_lower] == 0) and np.all(angles[strictly_lower] != 0)
+    assert_gradient(P.givens, *args)
+
+
+def test_givens_rejects_complex_input_by_name():
+    with pytest.raises(TypeError, match="'givens' takes real matrices"):
+        P.qr(rand((4, 3), True), method="givens")
+
+
+@pytest.mark.parametrize("program", [P.project_cgs2, P.lstsq_cgs2, P.project_householder])
 def test_projection_and_lstsq_gradients(program):
     A, y = rand((7, 3)), rand(7)
-    out = np.zeros(7 if program is P.project_cgs2 else 3)
+    out = np.zeros(3 if program is P.lstsq_cgs2 else 7)
     assert_gradient(program, out, A, y)
 
 
@@ -78,11 +112,21 @@ def test_thin_q_loss_has_gradient_of_a_shape():
         P.qr_vjp(A, np.ones((10, 10)), None)
 
 
-def test_cgs2_orthonormal_to_unit_roundoff_up_to_kappa_1e12():
+@pytest.mark.parametrize("method", ["cgs2", "householder", "givens"])
+def test_orthonormal_to_unit_roundoff_up_to_kappa_1e12(method):
     for kappa in (1e4, 1e8, 1e12):
         A = matrix_with_condition(32, 16, kappa, rng, np.float64)
-        Q, _ = P.qr(A, "cgs2")
+        Q, R = P.qr(A, method)
         assert np.linalg.norm(Q.T @ Q - np.eye(16)) < 50 * np.finfo(float).eps
+        assert np.linalg.norm(Q @ R - A) < 50 * np.finfo(float).eps * np.linalg.norm(A)
+
+
+@pytest.mark.parametrize("method", ["householder", "givens"])
+def test_qr_vjp_methods_agree_with_formula(method):
+    A = np.stack([matrix_with_condition(8, 4, 1e3, rng, np.float64) for _ in range(2)])
+    gQ, gR = rand((2, 8, 4)), np.triu(rand((2, 4, 4)))
+    a, b = P.qr_vjp(A, gQ, gR, method=method), formulas.qr_vjp(A, gQ, gR)
+    assert np.linalg.norm(a - b) / np.linalg.norm(b) < 1e-14 * 1e3 ** 2 + 1e-13
 
 
 def test_rank_deficient_input_raises():

@@ -65,6 +65,15 @@ def _quotient_rule(c: Expr, args: tuple, kind_of) -> tuple:
     return (A.div(c, A.conj_if(b, kind_of(b) == "complex")), A.neg(A.mul(c, A.conj_if(q, kind_of(q) == "complex"))))
 
 
+def _atan2_rule(c: Expr, args: tuple, kind_of) -> tuple:
+    # d atan2(y, x) = (x dy - y dx) / (x^2 + y^2); at the origin, where it has no derivative, 0
+    y, x = args
+    r2 = A.add(A.power(x, Const(2)), A.power(y, Const(2)))
+    nonzero = Compare("!=", r2, Const(0))
+    return (Select(nonzero, A.mul(c, A.div(x, r2)), Const(0.0)),
+            Select(nonzero, A.neg(A.mul(c, A.div(y, r2))), Const(0.0)))
+
+
 def _abs_rule(c: Expr, args: tuple, kind_of) -> tuple:
     (x,) = args
     if kind_of(x) == "complex":
@@ -119,9 +128,7 @@ _ENTRIES = [
     _entry("atan", 1, "np.arctan({0})", "atan({0})", _floating,
            _holomorphic(lambda x: (A.div(Const(1), A.add(Const(1), A.power(x, Const(2)))),)),
            aliases=("arctan",)),
-    _entry("atan2", 2, "math.atan2({0}, {1})", "atan2({0}, {1})", _real,
-           _holomorphic(lambda y, x: (A.div(x, A.add(A.power(x, Const(2)), A.power(y, Const(2)))),
-                                      A.neg(A.div(y, A.add(A.power(x, Const(2)), A.power(y, Const(2))))))),
+    _entry("atan2", 2, "math.atan2({0}, {1})", "atan2({0}, {1})", _real, _atan2_rule,
            aliases=("arctan2",)),
     _entry("hypot", 2, "math.hypot({0}, {1})", "hypot({0}, {1})", _real,
            _holomorphic(lambda x, y: (A.div(x, A.call("hypot", x, y)), A.div(y, A.call("hypot", x, y))))),

@@ -6,11 +6,14 @@ import numpy as np
 
 from ..ad import vjp
 from ..errors import RankDeficientError
-from . import gram_schmidt, projection, sphere
+from . import givens, gram_schmidt, householder, projection, sphere
 
-QR_METHODS = {"cgs2": gram_schmidt.cgs2, "mgs": gram_schmidt.mgs, "cgs": gram_schmidt.cgs}
-PROJECT_METHODS = {"cgs2": projection.project_cgs2, "mgs": projection.project_mgs, "cgs": projection.project_cgs}
-LSTSQ_METHODS = {"cgs2": projection.lstsq_cgs2, "mgs": projection.lstsq_mgs, "cgs": projection.lstsq_cgs}
+QR_METHODS = {"cgs2": gram_schmidt.cgs2, "mgs": gram_schmidt.mgs, "cgs": gram_schmidt.cgs,
+              "householder": householder.householder, "givens": givens.givens}
+PROJECT_METHODS = {"cgs2": projection.project_cgs2, "mgs": projection.project_mgs, "cgs": projection.project_cgs,
+                   "householder": projection.project_householder}
+LSTSQ_METHODS = {"cgs2": projection.lstsq_cgs2, "mgs": projection.lstsq_mgs, "cgs": projection.lstsq_cgs,
+                 "householder": projection.lstsq_householder}
 DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
 
 
@@ -46,7 +49,7 @@ def _check_rank(R: np.ndarray, A: np.ndarray, index: tuple, tol: float) -> None:
     norms = np.linalg.norm(A[:, :p], axis=0)
     for k in range(p):
         ratio = abs(R[k, k]) / norms[k] if norms[k] > 0 else 0.0
-        if ratio <= tol:
+        if not ratio > tol:  # a NaN ratio (0/0 in a degenerate column) is rank deficient too
             raise RankDeficientError(f"matrix at batch index {index}: column {k} is linearly dependent on the "
                                      f"previous ones (residual norm / column norm = {ratio:.3e} <= {tol:.1e})")
 
@@ -59,10 +62,26 @@ def _zero_columns(A: np.ndarray, index: tuple) -> None:
                                      "(residual norm / column norm = 0)")
 
 
-def qr(A, method: str = "cgs2", rank_tol: float | None = None) -> tuple:
-    """Q, R of A (..., m, n): Q (..., m, p), R (..., p, n), p = min(m, n), diag(R) real positive."""
+def _qr_program(method: str, A: np.ndarray):
+    """The QR program for method, and a function making its argument tuple for one matrix."""
     program = _method(QR_METHODS, method)
+    m, n = A.shape[-2:]
+    p = min(m, n)
+    if program is givens.givens:
+        if not np.isrealobj(A):
+            raise TypeError(f"method 'givens' takes real matrices; 'A' has dtype {A.dtype} "
+                            "(use 'householder' or 'cgs2' for complex input)")
+        return program, lambda a: (np.zeros((m, p), a.dtype), np.zeros((p, n), a.dtype), np.zeros((m, p), a.dtype), a)
+    return program, lambda a: (np.zeros((m, p), a.dtype), np.zeros((p, n), a.dtype), a)
+
+
+def qr(A, method: str = "cgs2", rank_tol: float | None = None) -> tuple:
+    """Q, R of A (..., m, n): Q (..., m, p), R (..., p, n), p = min(m, n), diag(R) real positive.
+
+    method: "cgs2" (default), "mgs", "cgs", "householder" or "givens" (real only; the rotation
+    angles are an extra output of ``revdiff.programs.givens``)."""
     A = _array("A", A, 2)
+    program, arguments = _qr_program(method, A)
     m, n = A.shape[-2:]
     p = min(m, n)
     Q = np.zeros(A.shape[:-2] + (m, p), A.dtype)
@@ -70,15 +89,15 @@ def qr(A, method: str = "cgs2", rank_tol: float | None = None) -> tuple:
     tol = _rank_tolerance(A.dtype, rank_tol)
     for b in np.ndindex(A.shape[:-2]):
         _zero_columns(A[b], b)
-        program(Q[b], R[b], A[b].copy())
+        Q[b], R[b] = program(*arguments(A[b].copy()))[:2]
         _check_rank(R[b], A[b], b, tol)
     return Q, R
 
 
 def qr_vjp(A, gQ, gR, method: str = "cgs2", rank_tol: float | None = None) -> np.ndarray:
     """Cotangent of A given those of Q and R (None: zero), by running the QR program backwards."""
-    program = _method(QR_METHODS, method)
     A = _array("A", A, 2)
+    program, arguments = _qr_program(method, A)
     m, n = A.shape[-2:]
     p = min(m, n)
     gQ = np.zeros(A.shape[:-2] + (m, p), A.dtype) if gQ is None else _array("gQ", gQ, 2, A.dtype)
@@ -90,9 +109,10 @@ def qr_vjp(A, gQ, gR, method: str = "cgs2", rank_tol: float | None = None) -> np
     tol = _rank_tolerance(A.dtype, rank_tol)
     for b in np.ndindex(A.shape[:-2]):
         _zero_columns(A[b], b)
-        (Q, R, _), pullback = vjp(program, np.zeros((m, p), A.dtype), np.zeros((p, n), A.dtype), A[b])
-        _check_rank(R, A[b], b, tol)
-        gA[b] = pullback(gQ[b].astype(A.dtype), gR[b].astype(A.dtype), None)[2]
+        outputs, pullback = vjp(program, *arguments(A[b]))
+        _check_rank(outputs[1], A[b], b, tol)
+        cotangents = (gQ[b], gR[b]) + (None,) * (len(outputs) - 2)
+        gA[b] = pullback(*cotangents)[-1]
     return gA
 
 

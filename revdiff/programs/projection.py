@@ -1,10 +1,11 @@
 """Orthogonal projection onto the column space of A, written in the reversible language:
-z += Q Q^H y, with Q from a Gram-Schmidt QR computed and uncomputed around the copy."""
+z += Q Q^H y, with Q from a Gram-Schmidt or Householder QR computed and uncomputed around the copy."""
 import numpy as np
 
 from ..function import reversible
 from ..language import routine, zeros
 from .gram_schmidt import cgs, cgs2, mgs
+from .householder import householder
 
 
 def _projection(name: str, qr):
@@ -35,6 +36,7 @@ def _projection(name: str, qr):
 project_cgs2 = _projection("project_cgs2", cgs2)
 project_mgs = _projection("project_mgs", mgs)
 project_cgs = _projection("project_cgs", cgs)
+project_householder = _projection("project_householder", householder)
 
 
 def _least_squares(name: str, qr):
@@ -66,3 +68,4 @@ def _least_squares(name: str, qr):
 lstsq_cgs2 = _least_squares("lstsq_cgs2", cgs2)
 lstsq_mgs = _least_squares("lstsq_mgs", mgs)
 lstsq_cgs = _least_squares("lstsq_cgs", cgs)
+lstsq_householder = _least_squares("lstsq_householder", householder)

@@ -56,8 +56,9 @@ def load(source: str, stem: str, backend: str) -> ModuleType:
     return module
 
 
-def compiled(module: ModuleType, name: str, backend: str, dependencies: dict):
-    """The callable for ``module.name``: the plain function, or its Numba dispatcher."""
+def compiled(module: ModuleType, name: str, backend: str, dependencies: dict, boundscheck: bool = True):
+    """The callable for ``module.name``: the plain function, or its Numba dispatcher (bounds-checked
+    unless runtime checks are off, so that an argument of the wrong shape raises instead of crashing)."""
     module.__dict__.update(dependencies)
     key = (module.__name__, name)
     fn = _COMPILED.get(key)
@@ -65,6 +66,6 @@ def compiled(module: ModuleType, name: str, backend: str, dependencies: dict):
         fn = getattr(module, name)
         if backend == "numba":
             import numba
-            fn = numba.njit(cache=True, fastmath=False, nogil=True)(fn)
+            fn = numba.njit(cache=True, fastmath=False, nogil=True, boundscheck=boundscheck)(fn)
         _COMPILED[key] = fn
     return fn

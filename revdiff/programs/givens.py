@@ -1,0 +1,66 @@
+"""Givens QR written in the reversible language (real matrices).
+
+Each rotation is a reversible instruction; the angle that zeroes an entry is computed from the
+entry and the one above it, and the angles are kept as the program's extra output, like LAPACK
+keeps its reflectors: ``angles[i, k]`` is the angle that zeroed entry (i, k), i > k. The work copy
+of A is uncomputed after Q and R are copied out, so nothing else is kept.
+Shapes and conventions as in ``gram_schmidt``: Q (m, p), R (p, n), angles (m, p), diag(R) >= 0.
+"""
+import numpy as np
+
+from ..function import reversible
+from ..language import irot, rot, routine, zeros
+
+
+@reversible
+def givens_triangularize(W, T):
+    """Reduce W to upper triangular form in place, bottom-up per column; T[i, k] += the angle used at (i, k)."""
+    m, n = W.shape
+    p = min(m, n)
+    for k in range(p):
+        for i in range(m - 1, k, -1):
+            T[i, k] += np.arctan2(W[i, k], W[i - 1, k])
+            for j in range(k, n):
+                irot(W[i - 1, j], W[i, j], T[i, k])
+
+
+@reversible
+def givens_apply_transpose(X, T):
+    """X <- G^T X, where G is the product of the rotations recorded in T by givens_triangularize."""
+    m, p = X.shape
+    for k in range(p - 1, -1, -1):
+        for i in range(k + 1, m):
+            for j in range(p):
+                rot(X[i - 1, j], X[i, j], T[i, k])
+
+
+@reversible
+def givens(Q, R, angles, A):
+    """QR by Givens rotations (real A): orthogonal to O(u) at any condition number."""
+    m, n = A.shape
+    p = min(m, n)
+    W = zeros((m, n), A.dtype)
+    T = zeros((m, p), A.dtype)
+    X = zeros((m, p), A.dtype)
+    with routine:
+        for i in range(m):
+            for j in range(n):
+                W[i, j] += A[i, j]
+        givens_triangularize(W, T)
+        # a wide matrix's last diagonal entry is not set by a rotation: D = sign(diag(W)), R = D W
+        for k in range(p):
+            X[k, k] += 1 if W[k, k] >= 0 else -1
+        givens_apply_transpose(X, T)
+    for i in range(m):
+        for j in range(p):
+            Q[i, j] += X[i, j]
+    for k in range(p):
+        for j in range(k, n):
+            R[k, j] += (1 if W[k, k] >= 0 else -1) * W[k, j]
+    for i in range(m):
+        for k in range(p):
+            angles[i, k] += T[i, k]
+    ~routine
+    del X
+    del T
+    del W
