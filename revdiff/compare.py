@@ -15,11 +15,10 @@ from typing import Callable
 
 import numpy as np
 
-from . import formulas
+from . import formulas, peers, reference
 from . import programs as P
 
 DEFAULT_CONDS = (1e0, 1e2, 1e4, 1e6, 1e8, 1e10, 1e12)
-REVDIFF_METHODS = ("cgs2", "mgs", "cgs")
 
 
 def matrix_with_condition(m: int, n: int, kappa: float, rng: np.random.Generator, dtype) -> np.ndarray:
@@ -36,107 +35,84 @@ def matrix_with_condition(m: int, n: int, kappa: float, rng: np.random.Generator
     return ((U * sigma) @ V.conj().T).astype(dtype)
 
 
-# ----------------------------------------------------------------------------- references (mpmath)
-
-
-def reference_projection_grad(A: np.ndarray, y: np.ndarray, gz: np.ndarray, dps: int = 60) -> np.ndarray:
-    """Golub-Pereyra's gradient of z = A A^+ y, in mpmath via the normal equations (exact enough:
-    kappa^2 <= 1e24 is far below 10^dps)."""
-    import mpmath
-    with mpmath.workdps(dps):
-        Am = mpmath.matrix(A.tolist())
-        ym, gm = mpmath.matrix(y.tolist()), mpmath.matrix(gz.tolist())
-        AH = Am.H
-        G = AH * Am
-        x = mpmath.lu_solve(G, AH * ym)
-        w = mpmath.lu_solve(G, AH * gm)
-        r = ym - Am * x
-        pg = Am * w
-        m, n = A.shape
-        out = np.empty(A.shape, dtype=A.dtype)
-        for i in range(m):
-            for j in range(n):
-                v = (gm[i] - pg[i]) * mpmath.conj(x[j]) + r[i] * mpmath.conj(w[j])
-                out[i, j] = complex(v) if np.iscomplexobj(A) else float(v)
-    return out
-
-
-def reference_normalize_grad(x: np.ndarray, gy: np.ndarray, dps: int = 60) -> np.ndarray:
-    import mpmath
-    with mpmath.workdps(dps):
-        xm = [mpmath.mpmathify(v) for v in x.tolist()]
-        nrm = mpmath.sqrt(mpmath.fsum(abs(v) ** 2 for v in xm))
-        ym = [v / nrm for v in xm]
-        dot = mpmath.re(mpmath.fsum(mpmath.conj(a) * b for a, b in zip(ym, gy.tolist())))
-        out = [(g - a * dot) / nrm for a, g in zip(ym, gy.tolist())]
-        return np.array([complex(v) if np.iscomplexobj(x) else float(v) for v in out], dtype=x.dtype)
-
-
-# ----------------------------------------------------------------------------- peers
-
-
-def _torch_projection():
-    try:
-        import torch
-    except ImportError:
-        return None
-
-    def grad(A, y, gz):
-        At = torch.tensor(A, requires_grad=True)
-        Q, _ = torch.linalg.qr(At)
-        z = Q @ (Q.mH @ torch.tensor(y))
-        z.backward(torch.tensor(gz))
-        return At.grad.numpy()
-
-    return grad
-
-
-def _jax_projection():
-    try:
-        import jax
-        import jax.numpy as jnp
-        jax.config.update("jax_enable_x64", True)
-    except ImportError:
-        return None
-
-    def loss(A, y, gz):
-        Q, _ = jnp.linalg.qr(A)
-        return jnp.real(jnp.vdot(gz, Q @ (Q.conj().T @ y)))
-
-    g = jax.jit(jax.grad(loss))
-
-    def grad(A, y, gz):
-        return np.asarray(g(A, y, gz)).conj() if np.iscomplexobj(A) else np.asarray(g(A, y, gz))
-
-    return grad
+# ----------------------------------------------------------------------------- losses
 
 
 @dataclass
 class Method:
     name: str
-    grad: Callable  # (A, y, gz) batched -> gA
+    grad: Callable  # (A, *inputs) batched -> gA
 
 
-def methods_for(loss: str, names: list) -> list:
+@dataclass
+class Loss:
+    """A loss of A: how to draw its other inputs, its mpmath reference, and who can differentiate it."""
+    name: str
+    inputs: Callable  # (A, rng) -> tuple of the loss's other batched inputs (cotangents included)
+    reference: Callable  # (A, *inputs) for one matrix -> gA
+    methods: Callable  # (names) -> [Method]
+
+
+def _revdiff_and_formulas(names, revdiff_grad, formula_methods, peers) -> list:
     out = []
     for name in names:
-        if name in REVDIFF_METHODS:
-            if loss == "projection":
-                out.append(Method(f"revdiff {name}", lambda A, y, g, k=name: P.project_vjp(A, y, g, method=k)[0]))
-            elif name == "cgs2":
-                out.append(Method("revdiff", lambda A, y, g: P.normalize_vjp(A, g)))
-        elif name == "formula":
-            if loss == "projection":
-                out.append(Method("formula (Golub-Pereyra)", lambda A, y, g: formulas.project_vjp(A, y, g)[0]))
-            else:
-                out.append(Method("formula", lambda A, y, g: formulas.normalize_vjp(A, g)))
-        elif name == "pinv" and loss == "projection":
-            out.append(Method("formula (pinv)", lambda A, y, g: formulas.project_vjp_pinv(A, y, g)[0]))
-        elif name in ("torch", "jax") and loss == "projection":
-            peer = _torch_projection() if name == "torch" else _jax_projection()
-            if peer is not None:
-                out.append(Method(name, lambda A, y, g, f=peer: np.stack([f(a, b, c) for a, b, c in zip(A, y, g)])))
+        if name in P.QR_METHODS and revdiff_grad(name) is not None:
+            out.append(Method(f"revdiff {name}", revdiff_grad(name)))
+        elif name in formula_methods:
+            out.append(formula_methods[name])
+        elif name in peers:
+            grad = peers[name]()
+            if grad is not None:
+                out.append(Method(name, grad))
     return out
+
+
+def _projection_methods(names) -> list:
+    def revdiff_grad(method):
+        if method not in P.PROJECT_METHODS:
+            return None
+        return lambda A, y, g: P.project_vjp(A, y, g, method=method)[0]
+    formula_methods = {
+        "formula": Method("formula (Golub-Pereyra)", lambda A, y, g: formulas.project_vjp(A, y, g)[0]),
+        "pinv": Method("formula (pinv)", lambda A, y, g: formulas.project_vjp_pinv(A, y, g)[0])}
+    return _revdiff_and_formulas(names, revdiff_grad, formula_methods,
+                                 {"torch": peers.torch_projection, "jax": peers.jax_projection})
+
+
+def _qr_methods(names) -> list:
+    def revdiff_grad(method):
+        return lambda A, gQ, gR: P.qr_vjp(A, gQ, gR, method=method)
+    formula_methods = {"formula": Method("formula", formulas.qr_vjp)}
+    return _revdiff_and_formulas(names, revdiff_grad, formula_methods, {"torch": peers.torch_qr, "jax": peers.jax_qr})
+
+
+def _sphere_methods(names) -> list:
+    out = [Method("revdiff", lambda x, g: P.normalize_vjp(x, g))] if any(n in P.QR_METHODS for n in names) else []
+    return out + ([Method("formula", formulas.normalize_vjp)] if "formula" in names else [])
+
+
+def _projection_inputs(A, rng):
+    b, m = A.shape[0], A.shape[1]
+    y = rng.standard_normal((b, m)).astype(A.dtype)
+    return y, np.ones((b, m), A.dtype)  # the loss of seed 000: sum(Q Q^T y)
+
+
+def _qr_inputs(A, rng):
+    b, m, n = A.shape
+    p = min(m, n)
+    cplx = np.iscomplexobj(A)
+
+    def draw(shape):
+        return rng.standard_normal(shape) + (1j * rng.standard_normal(shape) if cplx else 0)
+    return draw((b, m, p)).astype(A.dtype), np.triu(draw((b, p, n))).astype(A.dtype)
+
+
+LOSSES = {
+    "projection": Loss("projection", _projection_inputs, reference.projection_grad, _projection_methods),
+    "qr": Loss("qr", _qr_inputs, reference.qr_grad, _qr_methods),
+    "sphere": Loss("sphere", lambda x, rng: (rng.standard_normal(x.shape).astype(x.dtype),),
+                   reference.normalize_grad, _sphere_methods),
+}
 
 
 def _progress(k: int, total: int, label: str) -> None:
@@ -148,45 +124,51 @@ def _progress(k: int, total: int, label: str) -> None:
     sys.stderr.flush()
 
 
+def _case(loss: Loss, shape, dtype, batch: int, kappa: float, rng) -> tuple:
+    """Batched inputs at condition number kappa (a vector with scales 1 ... 1/kappa for the sphere)."""
+    m, n = shape
+    if loss.name == "sphere":
+        A = (rng.standard_normal((batch, m)) * np.logspace(0, -np.log10(kappa), m)).astype(dtype)
+    else:
+        A = np.stack([matrix_with_condition(m, n, kappa, rng, dtype) for _ in range(batch)])
+    inputs = loss.inputs(A, rng)
+    ref = np.stack([loss.reference(A[b], *(x[b] for x in inputs)) for b in range(batch)])
+    return kappa, A, inputs, ref
+
+
+def _measure(method: Method, A, inputs, ref, repeats: int) -> tuple:
+    try:
+        method.grad(A, *inputs)  # compile / warm up
+        times, g = [], None
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            g = method.grad(A, *inputs)
+            times.append(time.perf_counter() - t0)
+    except Exception as exc:  # a method that throws is part of the comparison
+        return f"error: {type(exc).__name__}", float("nan")
+    err = float(np.linalg.norm(g - ref) / np.linalg.norm(ref)) if np.all(np.isfinite(g)) else np.inf
+    return err, statistics.median(times)
+
+
 def run(shape=(32, 16), dtype="float64", loss="projection", batch=1, methods=None, conds=DEFAULT_CONDS,
         repeats=3, seed=0, plot=None, out=None) -> dict:
     """Run the comparison and print the table; returns {method: [(kappa, error, seconds), ...]}."""
     out = out or sys.stdout
+    if loss not in LOSSES:
+        raise ValueError(f"unknown loss {loss!r}; choose one of {', '.join(LOSSES)}")
+    the_loss = LOSSES[loss]
     dtype = np.dtype(dtype)
-    m, n = shape
-    names = methods or ["cgs2", "mgs", "cgs", "formula", "pinv", "torch", "jax"]
+    names = methods or ["cgs2", "mgs", "cgs", "householder", "givens", "formula", "pinv", "torch", "jax"]
+    if np.issubdtype(dtype, np.complexfloating) and methods is None:
+        names.remove("givens")
     rng = np.random.default_rng(seed)
-    chosen = methods_for(loss, names)
+    chosen = the_loss.methods(names)
     cases = []
     for k, kappa in enumerate(conds):
-        if loss == "projection":
-            A = np.stack([matrix_with_condition(m, n, kappa, rng, dtype) for _ in range(batch)])
-            y = rng.standard_normal((batch, m)).astype(dtype)
-            gz = np.ones((batch, m), dtype)  # the loss of seed 000: sum(Q Q^T y)
-            ref = np.stack([reference_projection_grad(A[b].astype(np.complex128 if dtype.kind == "c" else np.float64),
-                                                      y[b].astype(A.dtype), gz[b]) for b in range(batch)])
-        else:
-            A = (rng.standard_normal((batch, m)) * np.logspace(0, -np.log10(kappa), m)).astype(dtype)
-            y = None
-            gz = rng.standard_normal((batch, m)).astype(dtype)
-            ref = np.stack([reference_normalize_grad(A[b].astype(np.float64), gz[b].astype(np.float64))
-                            for b in range(batch)])
-        cases.append((kappa, A, y, gz, ref))
+        cases.append(_case(the_loss, shape, dtype, batch, kappa, rng))
         _progress(k + 1, len(conds), "mpmath reference")
-    results: dict = {meth.name: [] for meth in chosen}
-    for meth in chosen:
-        for kappa, A, y, gz, ref in cases:
-            try:
-                meth.grad(A, y, gz)  # compile / warm up
-                times, g = [], None
-                for _ in range(repeats):
-                    t0 = time.perf_counter()
-                    g = meth.grad(A, y, gz)
-                    times.append(time.perf_counter() - t0)
-                err = float(np.linalg.norm(g - ref) / np.linalg.norm(ref)) if np.all(np.isfinite(g)) else np.inf
-                results[meth.name].append((kappa, err, statistics.median(times)))
-            except Exception as exc:  # a peer that throws is part of the comparison
-                results[meth.name].append((kappa, f"error: {type(exc).__name__}", float("nan")))
+    results = {meth.name: [(kappa,) + _measure(meth, A, inputs, ref, repeats) for kappa, A, inputs, ref in cases]
+               for meth in chosen}
     _print_table(results, conds, shape, dtype, loss, batch, out)
     if plot:
         _plot(results, plot, shape, loss)
@@ -234,10 +216,12 @@ def _plot(results, path, shape, loss) -> None:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shape", default="32x16", help="m x n of A (default 32x16)")
     p.add_argument("--dtype", default="float64", choices=["float32", "float64", "complex64", "complex128"])
-    p.add_argument("--loss", default="projection", choices=["projection", "sphere"])
+    p.add_argument("--loss", default="projection", choices=list(LOSSES),
+                   help="projection: Re<1, Q Q^H y> (seed 000); qr: Re<gQ, Q> + Re<gR, R>; sphere: x / |x|")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--methods", default=None,
-                   help="comma-separated: cgs2,mgs,cgs,formula,pinv,torch,jax (default: all available)")
+                   help="comma-separated: cgs2,mgs,cgs,householder,givens,formula,pinv,torch,jax "
+                        "(default: all that apply and are installed)")
     p.add_argument("--conds", default=None, help="comma-separated condition numbers (default 1,1e2,...,1e12)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)

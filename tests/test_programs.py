@@ -185,3 +185,47 @@ def test_compare_runs_and_reports(capsys):
     out = capsys.readouterr().out
     assert "| kappa |" in out and "revdiff cgs2" in out
     assert res["revdiff cgs2"][0][1] < 1e-13 and res["revdiff cgs2"][1][1] < 1e-7
+
+
+def test_compare_qr_loss_against_reference():
+    from revdiff import compare
+    res = compare.run(shape=(6, 4), conds=(1.0, 1e4), repeats=1, loss="qr",
+                      methods=["cgs2", "householder", "givens", "formula"])
+    for name in ("revdiff cgs2", "revdiff householder", "revdiff givens", "formula"):
+        assert res[name][0][1] < 1e-13 and res[name][1][1] < 1e-8, (name, res[name])
+
+
+def test_reference_qr_gradient_matches_formula_wide_and_complex():
+    from revdiff import reference
+    for m, n, cplx in [(4, 6, False), (5, 3, True)]:
+        A = rand((m, n), cplx)
+        p = min(m, n)
+        gQ, gR = rand((m, p), cplx), np.triu(rand((p, n), cplx))
+        np.testing.assert_allclose(reference.qr_grad(A, gQ, gR), formulas.qr_vjp(A, gQ, gR), atol=1e-12)
+
+
+@pytest.mark.parametrize("peer", ["torch", "jax"])
+def test_compare_includes_installed_peers(peer):
+    pytest.importorskip(peer)
+    from revdiff import compare
+    for loss in ("projection", "qr"):
+        res = compare.run(shape=(6, 4), conds=(1.0,), repeats=1, loss=loss, methods=[peer], batch=2)
+        assert res[peer][0][1] < 1e-13
+
+
+def test_compare_plot(tmp_path):
+    pytest.importorskip("matplotlib")
+    from revdiff import compare
+    path = tmp_path / "errors.png"
+    compare.run(shape=(6, 3), conds=(1.0, 1e4), repeats=1, methods=["cgs2", "formula"], plot=str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_command_line(capsys):
+    from revdiff.cli import main
+    main(["compare", "--loss", "qr", "--shape", "5x3", "--conds", "1,1e3", "--methods", "cgs2,formula",
+          "--repeats", "1"])
+    out = capsys.readouterr().out
+    assert "qr loss, A 5x3 float64" in out and "| 1e+03 |" in out
+    with pytest.raises(SystemExit):
+        main(["compare", "--loss", "nonsense"])

@@ -5,7 +5,7 @@ The reversible programs (``cgs2``, ``mgs``, ``cgs``, ``householder``, ``givens``
 high-level functions (``qr``, ``qr_vjp``, ``project``, ``project_vjp``, ...) allocate outputs and loop
 over leading batch dimensions.
 """
-from .api import (lstsq, lstsq_vjp, normalize, normalize_vjp, project, project_vjp, qr, qr_vjp, tangent_project,
+from .api import (LSTSQ_METHODS, PROJECT_METHODS, QR_METHODS, lstsq, lstsq_vjp, normalize, normalize_vjp, project, project_vjp, qr, qr_vjp, tangent_project,
                   tangent_project_vjp)
 from .givens import givens
 from .gram_schmidt import cgs, cgs2, mgs
@@ -15,7 +15,7 @@ from .projection import (lstsq_cgs, lstsq_cgs2, lstsq_householder, lstsq_mgs, pr
 from .sphere import normalize as normalize_program
 from .sphere import tangent_project as tangent_project_program
 
-__all__ = ["qr", "qr_vjp", "project", "project_vjp", "lstsq", "lstsq_vjp", "normalize", "normalize_vjp",
+__all__ = ["QR_METHODS", "PROJECT_METHODS", "LSTSQ_METHODS", "qr", "qr_vjp", "project", "project_vjp", "lstsq", "lstsq_vjp", "normalize", "normalize_vjp",
            "tangent_project", "tangent_project_vjp", "cgs", "cgs2", "mgs", "householder", "givens", "project_cgs",
            "project_cgs2", "project_mgs", "project_householder", "lstsq_cgs", "lstsq_cgs2", "lstsq_mgs",
            "lstsq_householder", "normalize_program", "tangent_project_program"]
