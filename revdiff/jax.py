@@ -1,0 +1,98 @@
+"""revdiff inside JAX: QR, projection, least squares and the sphere as ``jax.custom_vjp`` functions
+whose backward runs revdiff's reversible programs backwards (through ``jax.pure_callback`` on the
+CPU), usable under ``jax.jit``, ``jax.grad`` and ``jax.vmap``.
+
+JAX's cotangents of complex values are the conjugates of revdiff's (PyTorch's) convention; the
+conversion happens here. Importing this module imports jax; importing revdiff does not.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import programs as P
+
+__all__ = ["qr", "project", "lstsq", "normalize", "tangent_project"]
+
+
+def _callback(fn: Callable, shapes, *args):
+    """Run a NumPy function on the host; batched by vmap as one call over all leading dimensions."""
+    def host(*arrays):
+        results = fn(*(np.asarray(a) for a in arrays))
+        return tuple(np.asarray(r, dtype=s.dtype) for r, s in zip(results, shapes))
+    return jax.pure_callback(host, tuple(shapes), *args, vmap_method="broadcast_all")
+
+
+def _struct(shape, dtype) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct(tuple(shape), jnp.dtype(dtype))
+
+
+def _differentiable(forward: Callable, backward: Callable, output_shapes: Callable) -> Callable:
+    """A custom_vjp function of arrays: ``forward`` (NumPy, returns a tuple), ``backward(*inputs,
+    *cotangents)`` (NumPy, revdiff convention) and ``output_shapes(*inputs)``."""
+
+    @jax.custom_vjp
+    def f(*args):
+        return _callback(forward, output_shapes(*args), *args)
+
+    def f_fwd(*args):
+        return f(*args), args
+
+    def f_bwd(args, cotangents):
+        def host(*arrays):
+            inputs, cts = arrays[:len(args)], arrays[len(args):]
+            grads = backward(*inputs, *(np.conj(c) for c in cts))
+            return tuple(np.conj(g) for g in grads)
+        return _callback(host, [_struct(a.shape, a.dtype) for a in args], *args, *cotangents)
+
+    f.defvjp(f_fwd, f_bwd)
+    return f
+
+
+def _promoted(*arrays) -> jnp.dtype:
+    return jnp.result_type(*arrays)
+
+
+def qr(A, method: str = "cgs2") -> tuple:
+    """Thin Q, R of A (..., m, n) with diag(R) real positive."""
+    def shapes(a):
+        m, n = a.shape[-2:]
+        p = min(m, n)
+        return [_struct(a.shape[:-2] + (m, p), a.dtype), _struct(a.shape[:-2] + (p, n), a.dtype)]
+    f = _differentiable(lambda a: P.qr(a, method), lambda a, gQ, gR: (P.qr_vjp(a, gQ, gR, method),), shapes)
+    return f(A)
+
+
+def _vector_result(A, y) -> list:
+    return [_struct(y.shape, _promoted(A, y))]
+
+
+def project(A, y, method: str = "cgs2"):
+    """Q Q^H y, the orthogonal projection of y (..., m) onto the column space of A (..., m, n)."""
+    f = _differentiable(lambda a, b: (P.project(a, b, method),), lambda a, b, gz: P.project_vjp(a, b, gz, method),
+                        _vector_result)
+    return f(A, y)[0]
+
+
+def lstsq(A, y, method: str = "cgs2"):
+    """argmin_x |A x - y| for A (..., m, n) of full column rank."""
+    f = _differentiable(lambda a, b: (P.lstsq(a, b, method),), lambda a, b, gx: P.lstsq_vjp(a, b, gx, method),
+                        lambda a, b: [_struct(a.shape[:-1][:-1] + a.shape[-1:], _promoted(a, b))])
+    return f(A, y)[0]
+
+
+def normalize(x):
+    """x / |x| along the last axis."""
+    f = _differentiable(lambda a: (P.normalize(a),), lambda a, gy: (P.normalize_vjp(a, gy),),
+                        lambda a: [_struct(a.shape, a.dtype)])
+    return f(x)[0]
+
+
+def tangent_project(g, z):
+    """g - (z_hat^H g) z_hat along the last axis, z_hat = z / |z|."""
+    f = _differentiable(lambda a, b: (P.tangent_project(a, b),), lambda a, b, go: P.tangent_project_vjp(a, b, go),
+                        lambda a, b: [_struct(a.shape, _promoted(a, b))])
+    return f(g, z)[0]

@@ -1,0 +1,141 @@
+"""revdiff inside PyTorch: QR, projection, least squares and the sphere as ``torch.autograd.Function``s
+whose backward runs revdiff's reversible programs backwards, and ``function(f, outputs)`` to turn any
+reversible function into a differentiable torch function.
+
+CPU tensors reach revdiff through NumPy without copies. CUDA tensors need the GPU backend, which
+revdiff does not have yet; they raise a clear error rather than being copied to the host.
+Importing this module imports torch; importing revdiff does not.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from . import programs as P
+from .ad import vjp
+from .function import ReversibleFunction
+
+__all__ = ["qr", "project", "lstsq", "normalize", "tangent_project", "function"]
+
+
+def _numpy(t: Any, name: str) -> Any:
+    """A NumPy view of a CPU tensor (scalars and arrays pass through)."""
+    if not isinstance(t, torch.Tensor):
+        return t
+    if t.device.type != "cpu":
+        raise NotImplementedError(f"'{name}' is a {t.device.type} tensor; revdiff has no GPU backend yet, "
+                                  "so only CPU tensors are accepted (move it with .cpu())")
+    array = t.detach().resolve_conj().resolve_neg().numpy()
+    return array[()] if array.ndim == 0 else array  # a 0-d tensor is a scalar parameter
+
+
+def _tensor(a: Any, like: torch.Tensor | None = None) -> Any:
+    """A tensor sharing memory with a NumPy result (scalars become 0-d tensors), in like's dtype."""
+    if isinstance(a, (float, complex, np.floating, np.complexfloating)):
+        a = np.asarray(a)
+    if not isinstance(a, np.ndarray):
+        return a
+    out = torch.from_numpy(a if a.flags.c_contiguous else np.ascontiguousarray(a))  # keeps 0-d as 0-d
+    return out.to(like.dtype) if like is not None and out.dtype != like.dtype else out
+
+
+class _Pullback(torch.autograd.Function):
+    """Forward: ``forward_np`` on NumPy views. Backward: ``backward_np(inputs, cotangents)``."""
+
+    @staticmethod
+    def forward(ctx, rule, names, *tensors):
+        arrays = [_numpy(t, n) for t, n in zip(tensors, names)]
+        outputs, backward = rule(*arrays)
+        ctx.backward_np = backward
+        ctx.input_tensors = [t if isinstance(t, torch.Tensor) else None for t in tensors]
+        return tuple(_tensor(o) for o in outputs)
+
+    @staticmethod
+    def backward(ctx, *cotangents):
+        grads = ctx.backward_np(*[None if c is None else _numpy(c, "cotangent") for c in cotangents])
+        out = [None, None]
+        for g, t in zip(grads, ctx.input_tensors):
+            out.append(None if g is None or t is None or not t.requires_grad else _tensor(g, t))
+        return tuple(out)
+
+
+def _apply(rule: Callable, names: Sequence[str], *tensors) -> tuple:
+    return _Pullback.apply(rule, tuple(names), *tensors)
+
+
+def _vjp_rule(forward: Callable, backward: Callable) -> Callable:
+    """A rule whose backward calls a revdiff ``*_vjp`` function on the saved inputs."""
+
+    def rule(*arrays):
+        saved = tuple(a.copy() for a in arrays)
+        return forward(*arrays), lambda *cts: backward(*saved, *cts)
+
+    return rule
+
+
+def qr(A: torch.Tensor, method: str = "cgs2") -> tuple:
+    """Thin Q, R of A (..., m, n) with diag(R) real positive; backward runs the QR program backwards."""
+    rule = _vjp_rule(lambda a: P.qr(a, method), lambda a, gQ, gR: (P.qr_vjp(a, gQ, gR, method),))
+    return _apply(rule, ("A",), A)
+
+
+def project(A: torch.Tensor, y: torch.Tensor, method: str = "cgs2") -> torch.Tensor:
+    """Q Q^H y, the orthogonal projection of y (..., m) onto the column space of A (..., m, n)."""
+    rule = _vjp_rule(lambda a, b: (P.project(a, b, method),), lambda a, b, gz: P.project_vjp(a, b, gz, method))
+    return _apply(rule, ("A", "y"), A, y)[0]
+
+
+def lstsq(A: torch.Tensor, y: torch.Tensor, method: str = "cgs2") -> torch.Tensor:
+    """argmin_x |A x - y| for A (..., m, n) of full column rank, through the QR program."""
+    rule = _vjp_rule(lambda a, b: (P.lstsq(a, b, method),), lambda a, b, gx: P.lstsq_vjp(a, b, gx, method))
+    return _apply(rule, ("A", "y"), A, y)[0]
+
+
+def normalize(x: torch.Tensor) -> torch.Tensor:
+    """x / |x| along the last axis."""
+    rule = _vjp_rule(lambda a: (P.normalize(a),), lambda a, gy: (P.normalize_vjp(a, gy),))
+    return _apply(rule, ("x",), x)[0]
+
+
+def tangent_project(g: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """g - (z_hat^H g) z_hat along the last axis, z_hat = z / |z|."""
+    rule = _vjp_rule(lambda a, b: (P.tangent_project(a, b),), lambda a, b, gout: P.tangent_project_vjp(a, b, gout))
+    return _apply(rule, ("g", "z"), g, z)[0]
+
+
+def function(f: ReversibleFunction, outputs: Sequence[str]) -> Callable:
+    """A torch function of all of ``f``'s parameters returning the final values of ``outputs``
+    (a tensor, or a tuple when there are several); gradients flow to every tensor argument.
+
+    The backward keeps only the final state and runs ``f`` backwards from it (no tape)."""
+    outputs = (outputs,) if isinstance(outputs, str) else tuple(outputs)
+    missing = [o for o in outputs if o not in f.params]
+    if missing:
+        raise ValueError(f"{', '.join(map(repr, missing))} is not a parameter of {f.__qualname__} "
+                         f"({', '.join(f.params)})")
+    picked = [f.params.index(o) for o in outputs]
+
+    def rule(*arrays):
+        arrays = [a.copy() if isinstance(a, np.ndarray) else a for a in arrays]
+        finals, pullback = vjp(f, *arrays)
+
+        def backward(*cts):
+            full = [None] * len(f.params)
+            for k, c in zip(picked, cts):
+                full[k] = c
+            return pullback(*full)
+
+        return [finals[k] for k in picked], backward
+
+    def call(*args):
+        if len(args) != len(f.params):
+            raise TypeError(f"{f.__qualname__} takes {len(f.params)} arguments ({', '.join(f.params)}), "
+                            f"got {len(args)}")
+        result = _apply(rule, f.params, *args)
+        return result[0] if len(result) == 1 else result
+
+    call.__name__ = getattr(f, "__name__", "function")
+    call.__doc__ = f"{f.__qualname__} as a torch function returning {', '.join(outputs)}"
+    return call
