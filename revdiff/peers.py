@@ -108,3 +108,76 @@ def jax_qr() -> Optional[Callable]:
         return jnp.real(jnp.sum(jnp.conj(gQ) * Q) + jnp.sum(jnp.conj(gR) * R))
 
     return _jax_grad(loss)
+
+
+# ----------------------------------------------------------------------------- N-body leapfrog
+# The same softened-gravity leapfrog as revdiff.programs.leapfrog, and the gradient of its final
+# energy with respect to the initial positions and velocities, taped by the framework.
+
+
+def _nbody_energy(lib, x, v, m, G, soft):
+    d = x[None, :, :] - x[:, None, :]
+    r = lib.sqrt((d ** 2).sum(-1) + soft ** 2)
+    pairs = lib.triu(lib.ones_like(r), 1)
+    return 0.5 * (m[:, None] * v ** 2).sum() - G * (pairs * m[:, None] * m[None, :] / r).sum()
+
+
+def _nbody_acceleration(x, m, G, soft):
+    d = x[None, :, :] - x[:, None, :]  # d[i, j] = x_j - x_i; the i == j term is 0
+    r2 = (d ** 2).sum(-1) + soft ** 2
+    return G * (d * (m[None, :] / (r2 * r2 ** 0.5))[:, :, None]).sum(1)
+
+
+def torch_nbody_gradient() -> Optional[Callable]:
+    """(x, v, m, G, soft, dt, steps) -> (dE/dx0, dE/dv0), through a Python loop of torch ops."""
+    torch = torch_module()
+    if torch is None:
+        return None
+
+    def grad(x, v, m, G, soft, dt, steps):
+        x0 = torch.tensor(x, requires_grad=True)
+        v0 = torch.tensor(v, requires_grad=True)
+        mt = torch.tensor(m, dtype=x0.dtype)
+        xs, vs = x0, v0
+        for _ in range(steps):
+            vs = vs + 0.5 * dt * _nbody_acceleration(xs, mt, G, soft)
+            xs = xs + dt * vs
+            vs = vs + 0.5 * dt * _nbody_acceleration(xs, mt, G, soft)
+        _nbody_energy(torch, xs, vs, mt, G, soft).backward()
+        return x0.grad.numpy(), v0.grad.numpy()
+
+    return grad
+
+
+def jax_nbody_gradient(checkpoint: bool = False) -> Optional[Callable]:
+    """The same through ``jax.lax.scan`` (optionally with ``jax.checkpoint`` on the step), jitted."""
+    mods = jax_modules()
+    if mods is None:
+        return None
+    jax, jnp = mods
+
+    def final_energy(x, v, m, G, soft, dt, steps):
+        def step(state, _):
+            x, v = state
+            v = v + 0.5 * dt * _nbody_acceleration(x, m, G, soft)
+            x = x + dt * v
+            v = v + 0.5 * dt * _nbody_acceleration(x, m, G, soft)
+            return (x, v), None
+        (x, v), _ = jax.lax.scan(jax.checkpoint(step) if checkpoint else step, (x, v), None, length=steps)
+        return _nbody_energy(jnp, x, v, m, G, soft)
+
+    g = jax.jit(jax.grad(final_energy, (0, 1)), static_argnums=(6,))
+
+    def arguments(x, v, m, G, soft, dt, steps):
+        return jnp.asarray(x), jnp.asarray(v), jnp.asarray(m, dtype=x.dtype), G, soft, dt, steps
+
+    def grad(*args):
+        gx, gv = g(*arguments(*args))
+        return np.asarray(gx), np.asarray(gv)
+
+    def working_memory(*args) -> int:
+        """Bytes XLA allocates for the compiled gradient's temporaries (its tape of residuals)."""
+        return g.lower(*arguments(*args)).compile().memory_analysis().temp_size_in_bytes
+
+    grad.working_memory = working_memory
+    return grad

@@ -48,12 +48,12 @@ class ExpressionParser:
     def function_name(self, func: ast.AST) -> str | None:
         """Canonical name of a pure function call target, or None if it is not one."""
         if isinstance(func, ast.Attribute) and self._is_math_module(func.value):
-            return USER_FUNCTIONS.get(func.attr)
+            return USER_FUNCTIONS.get(func.attr) if func.attr not in _BUILTIN_ONLY else None
         if isinstance(func, ast.Name) and func.id not in self.local_names and func.id in USER_FUNCTIONS:
             obj = self._global(func.id)
             if obj is None:
                 return None
-            if obj in (abs, min, max):
+            if obj in (abs, min, max, round):
                 return USER_FUNCTIONS[func.id]
             module = getattr(obj, "__module__", None) or ""
             if module.split(".")[0] in _MATH_MODULES or isinstance(obj, np.ufunc) or \
@@ -172,6 +172,9 @@ class ExpressionParser:
         if len(node.args) != arity:
             raise self.error(node, f"{name}() takes {arity} argument(s), got {len(node.args)}")
         return Call(name, tuple(self.convert(a) for a in node.args))
+
+
+_BUILTIN_ONLY = {"round"}  # round(x) is an int; np.round(x) would be a float, so it is not accepted
 
 
 def _describe(node: ast.AST) -> str:

@@ -134,6 +134,8 @@ _ENTRIES = [
            _holomorphic(lambda x, y: (A.div(x, A.call("hypot", x, y)), A.div(y, A.call("hypot", x, y))))),
     _entry("abs", 1, "abs({0})", "rd_abs({0})", lambda k: "int" if k[0] in ("int", "bool") else "float",
            _abs_rule, aliases=("absolute", "fabs")),
+    # nearest integer (ties to even), as an int: the exactly invertible increment of fixed-point code
+    _entry("round", 1, "round({0})", "llrint({0})", lambda k: "int", None),
     _entry("sign", 1, "np.sign({0})", "rd_sign({0})", _same, None),
     _entry("conj", 1, "np.conj({0})", "rd_conj({0})", _same,
            lambda c, args, kind_of: (A.conj_if(c, kind_of(c) == "complex"),), aliases=("conjugate",)),

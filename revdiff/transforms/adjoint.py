@@ -12,9 +12,9 @@ their block (which in backward time is where the binding happened).
 from __future__ import annotations
 
 from .. import algebra as A
-from ..ir import (Alloc, Bind, BinOp, CallFn, Compute, Const, Dealloc, For, If, Index, Instr, Name, Select, Shape,
-                  Call, Unary, Uncompute, While, base_name, walk_stmts)
-from ..lowir import AugAssign, Invoke, Local, Zero
+from ..ir import (Alloc, Bind, BinOp, BoolOp, Call, CallFn, Compute, Const, Dealloc, For, If, Index, Instr, Name,
+                  Select, Shape, Unary, Uncompute, While, base_name, walk_stmts)
+from ..lowir import AugAssign, Branch, Invoke, Local, Zero
 from ..primitives import FUNCTIONS, INSTRUCTIONS
 from ..types import is_real
 from .infer import alloc_type, expr_type
@@ -53,13 +53,17 @@ class AdjointLowerer(Lowerer):
         return Name(g) if isinstance(lv, Name) else Index(g, lv.indices)
 
     def push(self, e, cotangent) -> None:
-        """Accumulate the cotangent of expression ``e`` into every differentiable variable it reads."""
+        """Accumulate the cotangent of expression ``e`` into every differentiable variable it reads.
+
+        A read inside a branch of ``a if c else b`` receives its cotangent only under the same
+        condition: ``x[i + 1] if i < n - 1 else 0.0`` must not touch ``g_x[n]``."""
         acc: dict = {}
         self._contributions(e, cotangent, acc)
-        for leaf, cot in acc.items():
-            self.emit(AugAssign(self.grad(leaf), "+", cot))
+        for (leaf, guard), cot in acc.items():
+            update = AugAssign(self.grad(leaf), "+", cot)
+            self.emit(update if guard is None else Branch(guard, [update], []))
 
-    def _contributions(self, e, c, acc: dict) -> None:
+    def _contributions(self, e, c, acc: dict, guard=None) -> None:
         kind = self.kind(e)
         if kind not in ("float", "complex"):
             return
@@ -67,13 +71,15 @@ class AdjointLowerer(Lowerer):
             c = A.real_part(c)
         if isinstance(e, (Name, Index)):
             if self.differentiable(base_name(e)):
-                acc[e] = A.add(acc.get(e), c)
+                acc[e, guard] = A.add(acc.get((e, guard)), c)
             return
         if isinstance(e, (Const, Shape)):
             return
         if isinstance(e, Select):
-            self._contributions(e.a, Select(e.cond, c, Const(0)), acc)
-            self._contributions(e.b, Select(e.cond, Const(0), c), acc)
+            if not isinstance(c, (Name, Const)):
+                c = self.temp(c, "cot")  # computed once, outside the guarded updates
+            self._contributions(e.a, c, acc, _both(guard, e.cond))
+            self._contributions(e.b, c, acc, _both(guard, Unary("not", e.cond)))
             return
         if isinstance(e, BinOp):
             fn, args = FUNCTIONS[e.op], (e.left, e.right)
@@ -90,7 +96,7 @@ class AdjointLowerer(Lowerer):
             c = self.temp(c, "cot")  # shared by several arguments: compute once
         for arg, cot in zip(args, fn.cotangents(c, args, self.kind)):
             if cot is not None:
-                self._contributions(arg, cot, acc)
+                self._contributions(arg, cot, acc, guard)
 
     # ---------------------------------------------------------------- blocks
 
@@ -182,3 +188,7 @@ class AdjointLowerer(Lowerer):
         for a, g in pushes:
             self.push(a, g)
 
+
+
+def _both(guard, cond):
+    return cond if guard is None else BoolOp("and", (guard, cond))

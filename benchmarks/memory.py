@@ -1,0 +1,238 @@
+"""Constant-memory gradients of a long simulation, and the floating-point drift they cost.
+
+Part 1, memory and time: the gradient of the final energy of a 3-body leapfrog simulation with
+respect to the initial positions and velocities, for 10^3 ... 10^6 steps, by revdiff (running the
+program backwards), PyTorch autograd (a tape over a Python loop) and JAX (jax.grad through
+lax.scan, with and without jax.checkpoint on the step). Each measurement runs in a fresh process:
+the process is warmed up (compiled) on a short run, its peak-RSS mark is reset
+(/proc/self/clear_refs), and the peak growth during the measured gradient is reported. For JAX,
+whose allocator keeps the warm-up's buffers, XLA's memory analysis of the compiled gradient
+(temporary bytes) is reported instead.
+
+Part 2, drift: revdiff.roundtrip_error of the initial state after forward + inverse runs, in
+float64, float32 and the int64 fixed-point variant, and the forward error of float64 and float32
+against an mpmath trajectory of the same scheme (40 digits) where that is affordable.
+
+    python benchmarks/memory.py            # full: up to 10^6 steps (PyTorch up to 10^5)
+    python benchmarks/memory.py --quick    # up to 10^4 steps, a few seconds
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+G, SOFT, DT = 1.0, 0.01, 1e-3
+MASSES = np.array([1.0, 1e-3, 2e-3])
+
+
+def initial_state(dtype=np.float64) -> tuple:
+    """A star and two planets on circular orbits of radius 1 and 1.6 (periods ~6 and ~13 time units)."""
+    x = np.zeros((3, 3))
+    v = np.zeros((3, 3))
+    for k, (r, phase) in enumerate([(1.0, 0.0), (1.6, 2.0)], start=1):
+        speed = np.sqrt(G * MASSES[0] / r)
+        x[k] = [r * np.cos(phase), r * np.sin(phase), 0.01 * k]
+        v[k] = [-speed * np.sin(phase), speed * np.cos(phase), 0.0]
+    v[0] = -(MASSES[1:, None] * v[1:]).sum(0) / MASSES[0]  # zero total momentum
+    return x.astype(dtype), v.astype(dtype)
+
+
+# ----------------------------------------------------------------------------- memory worker
+
+
+def _status(key: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"{key} not in /proc/self/status")
+
+
+def _gradient_function(method: str):
+    from revdiff import peers
+    if method == "revdiff":
+        import revdiff
+        from revdiff.programs.leapfrog import nbody_final_energy
+        g = revdiff.grad(nbody_final_energy, "E")
+
+        def grad(x, v, m, G, soft, dt, steps):
+            out = g(0.0, x, v, m, G, soft, dt, steps)
+            return out[1], out[2]
+        return grad
+    if method == "torch":
+        return peers.torch_nbody_gradient()
+    if method == "jax scan":
+        return peers.jax_nbody_gradient(checkpoint=False)
+    if method == "jax scan+checkpoint":
+        return peers.jax_nbody_gradient(checkpoint=True)
+    raise ValueError(method)
+
+
+def worker(method: str, steps: int) -> dict:
+    grad = _gradient_function(method)
+    if grad is None:
+        return {"method": method, "steps": steps, "skipped": "not installed"}
+    x, v = initial_state()
+    warm = steps if method.startswith("jax") else 10  # jax compiles per number of steps
+    grad(x, v, MASSES, G, SOFT, DT, warm)
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # reset the peak-RSS mark
+    before = _status("VmRSS")
+    t0 = time.perf_counter()
+    gx, gv = grad(x, v, MASSES, G, SOFT, DT, steps)
+    seconds = time.perf_counter() - t0
+    peak = max(_status("VmHWM") - before, 0)
+    if method.startswith("jax"):
+        # XLA keeps the buffers of the warm-up run mapped, so RSS shows no growth on the second run;
+        # its own account of the compiled program's temporaries is the honest figure
+        peak = grad.working_memory(x, v, MASSES, G, SOFT, DT, steps)
+    return {"method": method, "steps": steps, "seconds": seconds, "peak_bytes": peak,
+            "grad": [np.asarray(gx).tolist(), np.asarray(gv).tolist()]}
+
+
+def measure(method: str, steps: int, timeout: float) -> dict:
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", method, str(steps)]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=True).stdout
+    except subprocess.TimeoutExpired:
+        return {"method": method, "steps": steps, "skipped": f"over {timeout:.0f} s"}
+    except subprocess.CalledProcessError as exc:
+        return {"method": method, "steps": steps, "skipped": f"failed: {exc.stderr.strip().splitlines()[-1]}"}
+    return json.loads(out.strip().splitlines()[-1])
+
+
+# ----------------------------------------------------------------------------- drift
+
+
+def reference_trajectory(x, v, steps: int, dps: int = 40) -> tuple:
+    """The same leapfrog in mpmath: what the scheme gives without rounding."""
+    import mpmath
+    with mpmath.workdps(dps):
+        X = [[mpmath.mpf(float(c)) for c in row] for row in x]
+        V = [[mpmath.mpf(float(c)) for c in row] for row in v]
+        m = [mpmath.mpf(float(c)) for c in MASSES]
+        h, dt, soft2 = mpmath.mpf(DT) / 2, mpmath.mpf(DT), mpmath.mpf(SOFT) ** 2
+
+        def kick():
+            for i in range(3):
+                for j in range(3):
+                    if i != j:
+                        d = [X[j][k] - X[i][k] for k in range(3)]
+                        r2 = soft2 + sum(c * c for c in d)
+                        f = G * m[j] / (r2 * mpmath.sqrt(r2))
+                        for k in range(3):
+                            V[i][k] += h * f * d[k]
+
+        for _ in range(steps):
+            kick()
+            for i in range(3):
+                for k in range(3):
+                    X[i][k] += dt * V[i][k]
+            kick()
+        return np.array(X, dtype=float), np.array(V, dtype=float)
+
+
+def drift_rows(step_counts: list, reference_limit: int) -> list:
+    import revdiff
+    from revdiff.programs.leapfrog import nbody_leapfrog, nbody_leapfrog_fixed
+    rows = []
+    scale = float(2 ** 40)
+    for steps in step_counts:
+        row = {"steps": steps}
+        ref = reference_trajectory(*initial_state(), steps) if steps <= reference_limit else None
+        for dtype in (np.float64, np.float32):
+            x, v = initial_state(dtype)
+            report = revdiff.roundtrip_error(nbody_leapfrog, x, v, MASSES.astype(dtype), G, SOFT, DT, steps)
+            row[np.dtype(dtype).name] = max(report["x"].rel, report["v"].rel)
+            if ref is not None:
+                xf, _, *_ = nbody_leapfrog(x.copy(), v.copy(), MASSES.astype(dtype), G, SOFT, DT, steps)
+                row[f"{np.dtype(dtype).name} forward"] = float(np.abs(xf - ref[0]).max() / np.abs(ref[0]).max())
+        x, v = initial_state()
+        xi, vi = np.round(x * scale).astype(np.int64), np.round(v * scale).astype(np.int64)
+        report = revdiff.roundtrip_error(nbody_leapfrog_fixed, xi, vi, MASSES, G, SOFT, DT, steps, scale)
+        row["fixed-point int64"] = max(report["x"].abs, report["v"].abs)
+        rows.append(row)
+    return rows
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def _mb(n: float) -> str:
+    return f"{n / 2 ** 20:.1f} MB" if n >= 2 ** 20 else f"{n / 2 ** 10:.0f} KB"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="10^3 and 10^4 steps only")
+    p.add_argument("--max-torch-steps", type=float, default=1e5,
+                   help="PyTorch's tape grows with the steps; skip it beyond this (default 1e5)")
+    p.add_argument("--timeout", type=float, default=600, help="seconds per measurement")
+    p.add_argument("--worker", nargs=2, metavar=("METHOD", "STEPS"), help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        print(json.dumps(worker(args.worker[0], int(args.worker[1]))))
+        return
+    step_counts = [10 ** 3, 10 ** 4] if args.quick else [10 ** 3, 10 ** 4, 10 ** 5, 10 ** 6]
+    methods = ["revdiff", "torch", "jax scan", "jax scan+checkpoint"]
+    print(f"# revdiff memory benchmark: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+          f"{time.strftime('%Y-%m-%d')}")
+    print(f"# command: python benchmarks/memory.py{' --quick' if args.quick else ''}\n")
+    results = {}
+    for method in methods:
+        for steps in step_counts:
+            if method == "torch" and steps > args.max_torch_steps:
+                results[method, steps] = {"skipped": f"> --max-torch-steps {args.max_torch_steps:.0e}"}
+                continue
+            results[method, steps] = measure(method, steps, args.timeout)
+            sys.stderr.write(f"\r{method:22s} {steps:>8d} steps done")
+    sys.stderr.write("\n")
+
+    print("Gradient of the final energy w.r.t. the initial state (3 bodies): peak memory growth "
+          "(JAX: XLA temporaries), time\n")
+    print("| steps | " + " | ".join(methods) + " |")
+    print("|---" * (len(methods) + 1) + "|")
+    for steps in step_counts:
+        cells = []
+        for method in methods:
+            r = results[method, steps]
+            cells.append(r.get("skipped") or f"{_mb(r['peak_bytes'])}, {r['seconds']:.2f} s")
+        print(f"| {steps:.0e} | " + " | ".join(cells) + " |")
+    lo, hi = step_counts[0], step_counts[-1]
+    growth = []
+    for method in methods:
+        a, b = results[method, lo], results[method, hi]
+        if "peak_bytes" in a and "peak_bytes" in b:
+            growth.append(f"{method}: {_mb(a['peak_bytes'])} -> {_mb(b['peak_bytes'])}")
+    print(f"\nPeak growth from {lo:.0e} to {hi:.0e} steps: " + "; ".join(growth))
+    ref = results["revdiff", lo]
+    for method in methods[1:]:
+        r = results[method, lo]
+        if "grad" in r and "grad" in ref:
+            diff = max(np.abs(np.array(r["grad"][k]) - np.array(ref["grad"][k])).max() for k in range(2))
+            print(f"max |revdiff - {method}| gradient difference at {lo:.0e} steps: {diff:.1e}")
+
+    rows = drift_rows(step_counts, reference_limit=10 ** 3 if args.quick else 10 ** 4)
+    print("\nRound-trip drift of the initial state (forward then inverse), max relative over x and v;\n"
+          "forward error = final positions against an mpmath run of the same scheme (40 digits)\n")
+    cols = ["float64", "float32", "fixed-point int64", "float64 forward", "float32 forward"]
+    print("| steps | " + " | ".join(cols) + " |")
+    print("|---" * (len(cols) + 1) + "|")
+    for row in rows:
+        cells = []
+        for c in cols:
+            value = row.get(c)
+            cells.append("-" if value is None else (f"{value:.0f} (exact)" if c.startswith("fixed") and value == 0
+                                                    else f"{value:.1e}"))
+        print(f"| {row['steps']:.0e} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
