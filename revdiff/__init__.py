@@ -4,6 +4,7 @@ Write a reversible function under ``@reversible``; run it forward (``f(*args)``)
 (``(~f)(*args)``), and differentiate it by running it backwards (``vjp``, ``grad``).
 """
 from .ad import check_grad, grad, vjp
+from .batch import BatchedFunction, batched
 from .diagnostics import Drift, peak_memory_growth, roundtrip_error
 from .errors import RankDeficientError, ReversibilityError
 from .function import InverseFunction, ReversibleFunction, reversible
@@ -13,4 +14,4 @@ __version__ = "0.1.0"
 
 __all__ = ["reversible", "ReversibleFunction", "InverseFunction", "ReversibilityError", "RankDeficientError",
            "rot", "irot", "zero", "zeros", "routine", "vjp", "grad", "check_grad",
-           "roundtrip_error", "Drift", "peak_memory_growth"]
+           "roundtrip_error", "Drift", "peak_memory_growth", "batched", "BatchedFunction"]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import compare
+from . import bench, compare
 
 
 def main(argv: list | None = None) -> None:
@@ -11,9 +11,13 @@ def main(argv: list | None = None) -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("compare", help="gradient accuracy and time: reversible programs vs closed-form adjoints")
     compare.add_arguments(p)
+    b = sub.add_parser("bench", help="speed of batched gradients against PyTorch, JAX and NumPy formulas")
+    bench.add_arguments(b)
     args = parser.parse_args(argv)
     if args.command == "compare":
         compare.main_from_args(args)
+    elif args.command == "bench":
+        bench.main_from_args(args)
 
 
 if __name__ == "__main__":

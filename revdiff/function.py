@@ -19,6 +19,7 @@ from .frontend.parse import is_reversible_function, parse_function
 from .ir import CallFn, Function
 from .lowir import LowFunction
 from .runtime import checks, loader
+from .transforms.hoist import hoist_allocations
 from .runtime.support import CheckFailed
 from .transforms.infer import TypeEnv, infer
 from .transforms.invert import invert_block
@@ -242,7 +243,7 @@ class Specialization:
         callees = sorted((name, obj.forward_function.__qualname__, _source_text(obj.forward_function))
                          for name, obj in rf.ir.globals_names.items())
         text = repr((rf.ir.loc.filename, rf.__qualname__, rf.ir.loc.line, _source_text(rf), callees, types,
-                     rf.options, rf.backend))
+                     rf.options, rf.backend, loader.compiler_fingerprint()))
         self.key = hashlib.sha256(text.encode()).hexdigest()[:16]
         self.fkey = int(self.key[:7], 16)
         self.dependencies: dict = {}
@@ -285,11 +286,11 @@ class Specialization:
                 ancilla_names(self.func.body), params)
         if program in ("forward", "inverse"):
             low = Lowerer(*args).lower_block(body)
-            return LowFunction(self.symbol(program), params, low, params)
+            return hoist_allocations(LowFunction(self.symbol(program), params, low, params))
         lowerer = AdjointLowerer(*args)
         low = lowerer.adjoint_body(body)
         all_params = params + lowerer.gradient_params()
-        return LowFunction(self.symbol(program), all_params, low, all_params)
+        return hoist_allocations(LowFunction(self.symbol(program), all_params, low, all_params))
 
     def source(self, program: str) -> str:
         src = self._sources.get(program)

@@ -79,11 +79,13 @@ class Invoke:
 
 @dataclass
 class Zero:
-    """Allocate a zero-initialised ancilla: a scalar (shape None) or an array."""
+    """Allocate a zero-initialised ancilla: a scalar (shape None) or an array. ``reuse``: the name
+    already holds an array (declared at the top of the function); zero-fill it when the shape matches."""
 
     name: str
     shape: "tuple | None"
     dtype: str
+    reuse: bool = False
 
 
 @dataclass

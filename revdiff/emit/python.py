@@ -152,7 +152,13 @@ class PythonEmitter:
                 self.out(d, f"{s.name} = {zero_source(s.dtype)}")
             else:
                 dims = ", ".join(expr_source(x) for x in s.shape)
-                self.out(d, f"{s.name} = np.zeros(({dims}{',' if len(s.shape) == 1 else ''}), np.{s.dtype})")
+                shape = f"({dims}{',' if len(s.shape) == 1 else ''})"
+                if s.reuse:
+                    self.out(d, f"if {s.name}.shape == {shape}:")
+                    self.out(d + 1, f"{s.name}.fill(0)")
+                    self.out(d, "else:")
+                    d += 1
+                self.out(d, f"{s.name} = np.zeros({shape}, np.{s.dtype})")
         else:
             raise TypeError(f"cannot emit {s!r}")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ad import vjp
+from ..batch import BatchedFunction
 from ..errors import RankDeficientError
 from . import givens, gram_schmidt, householder, projection, sphere
 
@@ -43,99 +43,120 @@ def _rank_tolerance(dtype: np.dtype, rank_tol: float | None) -> float:
     return rank_tol if rank_tol is not None else 100 * np.finfo(dtype).eps
 
 
-def _check_rank(R: np.ndarray, A: np.ndarray, index: tuple, tol: float) -> None:
-    """Raise RankDeficientError where a column's residual norm is tiny against its own norm."""
-    p = min(A.shape)
-    norms = np.linalg.norm(A[:, :p], axis=0)
-    for k in range(p):
-        ratio = abs(R[k, k]) / norms[k] if norms[k] > 0 else 0.0
-        if not ratio > tol:  # a NaN ratio (0/0 in a degenerate column) is rank deficient too
-            raise RankDeficientError(f"matrix at batch index {index}: column {k} is linearly dependent on the "
-                                     f"previous ones (residual norm / column norm = {ratio:.3e} <= {tol:.1e})")
+def _batch_index(shape: tuple, flat: int) -> tuple:
+    return tuple(int(i) for i in np.unravel_index(flat, shape)) if shape else ()
 
 
-def _zero_columns(A: np.ndarray, index: tuple) -> None:
-    norms = np.linalg.norm(A, axis=0)
-    for k in range(min(A.shape)):
-        if norms[k] == 0:
-            raise RankDeficientError(f"matrix at batch index {index}: column {k} is zero "
-                                     "(residual norm / column norm = 0)")
+def _check_rank(R: np.ndarray, A: np.ndarray, batch_shape: tuple, tol: float) -> None:
+    """Raise RankDeficientError where a column's residual norm is tiny against its own norm
+    (R, A flattened to one batch axis)."""
+    p = min(A.shape[-2:])
+    norms = np.linalg.norm(A[..., :p], axis=-2)
+    diag = np.abs(np.diagonal(R, axis1=-2, axis2=-1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(norms > 0, diag / norms, 0.0)
+    bad = ~(ratio > tol)  # a NaN ratio (0/0 in a degenerate column) is rank deficient too
+    if np.any(bad):
+        b, k = np.argwhere(bad)[0]
+        raise RankDeficientError(f"matrix at batch index {_batch_index(batch_shape, b)}: column {k} is linearly "
+                                 f"dependent on the previous ones (residual norm / column norm = "
+                                 f"{ratio[b, k]:.3e} <= {tol:.1e})")
 
 
-def _qr_program(method: str, A: np.ndarray):
-    """The QR program for method, and a function making its argument tuple for one matrix."""
+def _zero_columns(A: np.ndarray, batch_shape: tuple) -> None:
+    p = min(A.shape[-2:])
+    zero = ~np.any(A[..., :p] != 0, axis=-2)
+    if np.any(zero):
+        b, k = np.argwhere(zero)[0]
+        raise RankDeficientError(f"matrix at batch index {_batch_index(batch_shape, b)}: column {k} is zero "
+                                 "(residual norm / column norm = 0)")
+
+
+def _flat(a: np.ndarray, core: int) -> np.ndarray:
+    """One leading batch axis (a matrix without batch dimensions gets a batch of one)."""
+    return a.reshape((-1,) + a.shape[a.ndim - core:])
+
+
+_BATCHED: dict = {}
+
+
+def _batched(program, names: tuple) -> BatchedFunction:
+    key = (program, tuple(names))
+    if key not in _BATCHED:
+        _BATCHED[key] = BatchedFunction(program, names)
+    return _BATCHED[key]
+
+
+def _qr_program(method: str, A: np.ndarray) -> tuple:
+    """The QR program for method and its zero-initialised outputs for the flattened batch A."""
     program = _method(QR_METHODS, method)
-    m, n = A.shape[-2:]
+    b, m, n = A.shape
     p = min(m, n)
+    outputs = (np.zeros((b, m, p), A.dtype), np.zeros((b, p, n), A.dtype))
     if program is givens.givens:
         if not np.isrealobj(A):
             raise TypeError(f"method 'givens' takes real matrices; 'A' has dtype {A.dtype} "
                             "(use 'householder' or 'cgs2' for complex input)")
-        return program, lambda a: (np.zeros((m, p), a.dtype), np.zeros((p, n), a.dtype), np.zeros((m, p), a.dtype), a)
-    return program, lambda a: (np.zeros((m, p), a.dtype), np.zeros((p, n), a.dtype), a)
+        outputs += (np.zeros((b, m, p), A.dtype),)
+    return _batched(program, program.params), outputs
 
 
 def qr(A, method: str = "cgs2", rank_tol: float | None = None) -> tuple:
     """Q, R of A (..., m, n): Q (..., m, p), R (..., p, n), p = min(m, n), diag(R) real positive.
 
     method: "cgs2" (default), "mgs", "cgs", "householder" or "givens" (real only; the rotation
-    angles are an extra output of ``revdiff.programs.givens``)."""
+    angles are an extra output of ``revdiff.programs.givens``). Batches run in parallel."""
     A = _array("A", A, 2)
-    program, arguments = _qr_program(method, A)
-    m, n = A.shape[-2:]
-    p = min(m, n)
-    Q = np.zeros(A.shape[:-2] + (m, p), A.dtype)
-    R = np.zeros(A.shape[:-2] + (p, n), A.dtype)
-    tol = _rank_tolerance(A.dtype, rank_tol)
-    for b in np.ndindex(A.shape[:-2]):
-        _zero_columns(A[b], b)
-        Q[b], R[b] = program(*arguments(A[b].copy()))[:2]
-        _check_rank(R[b], A[b], b, tol)
-    return Q, R
+    batch, (m, n) = A.shape[:-2], A.shape[-2:]
+    flat = _flat(A, 2)
+    program, outputs = _qr_program(method, flat)
+    _zero_columns(flat, batch)
+    Q, R = program(*outputs, flat)[:2]
+    _check_rank(R, flat, batch, _rank_tolerance(A.dtype, rank_tol))
+    return Q.reshape(batch + Q.shape[1:]), R.reshape(batch + R.shape[1:])
 
 
 def qr_vjp(A, gQ, gR, method: str = "cgs2", rank_tol: float | None = None) -> np.ndarray:
     """Cotangent of A given those of Q and R (None: zero), by running the QR program backwards."""
     A = _array("A", A, 2)
-    program, arguments = _qr_program(method, A)
-    m, n = A.shape[-2:]
+    batch, (m, n) = A.shape[:-2], A.shape[-2:]
     p = min(m, n)
-    gQ = np.zeros(A.shape[:-2] + (m, p), A.dtype) if gQ is None else _array("gQ", gQ, 2, A.dtype)
-    gR = np.zeros(A.shape[:-2] + (p, n), A.dtype) if gR is None else _array("gR", gR, 2, A.dtype)
-    if gQ.shape != A.shape[:-2] + (m, p) or gR.shape != A.shape[:-2] + (p, n):
-        raise ValueError(f"for A of shape {A.shape}, gQ must have shape {A.shape[:-2] + (m, p)} (thin Q) and gR "
-                         f"{A.shape[:-2] + (p, n)}; got {gQ.shape} and {gR.shape}")
-    gA = np.zeros_like(A)
-    tol = _rank_tolerance(A.dtype, rank_tol)
-    for b in np.ndindex(A.shape[:-2]):
-        _zero_columns(A[b], b)
-        outputs, pullback = vjp(program, *arguments(A[b]))
-        _check_rank(outputs[1], A[b], b, tol)
-        cotangents = (gQ[b], gR[b]) + (None,) * (len(outputs) - 2)
-        gA[b] = pullback(*cotangents)[-1]
-    return gA
+    gQ = np.zeros(batch + (m, p), A.dtype) if gQ is None else _array("gQ", gQ, 2, A.dtype)
+    gR = np.zeros(batch + (p, n), A.dtype) if gR is None else _array("gR", gR, 2, A.dtype)
+    if gQ.shape != batch + (m, p) or gR.shape != batch + (p, n):
+        raise ValueError(f"for A of shape {A.shape}, gQ must have shape {batch + (m, p)} (thin Q) and gR "
+                         f"{batch + (p, n)}; got {gQ.shape} and {gR.shape}")
+    flat = _flat(A, 2)
+    program, outputs = _qr_program(method, flat)
+    _zero_columns(flat, batch)
+    cotangents = (_flat(gQ.astype(A.dtype, copy=False), 2), _flat(gR.astype(A.dtype, copy=False), 2))
+    outs, grads = program.vjp(outputs + (flat,), cotangents + (None,) * (len(outputs) - 1))
+    _check_rank(outs[1], flat, batch, _rank_tolerance(A.dtype, rank_tol))
+    return grads[-1].reshape(A.shape)
 
 
-def _vector_program(table, method, A, y, cotangent=None, out_rows=None):
+def _vector_program(table, method, A, y):
     program = _method(table, method)
     A = _array("A", A, 2)
     y = _array("y", y, 1, A.dtype)
     A = A.astype(y.dtype, copy=False)
     if y.shape[:-1] != A.shape[:-2] or y.shape[-1] != A.shape[-2]:
         raise ValueError(f"y of shape {y.shape} does not match A of shape {A.shape} (need {A.shape[:-1]})")
-    return program, A, y
+    _zero_columns(_flat(A, 2), A.shape[:-2])
+    return _batched(program, program.params), A, y
+
+
+def _rank_check_by_qr(A: np.ndarray, method: str, rank_tol: float | None) -> None:
+    if rank_tol is not None:
+        qr(A, method if method in QR_METHODS else "cgs2", rank_tol)
 
 
 def project(A, y, method: str = "cgs2", rank_tol: float | None = None) -> np.ndarray:
     """z = Q Q^H y, the orthogonal projection of y onto the column space of A."""
     program, A, y = _vector_program(PROJECT_METHODS, method, A, y)
-    z = np.zeros_like(y)
-    tol = _rank_tolerance(A.dtype, rank_tol)
-    for b in np.ndindex(A.shape[:-2]):
-        _zero_columns(A[b], b)
-        _check_rank(qr(A[b], method)[1], A[b], b, tol) if rank_tol is not None else None
-        program(z[b], A[b].copy(), y[b].copy())
-    return z
+    _rank_check_by_qr(A, method, rank_tol)
+    z = program(np.zeros_like(_flat(y, 1)), _flat(A, 2), _flat(y, 1))[0]
+    return z.reshape(y.shape)
 
 
 def project_vjp(A, y, gz, method: str = "cgs2", rank_tol: float | None = None) -> tuple:
@@ -144,79 +165,76 @@ def project_vjp(A, y, gz, method: str = "cgs2", rank_tol: float | None = None) -
     gz = _array("gz", gz, 1, A.dtype)
     if gz.shape != y.shape:
         raise ValueError(f"gz has shape {gz.shape}, expected {y.shape}")
-    gA, gy = np.zeros_like(A), np.zeros_like(y)
-    tol = _rank_tolerance(A.dtype, rank_tol)
-    m = A.shape[-2]
-    for b in np.ndindex(A.shape[:-2]):
-        _zero_columns(A[b], b)
-        _, pullback = vjp(program, np.zeros(m, A.dtype), A[b], y[b])
-        _, gA[b], gy[b] = pullback(gz[b], None, None)
-        if rank_tol is not None:
-            _check_rank(qr(A[b], method)[1], A[b], b, tol)
-    return gA, gy
+    _rank_check_by_qr(A, method, rank_tol)
+    _, (_, gA, gy) = program.vjp((np.zeros_like(_flat(y, 1)), _flat(A, 2), _flat(y, 1)),
+                                 (_flat(gz.astype(A.dtype, copy=False), 1), None, None))
+    return gA.reshape(A.shape), gy.reshape(y.shape)
 
 
 def lstsq(A, y, method: str = "cgs2") -> np.ndarray:
     """x minimising |A x - y| (A of full column rank, m >= n), through the QR program."""
     program, A, y = _vector_program(LSTSQ_METHODS, method, A, y)
-    x = np.zeros(A.shape[:-1][:-1] + (A.shape[-1],), A.dtype)
-    for b in np.ndindex(A.shape[:-2]):
-        _zero_columns(A[b], b)
-        program(x[b], A[b].copy(), y[b].copy())
-    return x
+    flat = _flat(A, 2)
+    x = program(np.zeros((flat.shape[0], A.shape[-1]), A.dtype), flat, _flat(y, 1))[0]
+    return x.reshape(A.shape[:-2] + (A.shape[-1],))
 
 
 def lstsq_vjp(A, y, gx, method: str = "cgs2") -> tuple:
     """(gA, gy) given the cotangent of the least-squares solution x."""
     program, A, y = _vector_program(LSTSQ_METHODS, method, A, y)
     gx = _array("gx", gx, 1, A.dtype)
-    gA, gy = np.zeros_like(A), np.zeros_like(y)
-    n = A.shape[-1]
-    for b in np.ndindex(A.shape[:-2]):
-        _, pullback = vjp(program, np.zeros(n, A.dtype), A[b], y[b])
-        _, gA[b], gy[b] = pullback(gx[b], None, None)
-    return gA, gy
+    if gx.shape != A.shape[:-2] + (A.shape[-1],):
+        raise ValueError(f"gx has shape {gx.shape}, expected {A.shape[:-2] + (A.shape[-1],)}")
+    flat = _flat(A, 2)
+    _, (_, gA, gy) = program.vjp((np.zeros((flat.shape[0], A.shape[-1]), A.dtype), flat, _flat(y, 1)),
+                                 (_flat(gx.astype(A.dtype, copy=False), 1), None, None))
+    return gA.reshape(A.shape), gy.reshape(y.shape)
+
+
+def _nonzero_vectors(x: np.ndarray) -> None:
+    zero = ~np.any(_flat(x, 1) != 0, axis=-1)
+    if np.any(zero):
+        raise ValueError(f"'x' at batch index {_batch_index(x.shape[:-1], int(np.argmax(zero)))} is zero "
+                         "and has no direction")
 
 
 def normalize(x) -> np.ndarray:
     """x / |x| along the last axis."""
     x = _array("x", x, 1)
-    y = np.zeros_like(x)
-    for b in np.ndindex(x.shape[:-1]):
-        if not np.any(x[b]):
-            raise ValueError(f"'x' at batch index {b} is zero and has no direction")
-        sphere.normalize(y[b], x[b].copy())
-    return y
+    _nonzero_vectors(x)
+    program = _batched(sphere.normalize, ("y", "x"))
+    return program(np.zeros_like(_flat(x, 1)), _flat(x, 1))[0].reshape(x.shape)
 
 
 def normalize_vjp(x, gy) -> np.ndarray:
     x = _array("x", x, 1)
     gy = _array("gy", gy, 1, x.dtype)
-    gx = np.zeros_like(x)
-    for b in np.ndindex(x.shape[:-1]):
-        _, pullback = vjp(sphere.normalize, np.zeros_like(x[b]), x[b])
-        gx[b] = pullback(gy[b], None)[1]
-    return gx
+    _nonzero_vectors(x)
+    program = _batched(sphere.normalize, ("y", "x"))
+    _, (_, gx) = program.vjp((np.zeros_like(_flat(x, 1)), _flat(x, 1)), (_flat(gy.astype(x.dtype, copy=False), 1), None))
+    return gx.reshape(x.shape)
+
+
+def _tangent_arguments(g, z) -> tuple:
+    g, z = _array("g", g, 1), _array("z", z, 1)
+    dtype = np.result_type(g, z)
+    if g.shape != z.shape:
+        raise ValueError(f"g of shape {g.shape} and z of shape {z.shape} differ")
+    _nonzero_vectors(z)
+    return g.astype(dtype, copy=False), z.astype(dtype, copy=False)
 
 
 def tangent_project(g, z) -> np.ndarray:
     """g - (z_hat^H g) z_hat along the last axis, z_hat = z / |z|."""
-    g, z = _array("g", g, 1), _array("z", z, 1)
-    dtype = np.result_type(g, z)
-    g, z = g.astype(dtype), z.astype(dtype)
-    out = np.zeros_like(g)
-    for b in np.ndindex(g.shape[:-1]):
-        sphere.tangent_project(out[b], g[b].copy(), z[b].copy())
-    return out
+    g, z = _tangent_arguments(g, z)
+    program = _batched(sphere.tangent_project, ("out", "g", "z"))
+    return program(np.zeros_like(_flat(g, 1)), _flat(g, 1), _flat(z, 1))[0].reshape(g.shape)
 
 
 def tangent_project_vjp(g, z, gout) -> tuple:
-    g, z = _array("g", g, 1), _array("z", z, 1)
-    dtype = np.result_type(g, z)
-    g, z = g.astype(dtype), z.astype(dtype)
-    gout = _array("gout", gout, 1, dtype)
-    gg, gz = np.zeros_like(g), np.zeros_like(z)
-    for b in np.ndindex(g.shape[:-1]):
-        _, pullback = vjp(sphere.tangent_project, np.zeros_like(g[b]), g[b], z[b])
-        _, gg[b], gz[b] = pullback(gout[b], None, None)
-    return gg, gz
+    g, z = _tangent_arguments(g, z)
+    gout = _array("gout", gout, 1, g.dtype)
+    program = _batched(sphere.tangent_project, ("out", "g", "z"))
+    _, (_, gg, gz) = program.vjp((np.zeros_like(_flat(g, 1)), _flat(g, 1), _flat(z, 1)),
+                                 (_flat(gout.astype(g.dtype, copy=False), 1), None, None))
+    return gg.reshape(g.shape), gz.reshape(z.shape)

@@ -16,6 +16,29 @@ from types import ModuleType
 _MODULES: dict = {}
 _COMPILED: dict = {}
 
+# Generated modules are named revdiff_generated.<file>; Numba's cache re-imports a function's module
+# by name when it rebuilds its environment, so the parent package must exist.
+if "revdiff_generated" not in sys.modules:
+    _package = ModuleType("revdiff_generated")
+    _package.__path__ = []
+    sys.modules["revdiff_generated"] = _package
+
+
+_FINGERPRINT: list = []
+
+
+def compiler_fingerprint() -> str:
+    """A hash of revdiff's own compiler sources. Generated names include it, so that a cached
+    caller compiled against an older code generator is never reused with newer callees."""
+    if not _FINGERPRINT:
+        root = Path(__file__).resolve().parent.parent
+        digest = hashlib.sha256()
+        for path in sorted(root.rglob("*.py")):
+            if "programs" not in path.parts:
+                digest.update(path.read_bytes())
+        _FINGERPRINT.append(digest.hexdigest()[:12])
+    return _FINGERPRINT[0]
+
 
 def cache_dir() -> Path:
     """``$REVDIFF_CACHE_DIR``, else ``$XDG_CACHE_HOME/revdiff``, else ``~/.cache/revdiff``."""
@@ -56,7 +79,8 @@ def load(source: str, stem: str, backend: str) -> ModuleType:
     return module
 
 
-def compiled(module: ModuleType, name: str, backend: str, dependencies: dict, boundscheck: bool = True):
+def compiled(module: ModuleType, name: str, backend: str, dependencies: dict, boundscheck: bool = True,
+             parallel: bool = False):
     """The callable for ``module.name``: the plain function, or its Numba dispatcher (bounds-checked
     unless runtime checks are off, so that an argument of the wrong shape raises instead of crashing)."""
     module.__dict__.update(dependencies)
@@ -66,6 +90,6 @@ def compiled(module: ModuleType, name: str, backend: str, dependencies: dict, bo
         fn = getattr(module, name)
         if backend == "numba":
             import numba
-            fn = numba.njit(cache=True, fastmath=False, nogil=True, boundscheck=boundscheck)(fn)
+            fn = numba.njit(cache=True, fastmath=False, nogil=True, boundscheck=boundscheck, parallel=parallel)(fn)
         _COMPILED[key] = fn
     return fn

@@ -1,0 +1,164 @@
+"""Run a reversible function over a batch: ``revdiff.batched(f, ("Q", "R", "A"))``.
+
+The named parameters carry a leading batch axis (scalars become 1-D arrays); the others are shared
+by every element. Forward, inverse and a fused vjp (forward then adjoint, element by element, so a
+matrix is still in cache when its gradient is computed) each run as one generated function whose
+loop over the batch is a Numba ``prange``: no Python work per element.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from .ad import _cotangent
+from .emit.batch import BatchParam, batch_source
+from .function import ReversibleFunction, run
+from .runtime import loader
+from .types import type_of_value
+
+
+class BatchedFunction:
+    """``f`` mapped over the leading axis of the parameters named in ``batched``."""
+
+    def __init__(self, f: ReversibleFunction, batched: Sequence[str]):
+        batched = (batched,) if isinstance(batched, str) else tuple(batched)
+        unknown = [b for b in batched if b not in f.params]
+        if unknown:
+            raise ValueError(f"{', '.join(map(repr, unknown))} is not a parameter of {f.__qualname__} "
+                             f"({', '.join(f.params)})")
+        if not batched:
+            raise ValueError("name at least one batched parameter")
+        self.f = f
+        self.batched = frozenset(batched)
+        self._entries: dict = {}
+
+    def __repr__(self) -> str:
+        return f"<batched {self.f!r} over {', '.join(sorted(self.batched))}>"
+
+    # ---------------------------------------------------------------- checking arguments
+
+    def _element_types(self, args: tuple) -> tuple:
+        f = self.f
+        if len(args) != len(f.params):
+            raise TypeError(f"{f.__qualname__}() takes {len(f.params)} arguments ({', '.join(f.params)}), "
+                            f"got {len(args)}")
+        size = None
+        elements = []
+        for name, a in zip(f.params, args):
+            if name in self.batched:
+                if not isinstance(a, np.ndarray) or a.ndim < 1:
+                    raise TypeError(f"batched argument '{name}' must be an array with a leading batch axis")
+                if size is not None and a.shape[0] != size[1]:
+                    raise ValueError(f"batched arguments '{size[0]}' and '{name}' have batch sizes {size[1]} "
+                                     f"and {a.shape[0]}")
+                size = size or (name, a.shape[0])
+                elements.append(a[0] if a.ndim > 1 else a.dtype.type(0))
+            else:
+                elements.append(a)
+        if size[1] == 0:
+            raise ValueError("the batch is empty")
+        modified = f.forward_function.modified_positions()
+        for k, name in enumerate(f.params):
+            if k in modified and name not in self.batched:
+                raise ValueError(f"'{name}' is modified by {f.__qualname__}, so every element needs its own: "
+                                 "name it among the batched parameters")
+        return f.argument_types(tuple(elements))
+
+    def _params(self, types: tuple) -> list:
+        return [BatchParam(p, p in self.batched, t.ndim == 0) for p, t in zip(self.f.params, types)]
+
+    def _saved(self, types: tuple) -> tuple:
+        """Parameters whose forward results a fused vjp copies out before the adjoint restores them."""
+        modified = self.f.forward_function.modified_positions()
+        return tuple(p for k, p in enumerate(self.f.params) if k in modified)
+
+    # ---------------------------------------------------------------- generated entries
+
+    def entry(self, kind: str, types: tuple):
+        """The compiled batched entry ``kind`` ("call" or "vjp") for element types ``types``."""
+        key = (kind, types)
+        fn = self._entries.get(key)
+        if fn is None:
+            src, name, deps = self.source(kind, types, with_dependencies=True)
+            module = loader.load(src, name, self.f.backend)
+            fn = loader.compiled(module, name, self.f.backend, deps, boundscheck=self.f.options.check, parallel=True)
+            self._entries[key] = fn
+        return fn
+
+    def source(self, kind: str, types: tuple, with_dependencies: bool = False):
+        """Generated source of the batched entry: "call" runs the function, "vjp" runs it and its adjoint."""
+        spec = self.f.forward_function.specialize(types)
+        forward, adjoint = self.f.programs
+        params = self._params(types)
+        # every element writes its own gradient, so shared parameters get one per element too (summed after)
+        grads = [BatchParam("g_" + p.name, True, p.scalar) for p, t in zip(params, types) if t.differentiable]
+        run_programs = [forward] if kind == "call" else [forward, adjoint]
+        names = {prog: f"{self.f.__name__}_{spec.key[:8]}_{prog}" for prog in run_programs}
+        entry = f"{self.f.__name__}_batch_{kind}"
+        header = (f"# Generated by revdiff: {kind} of {self.f.__qualname__} over a batch of "
+                  f"{', '.join(sorted(self.batched))} (leading axis), in parallel; element types "
+                  f"({', '.join(f'{p}: {t.describe()}' for p, t in zip(self.f.params, types))}).")
+        src = batch_source(entry, [(names[p], p == adjoint) for p in run_programs], params,
+                           grads if kind == "vjp" else [], header, self._saved(types) if kind == "vjp" else ())
+        if not with_dependencies:
+            return src
+        return src, entry, {names[p]: spec.callable(p) for p in run_programs}
+
+    # ---------------------------------------------------------------- calling
+
+    def __call__(self, *args: Any) -> tuple:
+        """Run ``f`` on every element, on copies of the arguments; returns every parameter's final value."""
+        types = self._element_types(args)
+        copies = tuple(_copy(a) for a in args)
+        self.f.validate(copies)
+        return run(self.entry("call", types), copies)
+
+    def vjp(self, args: Sequence, cotangents: Sequence) -> tuple:
+        """``(outs, grads)``: final values and, from ``cotangents`` of the final values (None: zero),
+        the cotangents of the initial values (None for integer and bool parameters)."""
+        types = self._element_types(tuple(args))
+        if len(cotangents) != len(args):
+            raise TypeError(f"vjp of {self.f.__qualname__} takes {len(args)} cotangents, got {len(cotangents)}")
+        copies = tuple(_copy(a) for a in args)
+        self.f.validate(copies)
+        size = next(a.shape[0] for p, a in zip(self.f.params, copies) if p in self.batched)
+        grads = []
+        for p, a, c, t in zip(self.f.params, copies, cotangents, types):
+            if t.differentiable:
+                g = _cotangent(p, a, c)
+                if p not in self.batched:  # element 0 carries the cotangent of the unchanged final value
+                    per_element = np.zeros((size,) + np.shape(g), np.asarray(g).dtype)
+                    per_element[0] = g
+                    g = per_element
+                grads.append(g)
+        saved = self._saved(types)
+        out_arrays = tuple(np.empty_like(copies[self.f.params.index(p)]) for p in saved)
+        result = run(self.entry("vjp", types), copies + tuple(grads) + out_arrays)
+        outs = list(copies)
+        for p, value in zip(saved, out_arrays):
+            outs[self.f.params.index(p)] = value
+        rest = iter(result[len(args):])
+        gradients = []
+        for p, a, t in zip(self.f.params, copies, types):
+            if not t.differentiable:
+                gradients.append(None)
+                continue
+            g = next(rest)
+            gradients.append(g if p in self.batched else _shared_sum(g, a))
+        return tuple(outs), tuple(gradients)
+
+
+def _shared_sum(per_element: np.ndarray, like: Any) -> Any:
+    total = per_element.sum(axis=0)
+    return total if isinstance(like, np.ndarray) else type(like)(total) if isinstance(like, (float, complex)) \
+        else np.asarray(like).dtype.type(total)
+
+
+def _copy(a: Any) -> Any:
+    return np.array(a, copy=True) if isinstance(a, np.ndarray) else a
+
+
+def batched(f: ReversibleFunction, batched: Sequence[str]) -> BatchedFunction:
+    """``f`` over a leading batch axis of the parameters named in ``batched``, in parallel."""
+    return BatchedFunction(f, batched)

@@ -1,0 +1,51 @@
+"""Batched entry points: one generated function that runs a program (or a program followed by its
+adjoint, for a fused vjp) on every element of a leading batch axis, in parallel with Numba's prange.
+
+The per-element programs are the ordinary generated ones; the entry only indexes the batch, so there
+is no Python work per element. Scalars that are batched arrive as 1-D arrays and are written back.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class BatchParam:
+    name: str
+    batched: bool  # has a leading batch axis
+    scalar: bool  # a scalar per element (batched: a 1-D array of them)
+
+
+def _element(p: BatchParam) -> str:
+    return f"{p.name}[_b]" if p.batched else p.name
+
+
+def _call(lines: list, fn: str, params: list) -> None:
+    """``r = fn(elements...)`` then write back the scalars the program returned."""
+    lines.append(f"        _r = {fn}({', '.join(_element(p) for p in params)})")
+    for k, p in enumerate(params):
+        if p.batched and p.scalar:
+            lines.append(f"        {p.name}[_b] = _r[{k}]")
+
+
+def batch_source(entry: str, programs: list, params: list, grads: list, header: str,
+                 saved: tuple = ()) -> str:
+    """Source of ``entry(params..., grads..., out_<saved>...)``: for each batch element, run
+    ``programs`` in order, copying the element of each parameter named in ``saved`` into its
+    ``out_`` array after the first program (a fused vjp keeps the forward's results that way).
+
+    ``programs`` are (function name, takes gradients) pairs: an adjoint takes ``params + grads``."""
+    batched = [p for p in params + grads if p.batched]
+    if not batched:
+        raise ValueError("a batched entry needs at least one batched parameter")
+    outs = [f"out_{name}" for name in saved]
+    names = [p.name for p in params + grads] + outs
+    lines = [header, "import numpy as np", "from numba import prange", "", "",
+             f"def {entry}({', '.join(names)}):",
+             f"    for _b in prange({batched[0].name}.shape[0]):"]
+    for k, (fn, with_grads) in enumerate(programs):
+        _call(lines, fn, params + grads if with_grads else params)
+        if k == 0:
+            lines += [f"        out_{name}[_b] = {name}[_b]" for name in saved]
+    lines.append(f"    return ({', '.join(names)},)")
+    return "\n".join(lines) + "\n"
