@@ -4,8 +4,8 @@ Part 1, memory and time: the gradient of the final energy of a 3-body leapfrog s
 respect to the initial positions and velocities, for 10^3 ... 10^6 steps, by revdiff (running the
 program backwards), PyTorch autograd (a tape over a Python loop) and JAX (jax.grad through
 lax.scan, with and without jax.checkpoint on the step). Each measurement runs in a fresh process:
-the process is warmed up (compiled) on a short run, its peak-RSS mark is reset
-(/proc/self/clear_refs), and the peak growth during the measured gradient is reported. For JAX,
+the process is warmed up (compiled) on a short run, then revdiff.peak_memory_growth resets the
+peak-RSS mark (/proc/self/clear_refs) and reports the peak growth during the measured gradient. For JAX,
 whose allocator keeps the warm-up's buffers, XLA's memory analysis of the compiled gradient
 (temporary bytes) is reported instead.
 
@@ -28,31 +28,18 @@ import time
 
 import numpy as np
 
+from revdiff.diagnostics import peak_memory_growth
+from revdiff.programs.leapfrog import star_and_two_planets
+
 G, SOFT, DT = 1.0, 0.01, 1e-3
-MASSES = np.array([1.0, 1e-3, 2e-3])
+X0, V0, MASSES = star_and_two_planets()
 
 
 def initial_state(dtype=np.float64) -> tuple:
-    """A star and two planets on circular orbits of radius 1 and 1.6 (periods ~6 and ~13 time units)."""
-    x = np.zeros((3, 3))
-    v = np.zeros((3, 3))
-    for k, (r, phase) in enumerate([(1.0, 0.0), (1.6, 2.0)], start=1):
-        speed = np.sqrt(G * MASSES[0] / r)
-        x[k] = [r * np.cos(phase), r * np.sin(phase), 0.01 * k]
-        v[k] = [-speed * np.sin(phase), speed * np.cos(phase), 0.0]
-    v[0] = -(MASSES[1:, None] * v[1:]).sum(0) / MASSES[0]  # zero total momentum
-    return x.astype(dtype), v.astype(dtype)
+    return X0.astype(dtype), V0.astype(dtype)
 
 
 # ----------------------------------------------------------------------------- memory worker
-
-
-def _status(key: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(f"{key} not in /proc/self/status")
 
 
 def _gradient_function(method: str):
@@ -82,13 +69,9 @@ def worker(method: str, steps: int) -> dict:
     x, v = initial_state()
     warm = steps if method.startswith("jax") else 10  # jax compiles per number of steps
     grad(x, v, MASSES, G, SOFT, DT, warm)
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")  # reset the peak-RSS mark
-    before = _status("VmRSS")
     t0 = time.perf_counter()
-    gx, gv = grad(x, v, MASSES, G, SOFT, DT, steps)
+    (gx, gv), peak = peak_memory_growth(grad, x, v, MASSES, G, SOFT, DT, steps)
     seconds = time.perf_counter() - t0
-    peak = max(_status("VmHWM") - before, 0)
     if method.startswith("jax"):
         # XLA keeps the buffers of the warm-up run mapped, so RSS shows no growth on the second run;
         # its own account of the compiled program's temporaries is the honest figure
@@ -205,13 +188,16 @@ def main() -> None:
             r = results[method, steps]
             cells.append(r.get("skipped") or f"{_mb(r['peak_bytes'])}, {r['seconds']:.2f} s")
         print(f"| {steps:.0e} | " + " | ".join(cells) + " |")
-    lo, hi = step_counts[0], step_counts[-1]
-    growth = []
+    lo = step_counts[0]
+    print("\nGrowth of the peak from the fewest to the most steps each method ran:")
     for method in methods:
-        a, b = results[method, lo], results[method, hi]
-        if "peak_bytes" in a and "peak_bytes" in b:
-            growth.append(f"{method}: {_mb(a['peak_bytes'])} -> {_mb(b['peak_bytes'])}")
-    print(f"\nPeak growth from {lo:.0e} to {hi:.0e} steps: " + "; ".join(growth))
+        ran = [s for s in step_counts if "peak_bytes" in results[method, s]]
+        if len(ran) < 2:
+            continue
+        a, b = results[method, ran[0]]["peak_bytes"], results[method, ran[-1]]["peak_bytes"]
+        ratio = f"x{b / a:.0f}" if a > 0 else ("no growth" if b == 0 else "from nothing")
+        print(f"  {method}: {_mb(a)} at {ran[0]:.0e} steps -> {_mb(b)} at {ran[-1]:.0e} steps "
+              f"({ratio} for x{ran[-1] // ran[0]} steps)")
     ref = results["revdiff", lo]
     for method in methods[1:]:
         r = results[method, lo]

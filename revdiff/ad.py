@@ -26,6 +26,9 @@ def vjp(f: ReversibleFunction, *args: Any) -> tuple:
     It keeps only the final state and recovers the inputs by running the program backwards.
     Complex values follow PyTorch's convention: the gradient of z = x + iy is dL/dx + i dL/dy.
     """
+    if any(hasattr(a, "__cuda_array_interface__") for a in args):
+        from .batch import device_vjp
+        return device_vjp(f, args)
     forward = f.forward_function
     types = f.argument_types(args)
     f.validate(args)

@@ -13,9 +13,9 @@ import numpy as np
 
 from .ad import _cotangent
 from .emit.batch import BatchParam, batch_source
-from .function import ReversibleFunction, run
+from .function import ERROR_RECORD, ReversibleFunction, run
 from .runtime import loader
-from .types import type_of_value
+from .types import VarType, kind_of_dtype, type_of_value
 
 
 class BatchedFunction:
@@ -44,18 +44,26 @@ class BatchedFunction:
             raise TypeError(f"{f.__qualname__}() takes {len(f.params)} arguments ({', '.join(f.params)}), "
                             f"got {len(args)}")
         size = None
-        elements = []
+        types = []
         for name, a in zip(f.params, args):
             if name in self.batched:
-                if not isinstance(a, np.ndarray) or a.ndim < 1:
+                if not _is_array(a) or a.ndim < 1:
                     raise TypeError(f"batched argument '{name}' must be an array with a leading batch axis")
                 if size is not None and a.shape[0] != size[1]:
                     raise ValueError(f"batched arguments '{size[0]}' and '{name}' have batch sizes {size[1]} "
                                      f"and {a.shape[0]}")
                 size = size or (name, a.shape[0])
-                elements.append(a[0] if a.ndim > 1 else a.dtype.type(0))
+                dtype = np.dtype(a.dtype)
+                types.append(VarType(kind_of_dtype(dtype), a.ndim - 1, dtype.name) if a.ndim > 1
+                             else type_of_value(dtype.type(0)))
+            elif _is_array(a):
+                dtype = np.dtype(a.dtype)
+                types.append(VarType(kind_of_dtype(dtype), a.ndim, dtype.name))
             else:
-                elements.append(a)
+                try:
+                    types.append(type_of_value(a))
+                except TypeError as exc:
+                    raise TypeError(f"argument '{name}' of {f.__qualname__}(): {exc}") from None
         if size[1] == 0:
             raise ValueError("the batch is empty")
         modified = f.forward_function.modified_positions()
@@ -63,7 +71,7 @@ class BatchedFunction:
             if k in modified and name not in self.batched:
                 raise ValueError(f"'{name}' is modified by {f.__qualname__}, so every element needs its own: "
                                  "name it among the batched parameters")
-        return f.argument_types(tuple(elements))
+        return tuple(types)
 
     def _params(self, types: tuple) -> list:
         return [BatchParam(p, p in self.batched, t.ndim == 0) for p, t in zip(self.f.params, types)]
@@ -82,7 +90,8 @@ class BatchedFunction:
         if fn is None:
             src, name, deps = self.source(kind, types, with_dependencies=True)
             module = loader.load(src, name, self.f.backend)
-            fn = loader.compiled(module, name, self.f.backend, deps, boundscheck=self.f.options.check, parallel=True)
+            fn = loader.compiled(module, name, self.f.backend, deps, boundscheck=self.f.forward_function.options.check,
+                                     parallel=True)
             self._entries[key] = fn
         return fn
 
@@ -108,33 +117,54 @@ class BatchedFunction:
     # ---------------------------------------------------------------- calling
 
     def __call__(self, *args: Any) -> tuple:
-        """Run ``f`` on every element, on copies of the arguments; returns every parameter's final value."""
+        """Run ``f`` on every element, on copies of the arguments; returns every parameter's final
+        value. CuPy arrays (or anything with __cuda_array_interface__) run on the GPU."""
+        xp, args = _array_module(args)
         types = self._element_types(args)
         copies = tuple(_copy(a) for a in args)
-        self.f.validate(copies)
-        return run(self.entry("call", types), copies)
+        return self._execute("call", types, copies, xp)
+
+    def _execute(self, kind: str, types: tuple, arrays: tuple, xp) -> tuple:
+        """Run an entry in place on ``arrays`` (CPU: Numba prange; GPU: one thread per element)."""
+        if xp is not np:
+            from .gpu import run_device
+            run_device(self, kind, list(arrays), types)
+            return arrays
+        self.f.validate(arrays[:len(self.f.params)])
+        self._first_element(arrays[:len(self.f.params)])
+        return run(self.entry(kind, types), arrays, self._errors(arrays))
+
+    def _errors(self, args: tuple) -> np.ndarray:
+        size = next(a.shape[0] for p, a in zip(self.f.params, args) if p in self.batched)
+        return np.zeros((size, ERROR_RECORD))
+
+    def _first_element(self, args: tuple) -> None:
+        """Run element 0 alone first: an index out of bounds (arguments of the wrong shape) raises
+        there, where it can, rather than in a parallel loop that cannot raise."""
+        if self.f.forward_function.options.check:
+            self.f(*(_copy(a[0]) if p in self.batched else _copy(a) for p, a in zip(self.f.params, args)))
 
     def vjp(self, args: Sequence, cotangents: Sequence) -> tuple:
         """``(outs, grads)``: final values and, from ``cotangents`` of the final values (None: zero),
         the cotangents of the initial values (None for integer and bool parameters)."""
-        types = self._element_types(tuple(args))
+        xp, args = _array_module(tuple(args))
+        types = self._element_types(args)
         if len(cotangents) != len(args):
             raise TypeError(f"vjp of {self.f.__qualname__} takes {len(args)} cotangents, got {len(cotangents)}")
         copies = tuple(_copy(a) for a in args)
-        self.f.validate(copies)
         size = next(a.shape[0] for p, a in zip(self.f.params, copies) if p in self.batched)
         grads = []
         for p, a, c, t in zip(self.f.params, copies, cotangents, types):
             if t.differentiable:
-                g = _cotangent(p, a, c)
+                g = _cotangent(p, a, c) if xp is np else _device_cotangent(xp, p, a, c)
                 if p not in self.batched:  # element 0 carries the cotangent of the unchanged final value
-                    per_element = np.zeros((size,) + np.shape(g), np.asarray(g).dtype)
+                    per_element = xp.zeros((size,) + np.shape(g), np.dtype(getattr(g, "dtype", type(g))))
                     per_element[0] = g
                     g = per_element
                 grads.append(g)
         saved = self._saved(types)
-        out_arrays = tuple(np.empty_like(copies[self.f.params.index(p)]) for p in saved)
-        result = run(self.entry("vjp", types), copies + tuple(grads) + out_arrays)
+        out_arrays = tuple(xp.empty_like(copies[self.f.params.index(p)]) for p in saved)
+        result = self._execute("vjp", types, copies + tuple(grads) + out_arrays, xp)
         outs = list(copies)
         for p, value in zip(saved, out_arrays):
             outs[self.f.params.index(p)] = value
@@ -149,6 +179,30 @@ class BatchedFunction:
         return tuple(outs), tuple(gradients)
 
 
+def _is_array(a: Any) -> bool:
+    return isinstance(a, np.ndarray) or hasattr(a, "__cuda_array_interface__")
+
+
+def _array_module(args: tuple) -> tuple:
+    """NumPy, or CuPy when any argument lives on a GPU (then host arrays are moved there too)."""
+    if not any(hasattr(a, "__cuda_array_interface__") for a in args):
+        return np, args
+    from .gpu import cupy_module
+    cp = cupy_module()
+    return cp, tuple(cp.asarray(a) if _is_array(a) else a for a in args)
+
+
+def _device_cotangent(xp, name: str, out: Any, ct: Any) -> Any:
+    if ct is None:
+        return xp.zeros_like(out) if _is_array(out) else type(out)(0)
+    if _is_array(out):
+        ct = xp.asarray(ct)
+        if ct.shape != out.shape:
+            raise ValueError(f"cotangent for '{name}' has shape {ct.shape}, expected {out.shape}")
+        return ct.astype(out.dtype, copy=True)
+    return type(out)(ct)
+
+
 def _shared_sum(per_element: np.ndarray, like: Any) -> Any:
     total = per_element.sum(axis=0)
     return total if isinstance(like, np.ndarray) else type(like)(total) if isinstance(like, (float, complex)) \
@@ -156,9 +210,55 @@ def _shared_sum(per_element: np.ndarray, like: Any) -> Any:
 
 
 def _copy(a: Any) -> Any:
-    return np.array(a, copy=True) if isinstance(a, np.ndarray) else a
+    return a.copy() if _is_array(a) else a
 
 
 def batched(f: ReversibleFunction, batched: Sequence[str]) -> BatchedFunction:
     """``f`` over a leading batch axis of the parameters named in ``batched``, in parallel."""
     return BatchedFunction(f, batched)
+
+
+def _as_batch_of_one(f: ReversibleFunction, args: tuple) -> tuple:
+    """(BatchedFunction, arguments) running one call of ``f`` as a batch of one on the GPU: arrays
+    gain a leading axis of length 1, and so do the scalars ``f`` modifies."""
+    from .gpu import cupy_module
+    cp = cupy_module()
+    modified = f.forward_function.modified_positions()
+    names, wrapped = [], []
+    for k, (p, a) in enumerate(zip(f.params, args)):
+        if _is_array(a):
+            names.append(p)
+            wrapped.append(cp.asarray(a)[None])
+        elif k in modified:
+            names.append(p)
+            wrapped.append(cp.asarray([a]))
+        else:
+            wrapped.append(a)
+    return BatchedFunction(f, names), tuple(wrapped)
+
+
+def _first(values: tuple, args: tuple) -> tuple:
+    return tuple(None if v is None else (v[0] if _is_array(a) else v[0].item()) if _is_array(v) else v
+                 for v, a in zip(values, args))
+
+
+def device_call(f: ReversibleFunction, args: tuple) -> tuple:
+    """``f(*args)`` where some arguments are GPU arrays: every parameter's final value."""
+    bf, wrapped = _as_batch_of_one(f, args)
+    return _first(bf(*wrapped), args)
+
+
+def device_vjp(f: ReversibleFunction, args: tuple) -> tuple:
+    """``revdiff.vjp`` on GPU arrays: (outs, pullback); the pullback reruns the fused kernel."""
+    bf, wrapped = _as_batch_of_one(f, args)
+    outs = _first(bf(*wrapped), args)
+
+    def pullback(*cotangents):
+        cts = []
+        for p, a, c in zip(f.params, args, cotangents):
+            if c is not None and p in bf.batched:
+                c = c[None] if _is_array(a) else [c]  # the leading batch axis of length one
+            cts.append(c)
+        return _first(bf.vjp(wrapped, tuple(cts))[1], args)
+
+    return outs, pullback

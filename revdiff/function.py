@@ -36,7 +36,7 @@ class ReversibleFunction:
     __revdiff_reversible__ = True
 
     def __init__(self, fn: Callable, *, check: bool = True, backend: str = "numba",
-                 atol: float = 1e-12, rtol: float | None = None):
+                 atol: float = 1e-12, rtol: float | None = None, fmad: bool = False):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         self.py_function = fn
@@ -45,7 +45,7 @@ class ReversibleFunction:
         self.__doc__ = fn.__doc__
         self.__module__ = fn.__module__
         self.backend = backend
-        self.options = Options(check=check, atol=atol, rtol=rtol)
+        self.options = Options(check=check, atol=atol, rtol=rtol, fmad=fmad)
         self.ir: Function = parse_function(fn)
         self.params: list = list(self.ir.params)
         self._specs: dict = {}
@@ -69,14 +69,14 @@ class ReversibleFunction:
         return callee if callee.backend == self.backend else callee.with_options(backend=self.backend)
 
     def with_options(self, **options: Any) -> "ReversibleFunction":
-        """The same function with other options (backend, check, atol, rtol); variants are cached."""
-        merged = {"backend": self.backend, "check": self.options.check, "atol": self.options.atol,
-                  "rtol": self.options.rtol, **options}
+        """The same function with other options (backend, check, atol, rtol, fmad); variants are cached."""
+        current = {"backend": self.backend, "check": self.options.check, "atol": self.options.atol,
+                   "rtol": self.options.rtol, "fmad": self.options.fmad}
+        merged = {**current, **options}
         key = tuple(sorted(merged.items()))
         variants = self.__dict__.setdefault("_variants", {})
         if key not in variants:
-            same = merged == {"backend": self.backend, "check": self.options.check,
-                              "atol": self.options.atol, "rtol": self.options.rtol}
+            same = merged == current
             variants[key] = self if same else ReversibleFunction(self.py_function, **merged)
         return variants[key]
 
@@ -154,6 +154,9 @@ class ReversibleFunction:
                                              f"{self.__qualname__}() share memory; pass separate arrays")
 
     def __call__(self, *args: Any) -> tuple:
+        if any(hasattr(a, "__cuda_array_interface__") for a in args):
+            from .batch import device_call
+            return device_call(self, args)
         types = self.argument_types(args)
         self.validate(args)
         spec = self.forward_function.specialize(types)
@@ -167,13 +170,19 @@ class ReversibleFunction:
             self._specs[types] = spec
         return spec
 
-    def source(self, program: str = "forward", *example_args: Any) -> str:
-        """Generated Python source of ``program`` ("forward", "inverse", "adjoint", "inverse_adjoint"),
-        specialised on ``example_args`` (default: every parameter a float64 array or float)."""
+    def source(self, program: str = "forward", *example_args: Any, backend: str = "numba") -> str:
+        """Generated source of ``program`` ("forward", "inverse", "adjoint", "inverse_adjoint"),
+        specialised on the types of ``example_args`` (default: every parameter a float64 array or
+        float): Python for Numba, or with ``backend="cuda"`` CUDA C device functions for any shapes."""
         if program not in PROGRAMS:
             raise ValueError(f"program must be one of {PROGRAMS}, got {program!r}")
         f = self.forward_function
         types = f.argument_types(example_args) if example_args else f.default_types()
+        if backend == "cuda":
+            from .gpu import program_source
+            return program_source(f, program, types)
+        if backend not in ("numba", "python"):
+            raise ValueError(f"backend must be 'numba', 'python' or 'cuda', got {backend!r}")
         return f.specialize(types).source(program)
 
     def default_types(self) -> tuple:
@@ -222,15 +231,33 @@ class InverseFunction(ReversibleFunction):
         return f"<reversible function ~{self._forward.__qualname__}({', '.join(self.params)})>"
 
 
-def run(fn, args: tuple) -> tuple:
+def run(fn, args: tuple, batch_errors: np.ndarray | None = None) -> tuple:
+    """Call a generated function and turn its error record (one per batch element when
+    ``batch_errors`` is given) into the user-facing exception."""
     try:
-        return fn(*args)
-    except CheckFailed as exc:
-        raise checks.to_error(exc) from None
+        if batch_errors is not None:
+            result = fn(*args, batch_errors)
+            failed = np.flatnonzero(batch_errors[:, 0])
+            if failed.size:
+                raise_failure(batch_errors[failed[0]], batch_element=int(failed[0]))
+            return result
+        record = np.zeros(ERROR_RECORD)
+        result = fn(*args, record)
+        if record[0]:
+            raise_failure(record)
+        return result
     except IndexError as exc:
         shapes = ", ".join(str(getattr(a, "shape", type(a).__name__)) for a in args)
         raise IndexError(f"{exc} in {getattr(fn, '__name__', fn)}: an argument is smaller than the program "
                          f"indexes (argument shapes: {shapes})") from None
+
+
+ERROR_RECORD = 6  # code, function key, check index, (unused), value, value
+
+
+def raise_failure(record: np.ndarray, batch_element: int | None = None) -> None:
+    raise checks.to_error(CheckFailed(int(record[1]), int(record[2]), float(record[4]), float(record[5])),
+                          batch_element) from None
 
 
 class Specialization:
@@ -332,13 +359,14 @@ def _source_text(rf: ReversibleFunction) -> str:
 
 
 def reversible(fn: Callable | None = None, *, check: bool = True, backend: str = "numba",
-               atol: float = 1e-12, rtol: float | None = None):
+               atol: float = 1e-12, rtol: float | None = None, fmad: bool = False):
     """Decorate a function written in the reversible language. ``check=False`` drops runtime checks;
     ``atol``/``rtol`` set the tolerance of ancilla deallocation checks; ``backend="python"`` runs
-    the generated code without Numba."""
+    the generated code without Numba; ``fmad=True`` lets the CUDA compiler contract a*b+c into
+    FMAs (off by default, so that GPU results agree with the CPU's)."""
     def wrap(f: Callable) -> ReversibleFunction:
         try:
-            return ReversibleFunction(f, check=check, backend=backend, atol=atol, rtol=rtol)
+            return ReversibleFunction(f, check=check, backend=backend, atol=atol, rtol=rtol, fmad=fmad)
         except ReversibilityError as exc:
             raise exc.with_traceback(None) from None  # the message already points at the user's line
 

@@ -164,7 +164,7 @@ def test_grad_argument_errors():
 
 def test_adjoint_source_is_inspectable():
     src = binding_gradient.source("adjoint")
-    assert "def binding_gradient_adjoint(y, dt, x, g_y, g_dt, g_x):" in src
+    assert "def binding_gradient_adjoint(y, dt, x, g_y, g_dt, g_x, _err):" in src
     assert "g_h" in src and "g_dt +=" in src
 
 

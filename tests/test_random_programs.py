@@ -23,6 +23,7 @@ _tmpdir = Path(tempfile.mkdtemp(prefix="revdiff_random_"))
 
 PRELUDE = """import numpy as np
 from revdiff import reversible, rot, routine, zero, zeros
+from revdiff.function import run
 
 
 @reversible(backend="{backend}")
@@ -142,7 +143,7 @@ def test_random_programs_round_trip_and_gradient(body):
     # the adjoint, started from the final state, recovers the initial state as it runs backwards
     outs = f(*args())
     adjoint = f.specialize(f.argument_types(outs)).callable("adjoint")
-    recovered = adjoint(*outs, 1.0, 0.0, 0.0, np.zeros(N))[:4]
+    recovered = run(adjoint, (*outs, 1.0, 0.0, 0.0, np.zeros(N)))[:4]
     for got, want in zip(recovered, args()):
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-9, atol=1e-9, err_msg=src)
 

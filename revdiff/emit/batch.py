@@ -3,6 +3,7 @@ adjoint, for a fused vjp) on every element of a leading batch axis, in parallel 
 
 The per-element programs are the ordinary generated ones; the entry only indexes the batch, so there
 is no Python work per element. Scalars that are batched arrive as 1-D arrays and are written back.
+Each element has its own error record (a row of ``_errors``), read by the caller after the loop.
 """
 from __future__ import annotations
 
@@ -20,12 +21,12 @@ def _element(p: BatchParam) -> str:
     return f"{p.name}[_b]" if p.batched else p.name
 
 
-def _call(lines: list, fn: str, params: list) -> None:
-    """``r = fn(elements...)`` then write back the scalars the program returned."""
-    lines.append(f"        _r = {fn}({', '.join(_element(p) for p in params)})")
+def _call(lines: list, fn: str, params: list, indent: str) -> None:
+    """``r = fn(elements..., errors[b])`` then write back the scalars the program returned."""
+    lines.append(f"{indent}_r = {fn}({', '.join([_element(p) for p in params] + ['_errors[_b]'])})")
     for k, p in enumerate(params):
         if p.batched and p.scalar:
-            lines.append(f"        {p.name}[_b] = _r[{k}]")
+            lines.append(f"{indent}{p.name}[_b] = _r[{k}]")
 
 
 def batch_source(entry: str, programs: list, params: list, grads: list, header: str,
@@ -41,10 +42,13 @@ def batch_source(entry: str, programs: list, params: list, grads: list, header: 
     outs = [f"out_{name}" for name in saved]
     names = [p.name for p in params + grads] + outs
     lines = [header, "import numpy as np", "from numba import prange", "", "",
-             f"def {entry}({', '.join(names)}):",
+             f"def {entry}({', '.join(names + ['_errors'])}):",
              f"    for _b in prange({batched[0].name}.shape[0]):"]
     for k, (fn, with_grads) in enumerate(programs):
-        _call(lines, fn, params + grads if with_grads else params)
+        indent = "        " if k == 0 else "            "
+        if k > 0:
+            lines.append("        if _errors[_b, 0] == 0.0:  # skip the rest of an element whose check failed")
+        _call(lines, fn, params + grads if with_grads else params, indent)
         if k == 0:
             lines += [f"        out_{name}[_b] = {name}[_b]" for name in saved]
     lines.append(f"    return ({', '.join(names)},)")

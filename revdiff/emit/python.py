@@ -100,10 +100,14 @@ class PythonEmitter:
         self.lines: list = []
 
     def function(self, f: LowFunction) -> str:
-        self.lines = [f"def {f.name}({', '.join(f.params)}):"]
-        self.block(f.body, 1)
+        """``def name(params..., _err)``: a failed check writes (1, function key, check index, -,
+        value, value) into the float64 record ``_err`` and returns at once; callers test it after
+        every call. No exceptions: they would be lost inside a parallel (prange) batch loop."""
+        self.lines = [f"def {f.name}({', '.join(list(f.params) + ['_err'])}):"]
         rets = ", ".join(f.returns)
-        self.lines.append(f"    return ({rets}{',' if len(f.returns) == 1 else ''})")
+        self.ret = f"return ({rets}{',' if len(f.returns) == 1 else ''})"
+        self.block(f.body, 1)
+        self.lines.append("    " + self.ret)
         return "\n".join(self.lines) + "\n"
 
     def out(self, depth: int, text: str) -> None:
@@ -142,11 +146,15 @@ class PythonEmitter:
         elif isinstance(s, Check):
             vals = [expr_source(v) for v in s.values] + ["0.0"] * (2 - len(s.values))
             self.out(d, f"if not ({expr_source(s.ok)}):")
-            self.out(d + 1, f"raise CheckFailed({s.fkey}, {s.idx}, {vals[0]}, {vals[1]})")
+            self.out(d + 1, f"_err[0] = 1.0; _err[1] = {s.fkey}; _err[2] = {s.idx}; _err[4] = {vals[0]}; "
+                            f"_err[5] = {vals[1]}")
+            self.out(d + 1, self.ret)
         elif isinstance(s, Invoke):
-            call = f"{s.fn}({', '.join(expr_source(a) for a in s.args)})"
+            call = f"{s.fn}({', '.join([expr_source(a) for a in s.args] + ['_err'])})"
             targets = [expr_source(r) for r in s.results]
             self.out(d, f"{', '.join(targets)}{',' if len(targets) == 1 else ''} = {call}")
+            self.out(d, f"if _err[0] != 0.0:")
+            self.out(d + 1, self.ret)
         elif isinstance(s, Zero):
             if s.shape is None:
                 self.out(d, f"{s.name} = {zero_source(s.dtype)}")
@@ -165,7 +173,7 @@ class PythonEmitter:
 
 def emit_module(functions: list, header: str) -> str:
     """A whole generated module: imports, then every function."""
-    parts = [header, "import math", "import numpy as np", "from revdiff.runtime.support import CheckFailed", ""]
+    parts = [header, "import math", "import numpy as np", ""]
     for f in functions:
         parts.append("")
         parts.append(PythonEmitter().function(f))

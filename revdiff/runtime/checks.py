@@ -21,8 +21,8 @@ def register(fkey: int, idx: int, info: CheckInfo) -> None:
     _CHECKS[(fkey, idx)] = info
 
 
-def to_error(exc: BaseException) -> Exception:
-    """The user-facing error for a CheckFailed raised by generated code."""
+def to_error(exc: BaseException, batch_element: int | None = None) -> Exception:
+    """The user-facing error for a failed check of generated code (in batch element ``batch_element``)."""
     fkey, idx, a, b = exc.args
     info = _CHECKS.get((fkey, idx))
     if info is None:
@@ -36,6 +36,8 @@ def to_error(exc: BaseException) -> Exception:
         for label, v in zip(info.labels, (a, b)):
             parts.append(f"{label} = {v!r}")
     detail = f" ({', '.join(parts)})" if parts else ""
+    if batch_element is not None:
+        detail += f" in batch element {batch_element}"
     if info.error is ReversibilityError:
         return ReversibilityError(info.message + detail, info.loc)
     return info.error(f"{info.loc}: {info.message}{detail}")

@@ -2,4 +2,4 @@
 
 
 class CheckFailed(Exception):
-    """Raised by generated code: (function key, check index, value, value)."""
+    """A failed runtime check as generated code records it: (function key, check index, value, value)."""

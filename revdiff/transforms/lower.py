@@ -25,6 +25,7 @@ class Options:
     check: bool = True
     atol: float = 1e-12
     rtol: float | None = None  # None: 1e-9 for 64-bit data, 1e-4 for 32-bit
+    fmad: bool = False  # CUDA only: allow fused multiply-add contraction
 
     def rtol_for(self, dtype: str) -> float:
         if self.rtol is not None:
