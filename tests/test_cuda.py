@@ -178,7 +178,8 @@ def _gpu_available() -> bool:
         return False
 
 
-gpu_only = pytest.mark.skipif(not _gpu_available(), reason="needs CuPy and a CUDA GPU")
+def gpu_only(test):
+    return pytest.mark.gpu(pytest.mark.skipif(not _gpu_available(), reason="needs CuPy and a CUDA GPU")(test))
 
 
 @gpu_only

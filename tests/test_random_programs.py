@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import revdiff
+from revdiff.function import run
 from helpers import assert_round_trip
 
 SCALARS = ["x0", "x1", "x2"]
@@ -23,7 +24,6 @@ _tmpdir = Path(tempfile.mkdtemp(prefix="revdiff_random_"))
 
 PRELUDE = """import numpy as np
 from revdiff import reversible, rot, routine, zero, zeros
-from revdiff.function import run
 
 
 @reversible(backend="{backend}")

@@ -23,8 +23,17 @@ def _method(table: dict, method: str):
     return table[method]
 
 
+def _xp(a):
+    """The array module of ``a``: CuPy for GPU arrays (the programs then run as CUDA kernels), else NumPy."""
+    if hasattr(a, "__cuda_array_interface__"):
+        from ..gpu import cupy_module
+        return cupy_module()
+    return np
+
+
 def _array(name: str, value, min_ndim: int, dtype=None) -> np.ndarray:
-    a = np.asarray(value)
+    xp = _xp(value)
+    a = xp.asarray(value)
     if a.dtype.type not in DTYPES:
         if np.issubdtype(a.dtype, np.integer):
             a = a.astype(np.float64)
@@ -34,9 +43,13 @@ def _array(name: str, value, min_ndim: int, dtype=None) -> np.ndarray:
         a = a.astype(np.result_type(a.dtype, dtype), copy=False)
     if a.ndim < min_ndim:
         raise ValueError(f"'{name}' needs at least {min_ndim} dimensions, got shape {a.shape}")
-    if not np.all(np.isfinite(a)):
+    if not bool(xp.all(xp.isfinite(a))):
         raise ValueError(f"'{name}' contains NaN or Inf")
-    return np.ascontiguousarray(a)
+    return xp.ascontiguousarray(a)
+
+
+def _zeros_like(a):
+    return _xp(a).zeros_like(a)
 
 
 def _rank_tolerance(dtype: np.dtype, rank_tol: float | None) -> float:
@@ -50,24 +63,26 @@ def _batch_index(shape: tuple, flat: int) -> tuple:
 def _check_rank(R: np.ndarray, A: np.ndarray, batch_shape: tuple, tol: float) -> None:
     """Raise RankDeficientError where a column's residual norm is tiny against its own norm
     (R, A flattened to one batch axis)."""
+    xp = _xp(A)
     p = min(A.shape[-2:])
-    norms = np.linalg.norm(A[..., :p], axis=-2)
-    diag = np.abs(np.diagonal(R, axis1=-2, axis2=-1))
+    norms = xp.linalg.norm(A[..., :p], axis=-2)
+    diag = xp.abs(xp.diagonal(R, axis1=-2, axis2=-1))
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(norms > 0, diag / norms, 0.0)
+        ratio = xp.where(norms > 0, diag / xp.where(norms > 0, norms, 1), 0.0)
     bad = ~(ratio > tol)  # a NaN ratio (0/0 in a degenerate column) is rank deficient too
-    if np.any(bad):
-        b, k = np.argwhere(bad)[0]
+    if bool(xp.any(bad)):
+        b, k = (int(i) for i in xp.argwhere(bad)[0])
         raise RankDeficientError(f"matrix at batch index {_batch_index(batch_shape, b)}: column {k} is linearly "
                                  f"dependent on the previous ones (residual norm / column norm = "
                                  f"{ratio[b, k]:.3e} <= {tol:.1e})")
 
 
 def _zero_columns(A: np.ndarray, batch_shape: tuple) -> None:
+    xp = _xp(A)
     p = min(A.shape[-2:])
-    zero = ~np.any(A[..., :p] != 0, axis=-2)
-    if np.any(zero):
-        b, k = np.argwhere(zero)[0]
+    zero = ~xp.any(A[..., :p] != 0, axis=-2)
+    if bool(xp.any(zero)):
+        b, k = (int(i) for i in xp.argwhere(zero)[0])
         raise RankDeficientError(f"matrix at batch index {_batch_index(batch_shape, b)}: column {k} is zero "
                                  "(residual norm / column norm = 0)")
 
@@ -92,12 +107,13 @@ def _qr_program(method: str, A: np.ndarray) -> tuple:
     program = _method(QR_METHODS, method)
     b, m, n = A.shape
     p = min(m, n)
-    outputs = (np.zeros((b, m, p), A.dtype), np.zeros((b, p, n), A.dtype))
+    xp = _xp(A)
+    outputs = (xp.zeros((b, m, p), A.dtype), xp.zeros((b, p, n), A.dtype))
     if program is givens.givens:
         if not np.isrealobj(A):
             raise TypeError(f"method 'givens' takes real matrices; 'A' has dtype {A.dtype} "
                             "(use 'householder' or 'cgs2' for complex input)")
-        outputs += (np.zeros((b, m, p), A.dtype),)
+        outputs += (xp.zeros((b, m, p), A.dtype),)
     return _batched(program, program.params), outputs
 
 
@@ -121,8 +137,8 @@ def qr_vjp(A, gQ, gR, method: str = "cgs2", rank_tol: float | None = None) -> np
     A = _array("A", A, 2)
     batch, (m, n) = A.shape[:-2], A.shape[-2:]
     p = min(m, n)
-    gQ = np.zeros(batch + (m, p), A.dtype) if gQ is None else _array("gQ", gQ, 2, A.dtype)
-    gR = np.zeros(batch + (p, n), A.dtype) if gR is None else _array("gR", gR, 2, A.dtype)
+    gQ = _xp(A).zeros(batch + (m, p), A.dtype) if gQ is None else _array("gQ", gQ, 2, A.dtype)
+    gR = _xp(A).zeros(batch + (p, n), A.dtype) if gR is None else _array("gR", gR, 2, A.dtype)
     if gQ.shape != batch + (m, p) or gR.shape != batch + (p, n):
         raise ValueError(f"for A of shape {A.shape}, gQ must have shape {batch + (m, p)} (thin Q) and gR "
                          f"{batch + (p, n)}; got {gQ.shape} and {gR.shape}")
@@ -155,7 +171,7 @@ def project(A, y, method: str = "cgs2", rank_tol: float | None = None) -> np.nda
     """z = Q Q^H y, the orthogonal projection of y onto the column space of A."""
     program, A, y = _vector_program(PROJECT_METHODS, method, A, y)
     _rank_check_by_qr(A, method, rank_tol)
-    z = program(np.zeros_like(_flat(y, 1)), _flat(A, 2), _flat(y, 1))[0]
+    z = program(_zeros_like(_flat(y, 1)), _flat(A, 2), _flat(y, 1))[0]
     return z.reshape(y.shape)
 
 
@@ -166,7 +182,7 @@ def project_vjp(A, y, gz, method: str = "cgs2", rank_tol: float | None = None) -
     if gz.shape != y.shape:
         raise ValueError(f"gz has shape {gz.shape}, expected {y.shape}")
     _rank_check_by_qr(A, method, rank_tol)
-    _, (_, gA, gy) = program.vjp((np.zeros_like(_flat(y, 1)), _flat(A, 2), _flat(y, 1)),
+    _, (_, gA, gy) = program.vjp((_zeros_like(_flat(y, 1)), _flat(A, 2), _flat(y, 1)),
                                  (_flat(gz.astype(A.dtype, copy=False), 1), None, None))
     return gA.reshape(A.shape), gy.reshape(y.shape)
 
@@ -175,7 +191,7 @@ def lstsq(A, y, method: str = "cgs2") -> np.ndarray:
     """x minimising |A x - y| (A of full column rank, m >= n), through the QR program."""
     program, A, y = _vector_program(LSTSQ_METHODS, method, A, y)
     flat = _flat(A, 2)
-    x = program(np.zeros((flat.shape[0], A.shape[-1]), A.dtype), flat, _flat(y, 1))[0]
+    x = program(_xp(A).zeros((flat.shape[0], A.shape[-1]), A.dtype), flat, _flat(y, 1))[0]
     return x.reshape(A.shape[:-2] + (A.shape[-1],))
 
 
@@ -186,15 +202,16 @@ def lstsq_vjp(A, y, gx, method: str = "cgs2") -> tuple:
     if gx.shape != A.shape[:-2] + (A.shape[-1],):
         raise ValueError(f"gx has shape {gx.shape}, expected {A.shape[:-2] + (A.shape[-1],)}")
     flat = _flat(A, 2)
-    _, (_, gA, gy) = program.vjp((np.zeros((flat.shape[0], A.shape[-1]), A.dtype), flat, _flat(y, 1)),
+    _, (_, gA, gy) = program.vjp((_xp(A).zeros((flat.shape[0], A.shape[-1]), A.dtype), flat, _flat(y, 1)),
                                  (_flat(gx.astype(A.dtype, copy=False), 1), None, None))
     return gA.reshape(A.shape), gy.reshape(y.shape)
 
 
 def _nonzero_vectors(x: np.ndarray) -> None:
-    zero = ~np.any(_flat(x, 1) != 0, axis=-1)
-    if np.any(zero):
-        raise ValueError(f"'x' at batch index {_batch_index(x.shape[:-1], int(np.argmax(zero)))} is zero "
+    xp = _xp(x)
+    zero = ~xp.any(_flat(x, 1) != 0, axis=-1)
+    if bool(xp.any(zero)):
+        raise ValueError(f"'x' at batch index {_batch_index(x.shape[:-1], int(xp.argmax(zero)))} is zero "
                          "and has no direction")
 
 
@@ -203,7 +220,7 @@ def normalize(x) -> np.ndarray:
     x = _array("x", x, 1)
     _nonzero_vectors(x)
     program = _batched(sphere.normalize, ("y", "x"))
-    return program(np.zeros_like(_flat(x, 1)), _flat(x, 1))[0].reshape(x.shape)
+    return program(_zeros_like(_flat(x, 1)), _flat(x, 1))[0].reshape(x.shape)
 
 
 def normalize_vjp(x, gy) -> np.ndarray:
@@ -211,13 +228,13 @@ def normalize_vjp(x, gy) -> np.ndarray:
     gy = _array("gy", gy, 1, x.dtype)
     _nonzero_vectors(x)
     program = _batched(sphere.normalize, ("y", "x"))
-    _, (_, gx) = program.vjp((np.zeros_like(_flat(x, 1)), _flat(x, 1)), (_flat(gy.astype(x.dtype, copy=False), 1), None))
+    _, (_, gx) = program.vjp((_zeros_like(_flat(x, 1)), _flat(x, 1)), (_flat(gy.astype(x.dtype, copy=False), 1), None))
     return gx.reshape(x.shape)
 
 
 def _tangent_arguments(g, z) -> tuple:
     g, z = _array("g", g, 1), _array("z", z, 1)
-    dtype = np.result_type(g, z)
+    dtype = np.result_type(g.dtype, z.dtype)
     if g.shape != z.shape:
         raise ValueError(f"g of shape {g.shape} and z of shape {z.shape} differ")
     _nonzero_vectors(z)
@@ -228,13 +245,13 @@ def tangent_project(g, z) -> np.ndarray:
     """g - (z_hat^H g) z_hat along the last axis, z_hat = z / |z|."""
     g, z = _tangent_arguments(g, z)
     program = _batched(sphere.tangent_project, ("out", "g", "z"))
-    return program(np.zeros_like(_flat(g, 1)), _flat(g, 1), _flat(z, 1))[0].reshape(g.shape)
+    return program(_zeros_like(_flat(g, 1)), _flat(g, 1), _flat(z, 1))[0].reshape(g.shape)
 
 
 def tangent_project_vjp(g, z, gout) -> tuple:
     g, z = _tangent_arguments(g, z)
     gout = _array("gout", gout, 1, g.dtype)
     program = _batched(sphere.tangent_project, ("out", "g", "z"))
-    _, (_, gg, gz) = program.vjp((np.zeros_like(_flat(g, 1)), _flat(g, 1), _flat(z, 1)),
+    _, (_, gg, gz) = program.vjp((_zeros_like(_flat(g, 1)), _flat(g, 1), _flat(z, 1)),
                                  (_flat(gout.astype(g.dtype, copy=False), 1), None, None))
     return gg.reshape(g.shape), gz.reshape(z.shape)

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..function import reversible
 from ..language import irot, rot, routine, zeros
+from .elementwise import add_into
 
 
 @reversible
@@ -43,17 +44,13 @@ def givens(Q, R, angles, A):
     T = zeros((m, p), A.dtype)
     X = zeros((m, p), A.dtype)
     with routine:
-        for i in range(m):
-            for j in range(n):
-                W[i, j] += A[i, j]
+        add_into(W, A)
         givens_triangularize(W, T)
         # a wide matrix's last diagonal entry is not set by a rotation: D = sign(diag(W)), R = D W
         for k in range(p):
             X[k, k] += 1 if W[k, k] >= 0 else -1
         givens_apply_transpose(X, T)
-    for i in range(m):
-        for j in range(p):
-            Q[i, j] += X[i, j]
+    add_into(Q, X)
     for k in range(p):
         for j in range(k, n):
             R[k, j] += (1 if W[k, k] >= 0 else -1) * W[k, j]

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..function import reversible
 from ..language import routine, zero, zeros
+from .elementwise import add_into
 from .gram_schmidt import norm2
 
 
@@ -66,9 +67,7 @@ def householder(Q, R, A):
     V = zeros((m, p), A.dtype)
     X = zeros((m, p), A.dtype)
     with routine:
-        for i in range(m):
-            for j in range(n):
-                W[i, j] += A[i, j]
+        add_into(W, A)
         householder_triangularize(W, V)
         # Q = H_0 ... H_{p-1} E_p D with D the phases of diag(W), so that R = D^H W has a positive diagonal
         for k in range(p):
@@ -76,9 +75,7 @@ def householder(Q, R, A):
         for k in range(p - 1, -1, -1):
             for j in range(p):
                 reflect(X[k:, j], V[k:, k])
-    for i in range(m):
-        for j in range(p):
-            Q[i, j] += X[i, j]
+    add_into(Q, X)
     for k in range(p):
         for j in range(k, n):
             R[k, j] += np.conj(W[k, k] / abs(W[k, k]) if W[k, k] != 0 else 1) * W[k, j]
