@@ -3,7 +3,8 @@
 The named parameters carry a leading batch axis (scalars become 1-D arrays); the others are shared
 by every element. Forward, inverse and a fused vjp (forward then adjoint, element by element, so a
 matrix is still in cache when its gradient is computed) each run as one generated function whose
-loop over the batch is a Numba ``prange``: no Python work per element.
+loop over the batch is a Numba ``prange``: no Python work per element. A batch of one runs the
+ordinary programs (no parallel entry to compile); GPU arrays run as CUDA kernels (``revdiff.gpu``).
 """
 from __future__ import annotations
 
@@ -131,12 +132,40 @@ class BatchedFunction:
             run_device(self, kind, list(arrays), types)
             return arrays
         self.f.validate(arrays[:len(self.f.params)])
+        if self._size(arrays) == 1:  # no parallel entry to compile for a single element
+            return self._execute_one(kind, types, arrays)
         self._first_element(arrays[:len(self.f.params)])
         return run(self.entry(kind, types), arrays, self._errors(arrays))
 
+    def _size(self, args: tuple) -> int:
+        return next(a.shape[0] for p, a in zip(self.f.params, args) if p in self.batched)
+
     def _errors(self, args: tuple) -> np.ndarray:
-        size = next(a.shape[0] for p, a in zip(self.f.params, args) if p in self.batched)
-        return np.zeros((size, ERROR_RECORD))
+        return np.zeros((self._size(args), ERROR_RECORD))
+
+    def _execute_one(self, kind: str, types: tuple, arrays: tuple) -> tuple:
+        """A batch of one through the ordinary single-call programs, with the entry's conventions."""
+        from .ad import vjp
+        n = len(self.f.params)
+        params, rest = arrays[:n], arrays[n:]
+        element = [a[0] if p in self.batched else a for p, a in zip(self.f.params, params)]
+        if kind == "call":
+            for p, a, out in zip(self.f.params, params, self.f(*element)):
+                if p in self.batched:
+                    a[0] = out
+            return arrays
+        outs, pullback = vjp(self.f, *element)
+        differentiable = [k for k, t in enumerate(types) if t.differentiable]
+        grads, saved = rest[:len(differentiable)], rest[len(differentiable):]
+        cotangents = [None] * n
+        for k, g in zip(differentiable, grads):
+            cotangents[k] = g[0]
+        results = pullback(*cotangents)
+        for k, g in zip(differentiable, grads):
+            g[0] = results[k]
+        for name, out in zip(self._saved(types), saved):
+            out[0] = outs[self.f.params.index(name)]
+        return arrays
 
     def _first_element(self, args: tuple) -> None:
         """Run element 0 alone first: an index out of bounds (arguments of the wrong shape) raises

@@ -9,7 +9,6 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import numpy as np

@@ -2,8 +2,8 @@
 whose backward runs revdiff's reversible programs backwards, and ``function(f, outputs)`` to turn any
 reversible function into a differentiable torch function.
 
-CPU tensors reach revdiff through NumPy without copies. CUDA tensors need the GPU backend, which
-revdiff does not have yet; they raise a clear error rather than being copied to the host.
+CPU tensors reach revdiff through NumPy, CUDA tensors through CuPy (``__cuda_array_interface__``),
+both without copies; on the GPU the programs run as revdiff's CUDA kernels. Other devices raise.
 Importing this module imports torch; importing revdiff does not.
 """
 from __future__ import annotations
@@ -21,13 +21,18 @@ __all__ = ["qr", "project", "lstsq", "normalize", "tangent_project", "function"]
 
 
 def _numpy(t: Any, name: str) -> Any:
-    """A NumPy view of a CPU tensor (scalars and arrays pass through)."""
+    """A NumPy view of a CPU tensor, a CuPy view of a CUDA tensor (scalars pass through)."""
     if not isinstance(t, torch.Tensor):
         return t
+    t = t.detach().resolve_conj().resolve_neg()
+    if t.device.type == "cuda":
+        from .gpu import cupy_module
+        array = cupy_module().asarray(t)
+        return array.item() if array.ndim == 0 else array
     if t.device.type != "cpu":
-        raise NotImplementedError(f"'{name}' is a {t.device.type} tensor; revdiff has no GPU backend yet, "
-                                  "so only CPU tensors are accepted (move it with .cpu())")
-    array = t.detach().resolve_conj().resolve_neg().numpy()
+        raise NotImplementedError(f"'{name}' is a {t.device.type} tensor; revdiff runs on CPU tensors "
+                                  "(through NumPy) and CUDA tensors (through CuPy)")
+    array = t.numpy()
     return array[()] if array.ndim == 0 else array  # a 0-d tensor is a scalar parameter
 
 
@@ -35,6 +40,9 @@ def _tensor(a: Any, like: torch.Tensor | None = None) -> Any:
     """A tensor sharing memory with a NumPy result (scalars become 0-d tensors), in like's dtype."""
     if isinstance(a, (float, complex, np.floating, np.complexfloating)):
         a = np.asarray(a)
+    if hasattr(a, "__cuda_array_interface__"):  # a CuPy result: a CUDA tensor on the same memory
+        out = torch.as_tensor(a, device="cuda")
+        return out.to(like.dtype) if like is not None and out.dtype != like.dtype else out
     if not isinstance(a, np.ndarray):
         return a
     out = torch.from_numpy(a if a.flags.c_contiguous else np.ascontiguousarray(a))  # keeps 0-d as 0-d

@@ -83,7 +83,7 @@ class CudaEmitter:
         if isinstance(e, BinOp):
             return self.binop(e)
         if isinstance(e, Unary):
-            return f"(!{self.atom(e.operand)})" if e.op == "not" else f"({e.op}{self.atom(e.operand)})"
+            return f"(!{self.expr(e.operand)})" if e.op == "not" else f"({e.op}{self.expr(e.operand)})"
         if isinstance(e, Compare):
             return f"({self.expr(e.left)} {e.op} {self.expr(e.right)})"
         if isinstance(e, BoolOp):
@@ -96,9 +96,6 @@ class CudaEmitter:
             fn = FUNCTIONS[e.fn]
             return fn.cuda.format(*(self.expr(a) for a in e.args))
         raise TypeError(f"cannot print {e!r} as CUDA")
-
-    def atom(self, e) -> str:
-        return self.expr(e)
 
     def binop(self, e: BinOp) -> str:
         left, right = self.expr(e.left), self.expr(e.right)
