@@ -25,6 +25,9 @@ if "revdiff_generated" not in sys.modules:
 
 
 _FINGERPRINT: list = []
+# what generated code depends on (not the programs, whose own source is in their keys, nor the tools)
+_COMPILER_PARTS = {"frontend", "transforms", "emit", "primitives", "runtime", "ir.py", "lowir.py", "algebra.py",
+                   "types.py", "analysis.py", "language.py", "function.py", "errors.py"}
 
 
 def compiler_fingerprint() -> str:
@@ -33,8 +36,9 @@ def compiler_fingerprint() -> str:
     if not _FINGERPRINT:
         root = Path(__file__).resolve().parent.parent
         digest = hashlib.sha256()
-        for path in sorted(root.rglob("*.py")):
-            if "programs" not in path.parts:
+        for path in sorted(root.rglob("*")):
+            relative = path.relative_to(root)
+            if path.suffix in (".py", ".h") and (relative.parts[0] in _COMPILER_PARTS or path.name in _COMPILER_PARTS):
                 digest.update(path.read_bytes())
         _FINGERPRINT.append(digest.hexdigest()[:12])
     return _FINGERPRINT[0]
