@@ -19,6 +19,7 @@ from .frontend.parse import is_reversible_function, parse_function
 from .ir import CallFn, Function
 from .lowir import LowFunction
 from .runtime import checks, loader
+from .transforms.fuse import lower_fused_vjp
 from .transforms.hoist import hoist_allocations
 from .runtime.support import CheckFailed
 from .transforms.infer import TypeEnv, infer
@@ -26,7 +27,7 @@ from .transforms.invert import invert_block
 from .transforms.lower import Lowerer, Options, ancilla_names
 from .types import VarType, type_of_value
 
-PROGRAMS = ("forward", "inverse", "adjoint", "inverse_adjoint")
+PROGRAMS = ("forward", "inverse", "adjoint", "inverse_adjoint", "vjp", "inverse_vjp")
 BACKENDS = ("numba", "python")
 
 
@@ -111,6 +112,8 @@ class ReversibleFunction:
 
     #: the programs a call and a vjp of this object run (an InverseFunction swaps them)
     programs = ("forward", "adjoint")
+    #: forward and adjoint fused in one program, for a vjp whose cotangents are known up front
+    fused_vjp = "vjp"
 
     @property
     def forward_function(self) -> "ReversibleFunction":
@@ -171,7 +174,8 @@ class ReversibleFunction:
         return spec
 
     def source(self, program: str = "forward", *example_args: Any, backend: str = "numba") -> str:
-        """Generated source of ``program`` ("forward", "inverse", "adjoint", "inverse_adjoint"),
+        """Generated source of ``program`` ("forward", "inverse", "adjoint", "inverse_adjoint", "vjp",
+        "inverse_vjp": forward and adjoint fused),
         specialised on the types of ``example_args`` (default: every parameter a float64 array or
         float): Python for Numba, or with ``backend="cuda"`` CUDA C device functions for any shapes."""
         if program not in PROGRAMS:
@@ -187,7 +191,8 @@ class ReversibleFunction:
 
     def default_types(self) -> tuple:
         """float64 for every parameter, arrays where the body indexes them (for ``source()``)."""
-        from .ir import Index, Name, Shape, stmt_exprs, walk_expr, walk_stmts
+        from .ir import Index, Instr, Name, Shape, stmt_exprs, walk_expr, walk_stmts
+        from .primitives import INSTRUCTIONS
         ranks: dict = {}
         for s in walk_stmts(self.ir.body):
             if isinstance(s, CallFn):
@@ -195,6 +200,10 @@ class ReversibleFunction:
                 for a, t in zip(s.args, callee_types):
                     if isinstance(a, Name):
                         ranks[a.id] = max(ranks.get(a.id, 0), t.ndim)
+            if isinstance(s, Instr) and INSTRUCTIONS[s.op].is_vector:  # whole arrays as vector operands
+                for o, rank in zip(s.operands, INSTRUCTIONS[s.op].operand_ranks):
+                    if isinstance(o, Name):
+                        ranks[o.id] = max(ranks.get(o.id, 0), rank)
             for e in stmt_exprs(s):
                 for node in walk_expr(e):
                     if isinstance(node, Index):
@@ -208,6 +217,7 @@ class InverseFunction(ReversibleFunction):
     """``~f``: the same function run backwards; ``~~f`` is ``f`` again."""
 
     programs = ("inverse", "inverse_adjoint")
+    fused_vjp = "inverse_vjp"
 
     def __init__(self, forward: ReversibleFunction):  # shares everything with ``forward``
         self._forward = forward
@@ -307,17 +317,21 @@ class Specialization:
     def low_function(self, program: str) -> LowFunction:
         from .transforms.adjoint import AdjointLowerer
         env = TypeEnv(self.env.types)
-        body = self.func.body if program in ("forward", "adjoint") else invert_block(self.func.body)
+        body = self.func.body if program in ("forward", "adjoint", "vjp") else invert_block(self.func.body)
         params = list(self.rf.params)
-        args = (env, self.rf.options, self.fkey * 4 + PROGRAMS.index(program), self.callee_symbol(env),
+        args = (env, self.rf.options, self.fkey * 8 + PROGRAMS.index(program), self.callee_symbol(env),
                 ancilla_names(self.func.body), params)
         if program in ("forward", "inverse"):
-            low = Lowerer(*args).lower_block(body)
-            return hoist_allocations(LowFunction(self.symbol(program), params, low, params))
-        lowerer = AdjointLowerer(*args)
-        low = lowerer.adjoint_body(body)
-        all_params = params + lowerer.gradient_params()
-        return hoist_allocations(LowFunction(self.symbol(program), all_params, low, all_params))
+            low, all_params = Lowerer(*args).lower_block(body), params
+        elif program in ("vjp", "inverse_vjp"):
+            modified = [p for k, p in enumerate(params) if k in self.rf.modified_positions()]
+            low, all_params = lower_fused_vjp(AdjointLowerer(*args), body, modified, self.rf._callee_modifies)
+        else:
+            lowerer = AdjointLowerer(*args)
+            low = lowerer.adjoint_body(body)
+            all_params = params + lowerer.gradient_params()
+        types = {p: env[p] for p in all_params}
+        return hoist_allocations(LowFunction(self.symbol(program), all_params, low, all_params, types))
 
     def source(self, program: str) -> str:
         src = self._sources.get(program)

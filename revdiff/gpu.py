@@ -18,7 +18,6 @@ from .emit.cuda import PRELUDE, CudaEmitter, Signature, kernel_source
 from .runtime import loader
 
 HOST_SHIM = PRELUDE.with_name("revdiff_host.h")
-PROGRAM_ORDER = ("forward", "inverse", "adjoint", "inverse_adjoint")
 
 
 def device_name(spec, program: str) -> str:
@@ -27,20 +26,14 @@ def device_name(spec, program: str) -> str:
 
 def by_reference(spec, program: str) -> tuple:
     """Scalar parameters a program writes (passed by reference): those the function modifies, and
-    every gradient of an adjoint."""
+    every gradient of an adjoint or fused vjp (whose saved outputs are arrays)."""
     modified = spec.rf.modified_positions()
     refs = tuple(k in modified for k in range(len(spec.rf.params)))
-    if program in ("adjoint", "inverse_adjoint"):
+    if program in ("adjoint", "inverse_adjoint", "vjp", "inverse_vjp"):
         refs += tuple(True for t in spec.types if t.differentiable)
+    if program in ("vjp", "inverse_vjp"):
+        refs += tuple(False for _ in modified)
     return refs
-
-
-def _param_types(spec, low) -> dict:
-    types = dict(zip(spec.rf.params, spec.types))
-    for name in low.params:
-        if name not in types:  # g_x: the gradient of x has x's type
-            types[name] = types[name[2:]]
-    return types
 
 
 def device_functions(spec, programs, done: dict | None = None) -> dict:
@@ -60,7 +53,7 @@ def device_functions(spec, programs, done: dict | None = None) -> dict:
                 visit(dep, prog)
                 callees[alias] = Signature(device_name(dep, prog), by_reference(dep, prog))
         low.name = name
-        emitter = CudaEmitter(_param_types(s, low), callees)
+        emitter = CudaEmitter(dict(low.param_types), callees)
         done[name] = emitter.function(low, by_reference(s, program))
 
     for program in programs:
@@ -108,8 +101,7 @@ def module_source(entries: list, host: bool = False, check: bool = True) -> str:
     for bf, kind, types in entries:
         f = bf.f
         spec = f.forward_function.specialize(types)
-        forward, adjoint = f.programs
-        run = [forward] if kind == "call" else [forward, adjoint]
+        program = f.programs[0] if kind == "call" else f.fused_vjp
         params = bf._params(types)
         type_map = dict(zip(f.params, types))
         grads = []
@@ -119,9 +111,9 @@ def module_source(entries: list, host: bool = False, check: bool = True) -> str:
                     grads.append(BatchParam("g_" + p.name, True, p.scalar))
                     type_map["g_" + p.name] = t
         saved = bf._saved(types) if kind == "vjp" else ()
-        device_functions(spec, run, functions)
-        kernels.append(kernel_source(entry_name(bf, kind, types), [(device_name(spec, p), p == adjoint) for p in run],
-                                     params, grads, type_map, saved, host=host))
+        device_functions(spec, [program], functions)
+        kernels.append(kernel_source(entry_name(bf, kind, types), device_name(spec, program), params, grads,
+                                     type_map, saved, host=host))
     prelude = f'#include "{HOST_SHIM}"\n#include "{PRELUDE}"' if host else PRELUDE.read_text()
     return "\n".join((["#define RD_BOUNDSCHECK"] if check else []) + [prelude, with_prototypes(functions)] + kernels)
 

@@ -5,7 +5,7 @@ instruction table; the Python/Numba emitter and the CUDA C emitter only print th
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Union
 
 from .ir import Expr, LValue
@@ -102,3 +102,4 @@ class LowFunction:
     params: list
     body: list
     returns: list  # names returned, in order
+    param_types: dict = field(default_factory=dict)  # name -> VarType of every parameter

@@ -242,12 +242,14 @@ def _kind(dtype: str) -> str:
     return "bool" if dtype == "bool" else "int"
 
 
-def kernel_source(entry: str, programs: list, params: list, grads: list, types: dict, saved: tuple = (),
+def kernel_source(entry: str, program: str, params: list, grads: list, types: dict, saved: tuple = (),
                   host: bool = False) -> str:
-    """A ``__global__`` entry running ``programs`` (device function name, takes gradients) for batch
-    element ``blockIdx.x * blockDim.x + threadIdx.x``. Array (and batched scalar) arguments arrive
-    as a pointer and a meta array (shape..., strides... in elements, batch axis first when batched);
-    shared scalars by value. ``host``: also a C launcher looping over the batch (emulation)."""
+    """A ``__global__`` entry running device function ``program`` for batch element
+    ``blockIdx.x * blockDim.x + threadIdx.x``: a call takes ``params``; a fused vjp takes
+    ``params + grads`` and the ``saved`` outputs (one-element views for scalars). Array (and batched
+    scalar) arguments arrive as a pointer and a meta array (shape..., strides... in elements, batch
+    axis first when batched); shared scalars by value. ``host``: also a C launcher looping over the
+    batch (emulation)."""
     args, setup, writeback = [], [], []
     for p in params + grads:
         t = types[p.name]
@@ -264,7 +266,13 @@ def kernel_source(entry: str, programs: list, params: list, grads: list, types: 
             args.append(f"{scalar} {p.name}")
     for name in saved:
         t = types[name]
-        args += [f"{c_scalar(t)}* p_out_{name}", f"const rd_int* m_out_{name}"]
+        scalar = c_scalar(t)
+        args += [f"{scalar}* p_out_{name}", f"const rd_int* m_out_{name}"]
+        if t.ndim:
+            setup.append(f"rd_array<{scalar}, {t.ndim}> out_{name} = rd_element<{scalar}, {t.ndim}>("
+                         f"p_out_{name}, m_out_{name}, _b, true, st);")
+        else:
+            setup.append(f"rd_array<{scalar}, 1> out_{name} = {{p_out_{name} + _b * m_out_{name}[1], {{1}}, {{1}}, st}};")
     args += ["rd_int batch", "rd_error* err", "char* scratch", "rd_int scratch_per_thread"]
     lines = [f'extern "C" __global__ void {entry}({", ".join(args)}) {{',
              "    const rd_int _b = (rd_int)blockIdx.x * blockDim.x + threadIdx.x;",
@@ -272,18 +280,9 @@ def kernel_source(entry: str, programs: list, params: list, grads: list, types: 
              "    rd_status st_ = {err, _b, scratch + _b * scratch_per_thread, 0, scratch_per_thread, 0};",
              "    rd_status* st = &st_;"]
     lines += ["    " + s for s in setup]
-    for k, (fn, with_grads) in enumerate(programs):
-        names = [p.name for p in (params + grads if with_grads else params)]
-        lines.append(f"    {fn}({', '.join(names + ['st'])});")
-        lines.append("    if (st->failed) return;")
-        if k == 0:
-            for name in saved:
-                t = types[name]
-                if t.ndim:
-                    lines.append(f"    rd_copy(rd_element<{c_scalar(t)}, {t.ndim}>(p_out_{name}, m_out_{name}, _b, "
-                                 f"true, st), {name});")
-                else:
-                    lines.append(f"    p_out_{name}[_b * m_out_{name}[1]] = {name};")
+    names = [p.name for p in params + grads] + [f"out_{name}" for name in saved]
+    lines.append(f"    {program}({', '.join(names + ['st'])});")
+    lines.append("    if (st->failed) return;")
     lines += ["    " + s for s in writeback]
     lines.append("}")
     if host:

@@ -153,6 +153,14 @@ class Checker:
                         raise ReversibilityError(
                             f"the target '{_show(t)}' is read by its own right-hand side, so '{entry.syntax}' "
                             "cannot be undone; compute the value into an ancilla first", s.loc)
+        if entry.is_vector:
+            name = base_name(targets[0])
+            for e in reads:
+                if name in names_read(e):
+                    raise ReversibilityError(
+                        f"'{name}' is both updated and read by '{entry.syntax}'; views of one array may "
+                        "overlap, so the update could not be undone. Copy the operand into an ancilla first",
+                        s.loc)
         if len(targets) == 2 and targets[0] == targets[1] and s.op != "swap":
             raise ReversibilityError(f"{entry.syntax} needs two different variables", s.loc)
 

@@ -14,6 +14,7 @@ from ..ir import Alloc, Bind, CallFn, Compute, Const, Dealloc, DType, For, If, I
 from ..primitives import AUGMENTED, CALL_INSTRUCTIONS
 from .expressions import ExpressionParser
 from .source import SourceMap, function_ast
+from .vector import VectorParser
 
 _UNSUPPORTED = {
     "Return": "'return' is not allowed: a reversible function returns all its parameters itself",
@@ -57,6 +58,7 @@ class Parser:
         self.expr = ExpressionParser(smap, local_names, self.globals)
         self.callees: dict = {}
         self._routine_counter = 0
+        self.vectors = VectorParser(self)
 
     def error(self, node, message):
         return self.smap.error(node, message)
@@ -122,6 +124,9 @@ class Parser:
         return lv
 
     def _AugAssign(self, s: ast.AugAssign):
+        vector = self.vectors.update(s)
+        if vector is not None:
+            return vector
         op = AUGMENTED.get(type(s.op).__name__)
         if op is None:
             raise self.error(s, f"the update '{_aug_symbol(s.op)}=' is not invertible; use +=, -=, *=, /= "

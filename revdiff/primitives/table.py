@@ -7,7 +7,11 @@ Rules are written against a small context (``RuleContext``) that the passes prov
   * ``ctx.temp(expr, hint)`` binds a temporary and returns its Name;
   * ``ctx.require(ok, message, *values)`` emits a runtime check at the instruction's source line;
   * ``ctx.grad(lvalue)`` gives the gradient storage of a target (None when it carries none);
-  * ``ctx.push(expr, cotangent)`` accumulates a cotangent into every variable ``expr`` reads.
+  * ``ctx.push(expr, cotangent)`` accumulates a cotangent into every variable ``expr`` reads;
+  * ``ctx.rank(name)`` gives an array's number of dimensions;
+  * ``ctx.loop(start, stop, body, hint, step)`` emits a counted loop whose body ``body(i)`` emits;
+  * ``ctx.accumulator(hint, like)`` binds a zero scalar of the element type of ``like``;
+  * ``ctx.choose(cond, then, orelse)`` emits a branch whose arms ``then()`` and ``orelse()`` emit.
 
 The adjoint of an instruction is generic: run the *forward* rule of its inverse (restoring the
 operands' old values), then its *gradient* rule, which sees the old values and maps the cotangents
@@ -28,6 +32,10 @@ class RuleContext(Protocol):  # pragma: no cover - a typing aid
     def require(self, ok: Expr, message: str, *values: Expr) -> None: ...
     def grad(self, lv: LValue) -> LValue | None: ...
     def push(self, e: Expr, cotangent: Expr) -> None: ...
+    def rank(self, name: str) -> int: ...
+    def loop(self, start: Expr, stop: Expr, body: Callable, hint: str = "i", step: Expr | None = None) -> None: ...
+    def accumulator(self, hint: str, like: Expr) -> Expr: ...
+    def choose(self, cond: Expr, then: Callable, orelse: Callable) -> None: ...
 
 
 Rule = Callable[[tuple, RuleContext], None]
@@ -35,7 +43,9 @@ Rule = Callable[[tuple, RuleContext], None]
 
 @dataclass(frozen=True)
 class Instruction:
-    """One instruction. ``roles`` names each operand: "target" (written) or "expr" (read only)."""
+    """One instruction. ``roles`` names each operand: "target" (written) or "expr" (read only).
+    ``operand_ranks`` (vector instructions only): the rank each operand must have (0: a number,
+    1: a vector view, 2: a matrix view)."""
 
     name: str
     syntax: str  # how users write it, for messages: "t += e"
@@ -44,6 +54,11 @@ class Instruction:
     forward: Rule
     gradient: Rule
     target_kinds: tuple = ("bool", "int", "float", "complex")
+    operand_ranks: tuple | None = None
+
+    @property
+    def is_vector(self) -> bool:
+        return self.operand_ranks is not None
 
     @property
     def targets(self) -> tuple:

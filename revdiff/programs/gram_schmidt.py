@@ -14,24 +14,16 @@ from ..language import routine, zero, zeros
 @reversible
 def classical_pass(v, r, Q, k):
     """r[:k] += Q[:, :k]^H v, then v -= Q[:, :k] r[:k] (all coefficients from the same v)."""
-    m = len(v)
-    for j in range(k):
-        for i in range(m):
-            r[j] += np.conj(Q[i, j]) * v[i]
-    for j in range(k):
-        for i in range(m):
-            v[i] -= Q[i, j] * r[j]
+    r[:k] += Q[:, :k].conj().T @ v
+    v[:] -= Q[:, :k] @ r[:k]
 
 
 @reversible
 def modified_pass(v, r, Q, k):
     """Project out one earlier column at a time, each coefficient from the updated v."""
-    m = len(v)
     for j in range(k):
-        for i in range(m):
-            r[j] += np.conj(Q[i, j]) * v[i]
-        for i in range(m):
-            v[i] -= Q[i, j] * r[j]
+        r[j] += np.vdot(Q[:, j], v)
+        v[:] -= r[j] * Q[:, j]
 
 
 @reversible
@@ -52,9 +44,7 @@ def remaining_columns(R, Q, A):
     m, n = A.shape
     p = min(m, n)
     for k in range(p, n):
-        for j in range(p):
-            for i in range(m):
-                R[j, k] += np.conj(Q[i, j]) * A[i, k]
+        R[:, k] += Q.conj().T @ A[:, k]
 
 
 @reversible
@@ -68,13 +58,12 @@ def cgs2(Q, R, A):
         r2 = zeros(p, A.dtype)
         nrm = zero(float)
         with routine:
-            for i in range(m):
-                v[i] += A[i, k]
+            v[:] += A[:, k]
             classical_pass(v, r1, Q, k)
             classical_pass(v, r2, Q, k)
             norm2(nrm, v)
-        for j in range(k):
-            R[j, k] += r1[j] + r2[j]
+        R[:k, k] += r1[:k]
+        R[:k, k] += r2[:k]
         R[k, k] += nrm
         for i in range(m):
             Q[i, k] += v[i] / nrm
@@ -102,8 +91,7 @@ def _one_pass_qr(name: str, project_out, doc: str):
                     v[i] += A[i, k]
                 project_out(v, r, Q, k)
                 norm2(nrm, v)
-            for j in range(k):
-                R[j, k] += r[j]
+            R[:k, k] += r[:k]
             R[k, k] += nrm
             for i in range(m):
                 Q[i, k] += v[i] / nrm

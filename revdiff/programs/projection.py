@@ -1,6 +1,5 @@
 """Orthogonal projection onto the column space of A, written in the reversible language:
 z += Q Q^H y, with Q from a Gram-Schmidt or Householder QR computed and uncomputed around the copy."""
-import numpy as np
 
 from ..function import reversible
 from ..language import routine, zeros
@@ -18,12 +17,8 @@ def _projection(name: str, qr):
         c = zeros(p, A.dtype)
         with routine:
             qr(Q, R, A)
-            for j in range(p):
-                for i in range(m):
-                    c[j] += np.conj(Q[i, j]) * y[i]
-        for i in range(m):
-            for j in range(p):
-                z[i] += Q[i, j] * c[j]
+            c[:] += Q.conj().T @ y
+        z[:] += Q @ c
         ~routine
         del c
         del R
@@ -49,9 +44,7 @@ def _least_squares(name: str, qr):
         c = zeros(n, A.dtype)
         with routine:
             qr(Q, R, A)
-            for j in range(n):
-                for i in range(m):
-                    c[j] += np.conj(Q[i, j]) * y[i]
+            c[:] += Q.conj().T @ y
         for i in range(n - 1, -1, -1):  # back substitution, each x[i] written once
             for j in range(i + 1, n):
                 x[i] -= R[i, j] * x[j] / R[i, i]

@@ -159,6 +159,9 @@ def alloc_type(s: Alloc, env: TypeEnv) -> VarType:
 def _instr(s: Instr, env: TypeEnv) -> None:
     entry = INSTRUCTIONS[s.op]
     types = [expr_type(o, env, s.loc) for o in s.operands]
+    if entry.is_vector:
+        _vector_instr(s, entry, types)
+        return
     for i in entry.targets:
         t = types[i]
         if t.is_array:
@@ -178,6 +181,30 @@ def _instr(s: Instr, env: TypeEnv) -> None:
                 "the result would not be exactly invertible", s.loc)
     if s.op in ("rot", "irot") and types[2].kind == "complex":
         raise ReversibilityError("the rotation angle must be real", s.loc)
+
+
+_RANK_WORDS = {0: "a number", 1: "a vector (1-D view)", 2: "a matrix (2-D view)"}
+
+
+def _vector_instr(s: Instr, entry, types: list) -> None:
+    """Operand ranks of a vector instruction, and no silent conversion into the target."""
+    target = types[entry.targets[0]]
+    for o, t, want in zip(s.operands, types, entry.operand_ranks):
+        if t.ndim != want:
+            hint = ""
+            if entry.name.startswith("matvec") and o is s.operands[0] and t.ndim == 0:
+                hint = "; a dot product into a number is written s += np.dot(x, y)"
+            raise ReversibilityError(f"'{entry.syntax}': '{_name(o)}' must be {_RANK_WORDS[want]}, but it is "
+                                     f"{_RANK_WORDS.get(t.ndim, f'of rank {t.ndim}')}{hint}", s.loc)
+    if target.kind not in entry.target_kinds:
+        raise ReversibilityError(f"'{entry.syntax}' does not apply to {target.kind} values "
+                                 f"('{_name(s.operands[0])}' is {target.dtype})", s.loc)
+    for i in entry.reads:
+        if KINDS.index(types[i].kind) > KINDS.index(target.kind):
+            raise ReversibilityError(
+                f"the {types[i].kind} values of '{_name(s.operands[i])}' would be silently converted to "
+                f"{target.kind} when added to '{_name(s.operands[0])}' ({target.dtype}); the result would "
+                "not be exactly invertible", s.loc)
 
 
 def _name(lv) -> str:

@@ -80,6 +80,33 @@ class Lowerer:
         register(self.fkey, idx, CheckInfo(message, self.loc, labels, **kwargs))
         self.emit(Check(ok, self.fkey, idx, vals))
 
+    def rank(self, name: str) -> int:
+        return self.env[name].ndim
+
+    def loop(self, start, stop, body, hint: str = "i", step=None) -> None:
+        var = self.fresh(hint)
+        self.env.types[var] = VarType("int", 0, "int64")
+        saved, self.out = self.out, []
+        body(Name(var))
+        inner, self.out = self.out, saved
+        self.emit(Loop(var, start, stop, step if step is not None else Const(1), inner))
+
+    def choose(self, cond, then, orelse) -> None:
+        arms = []
+        for arm in (then, orelse):
+            saved, self.out = self.out, []
+            arm()
+            arms.append(self.out)
+            self.out = saved
+        self.emit(Branch(cond, arms[0], arms[1]))
+
+    def accumulator(self, hint: str, like):
+        name = self.fresh(hint)
+        t = _expr_type(self.env, like).element()
+        self.env.types[name] = t
+        self.emit(Zero(name, None, t.dtype))
+        return Name(name)
+
     def grad(self, lv):
         raise NotImplementedError("gradients exist only in the adjoint")
 
@@ -156,7 +183,7 @@ class Lowerer:
 
     def track_scale(self, t, sources: tuple = ()) -> None:
         """Raise ancilla ``t``'s scale to the magnitude of ``t`` (element) or of every element of
-        ``t`` and of ``sources`` (after a call, whose terms are as large as the data it read)."""
+        ``t``, and of the scalars ``sources`` (after a call, whose terms are as large as what it read)."""
         name = base_name(t)
         if not self.options.check or name not in self.ancillas or self.env[name].kind in ("int", "bool"):
             return
@@ -180,7 +207,10 @@ class Lowerer:
             self.out.extend(body)
 
     def track_call_scales(self, s: CallFn, modified: set) -> None:
-        sources = tuple(a for a in s.args if isinstance(a, (Name, Index)))
+        """After a call, an ancilla's scale rises to its own magnitude and that of the scalars the
+        call read. Array arguments are not scanned: that cost O(size) per call, as much as the
+        call's own work for Gram-Schmidt, and the ancilla's scale already holds every value it had."""
+        sources = tuple(a for a in s.args if isinstance(a, (Name, Index)) and not _expr_type(self.env, a).is_array)
         for k, a in enumerate(s.args):
             if k in modified and isinstance(a, (Name, Index)):
                 self.track_scale(a, tuple(x for x in sources if x is not a))

@@ -1,0 +1,278 @@
+"""Vector instructions: ``y += A @ x`` (and ``A.T``, ``A.conj().T``), ``s += np.dot(x, y)``,
+``s += np.vdot(x, y)`` and ``y += a * x`` on array views, with ``-=`` as their inverses.
+
+Each is one instruction of the table with its own forward and gradient rule: the adjoint of
+``y += A @ x`` pushes ``gA += gy x^H`` and ``gx += A^H gy`` directly, never a closed-form adjoint
+of the program around it. The rules lower to loops whose innermost index walks the last axis of
+the matrix (contiguous for C-ordered arrays), or, for small matrices, the longer axis. Reductions
+use four partial sums in a fixed order, so the inverse subtracts exactly the value the forward added.
+
+Cotangent convention (as for scalar ``t *= e``): for ``t += a * b``, ``ga += gt * conj(b)``.
+"""
+from __future__ import annotations
+
+from .. import algebra as A
+from .. import views as V
+from ..ir import BinOp, Compare, Const, Name
+from ..lowir import AugAssign
+from ..types import is_real
+from .table import Instruction, instruction
+
+PARTIAL_SUMS = 4  # independent accumulators of a reduction: instruction-level parallelism
+# Up to this many elements, A @ x runs column by column (long inner loops over rows); above it, row
+# by row (contiguous in C order). Measured for CGS2 (benchmarks/RESULTS.md): 32x16 is 25 % faster by
+# columns, 64x32 1.7x and 500x250 3x faster by rows. The choice depends only on shapes, so an
+# instruction and its inverse always take the same one.
+SMALL_MATRIX = 1024
+
+
+# ---------------------------------------------------------------- helpers shared by the rules
+
+
+def _rank(ctx, view) -> int:
+    return ctx.rank(V.base(view))
+
+
+def _len(ctx, view, axis: int = 0):
+    return V.lengths(view, _rank(ctx, view))[axis]
+
+
+def _at(ctx, view, *coords):
+    return V.element(view, _rank(ctx, view), coords)
+
+
+def _complex(ctx, *operands) -> bool:
+    return any(not is_real(ctx.kind(v)) for v in operands)
+
+
+def _check_views(ctx, syntax: str, *views) -> None:
+    """Every written slice lies inside its array (NumPy would silently shorten it)."""
+    from ..emit.python import expr_source
+    for v in views:
+        for ok, lower, upper, axis in V.bound_conditions(v, _rank(ctx, v)):
+            ctx.require(ok, f"{syntax}: the slice {expr_source(lower)}:{expr_source(upper)} of "
+                            f"'{V.base(v)}' (axis {axis}) is outside the array", lower, upper,
+                        labels=("start", "stop"))
+
+
+def _check_lengths(ctx, syntax: str, a, what_a: str, b, what_b: str) -> None:
+    if a == b:
+        return
+    ctx.require(Compare("==", a, b), f"{syntax}: {what_a} and {what_b} differ", a, b,
+                labels=(what_a, what_b))
+
+
+def _sum(ctx, n, term, like):
+    """sum(term(j) for j in range(n)) as four interleaved partial sums, combined in a fixed order;
+    returns the expression of the total (the accumulators are typed like ``like``)."""
+    accs = [ctx.accumulator("acc", like) for _ in range(PARTIAL_SUMS)]
+    bulk = ctx.temp(A.sub(n, BinOp("%", n, Const(PARTIAL_SUMS))), "bulk")
+
+    def unrolled(j):
+        for u, acc in enumerate(accs):
+            ctx.emit(AugAssign(acc, "+", term(A.add(j, Const(u)))))
+
+    ctx.loop(Const(0), bulk, unrolled, "j", Const(PARTIAL_SUMS))
+    ctx.loop(bulk, n, lambda j: ctx.emit(AugAssign(accs[0], "+", term(j))), "j")
+    return A.add(A.add(accs[0], accs[1]), A.add(accs[2], accs[3]))
+
+
+def _signed(sign: int, e):
+    return e if sign > 0 else A.neg(e)
+
+
+# ---------------------------------------------------------------- y += A @ x  (and A.T, A.conj().T)
+
+_MATVEC_SYNTAX = {"n": "y += A @ x", "t": "y += A.T @ x", "h": "y += A.conj().T @ x"}
+
+
+def _matvec_shapes(ctx, ops, form: str) -> tuple:
+    """(rows, cols) of A as stored, checked against y and x: y has len(op(A)) and x len of op(A)'s columns."""
+    y, M, x = ops
+    syntax = _MATVEC_SYNTAX[form]
+    _check_views(ctx, syntax, y, M, x)
+    rows, cols = V.lengths(M, _rank(ctx, M))
+    out_len, in_len = (rows, cols) if form == "n" else (cols, rows)
+    _check_lengths(ctx, syntax, _len(ctx, y), "len(y)", out_len, "rows of op(A)")
+    _check_lengths(ctx, syntax, _len(ctx, x), "len(x)", in_len, "columns of op(A)")
+    return rows, cols
+
+
+def _matvec_forward(form: str, sign: int):
+    op = "+" if sign > 0 else "-"
+
+    def rule(ops, ctx):
+        y, M, x = ops
+        rows, cols = _matvec_shapes(ctx, ops, form)
+        opM = lambda i, j: A.conj_if(_at(ctx, M, i, j), form == "h" and _complex(ctx, M))  # noqa: E731
+
+        def by_rows():  # contiguous along each row of A: for large matrices
+            if form == "n":  # y[i] op= sum_j A[i, j] x[j]: a row dot product per i
+                def row(i):
+                    total = _sum(ctx, cols, lambda j: A.mul(opM(i, j), _at(ctx, x, j)), _at(ctx, y, i))
+                    ctx.emit(AugAssign(_at(ctx, y, i), op, total))
+            else:  # y[j] op= op(A[i, j]) x[i]: row i of A scaled into y
+                def row(i):
+                    xi = ctx.temp(_at(ctx, x, i), "x")
+                    ctx.loop(Const(0), cols, lambda j: ctx.emit(AugAssign(_at(ctx, y, j), op, A.mul(opM(i, j), xi))),
+                             "j")
+            ctx.loop(Const(0), rows, row, "i")
+
+        def by_columns():  # long inner loops over the rows of A: for small matrices
+            if form == "n":  # y op= A[:, j] x[j], column by column
+                def column(j):
+                    xj = ctx.temp(_at(ctx, x, j), "x")
+                    ctx.loop(Const(0), rows, lambda i: ctx.emit(AugAssign(_at(ctx, y, i), op, A.mul(opM(i, j), xj))),
+                             "i")
+            else:  # y[j] op= sum_i op(A[i, j]) x[i]: a column dot product per j
+                def column(j):
+                    total = _sum(ctx, rows, lambda i: A.mul(opM(i, j), _at(ctx, x, i)), _at(ctx, y, j))
+                    ctx.emit(AugAssign(_at(ctx, y, j), op, total))
+            ctx.loop(Const(0), cols, column, "j")
+
+        ctx.choose(Compare(">", A.mul(rows, cols), Const(SMALL_MATRIX)), by_rows, by_columns)
+
+    return rule
+
+
+def _matvec_gradient(form: str, sign: int):
+    def rule(ops, ctx):
+        y, M, x = ops
+        gy = ctx.grad(y)
+        if gy is None:
+            return
+        rows, cols = V.lengths(M, _rank(ctx, M))
+        cplx = _complex(ctx, y, M, x)
+        conj = lambda e: A.conj_if(e, cplx)  # noqa: E731
+
+        if form == "n":  # y_i += A_ij x_j:  gA_ij += gy_i conj(x_j);  gx_j += conj(A_ij) gy_i
+            def row(i):
+                gyi = ctx.temp(_signed(sign, _at(ctx, gy, i)), "gy")
+                def column(j):
+                    ctx.push(_at(ctx, M, i, j), A.mul(gyi, conj(_at(ctx, x, j))))
+                    ctx.push(_at(ctx, x, j), A.mul(conj(_at(ctx, M, i, j)), gyi))
+                ctx.loop(Const(0), cols, column, "j")
+        elif form == "t":  # y_j += A_ij x_i:  gA_ij += gy_j conj(x_i);  gx_i += sum_j conj(A_ij) gy_j
+            def row(i):
+                xi = ctx.temp(_signed(sign, conj(_at(ctx, x, i))), "x")
+                total = _sum(ctx, cols, lambda j: A.mul(conj(_at(ctx, M, i, j)), _at(ctx, gy, j)), gy)
+                ctx.push(_at(ctx, x, i), _signed(sign, total))
+                ctx.loop(Const(0), cols, lambda j: ctx.push(_at(ctx, M, i, j), A.mul(_at(ctx, gy, j), xi)), "j")
+        else:  # y_j += conj(A_ij) x_i:  gA_ij += conj(gy_j) x_i;  gx_i += sum_j A_ij gy_j
+            def row(i):
+                xi = ctx.temp(_signed(sign, _at(ctx, x, i)), "x")
+                total = _sum(ctx, cols, lambda j: A.mul(_at(ctx, M, i, j), _at(ctx, gy, j)), gy)
+                ctx.push(_at(ctx, x, i), _signed(sign, total))
+                ctx.loop(Const(0), cols, lambda j: ctx.push(_at(ctx, M, i, j), A.mul(conj(_at(ctx, gy, j)), xi)),
+                         "j")
+        ctx.loop(Const(0), rows, row, "i")
+
+    return rule
+
+
+# ---------------------------------------------------------------- s += np.dot(x, y), s += np.vdot(x, y)
+
+
+def _dot_forward(conjugate_first: bool, sign: int):
+    syntax = "s += np.vdot(x, y)" if conjugate_first else "s += np.dot(x, y)"
+
+    def rule(ops, ctx):
+        s, x, y = ops
+        _check_views(ctx, syntax, x, y)
+        n = _len(ctx, x)
+        _check_lengths(ctx, syntax, n, "len(x)", _len(ctx, y), "len(y)")
+        cplx = conjugate_first and _complex(ctx, x)
+        total = _sum(ctx, n, lambda i: A.mul(A.conj_if(_at(ctx, x, i), cplx), _at(ctx, y, i)), s)
+        ctx.emit(AugAssign(s, "+" if sign > 0 else "-", total))
+
+    return rule
+
+
+def _dot_gradient(conjugate_first: bool, sign: int):
+    def rule(ops, ctx):
+        s, x, y = ops
+        gs = ctx.grad(s)
+        if gs is None:
+            return
+        cplx = _complex(ctx, x, y) or not is_real(ctx.kind(s))
+        conj = lambda e: A.conj_if(e, cplx)  # noqa: E731
+        g = ctx.temp(_signed(sign, gs), "gs")
+
+        def element(i):
+            xi, yi = _at(ctx, x, i), _at(ctx, y, i)
+            if conjugate_first:  # s += conj(x_i) y_i:  gx_i += conj(gs) y_i;  gy_i += gs x_i
+                ctx.push(xi, A.mul(conj(g), yi))
+                ctx.push(yi, A.mul(g, xi))
+            else:  # s += x_i y_i:  gx_i += gs conj(y_i);  gy_i += gs conj(x_i)
+                ctx.push(xi, A.mul(g, conj(yi)))
+                ctx.push(yi, A.mul(g, conj(xi)))
+
+        ctx.loop(Const(0), _len(ctx, x), element, "i")
+
+    return rule
+
+
+# ---------------------------------------------------------------- y += a * x
+
+
+def _axpy_forward(sign: int):
+    def rule(ops, ctx):
+        y, a, x = ops
+        syntax = "y += a * x"
+        _check_views(ctx, syntax, y, x)
+        n = _len(ctx, y)
+        _check_lengths(ctx, syntax, n, "len(y)", _len(ctx, x), "len(x)")
+        scale = a if isinstance(a, (Const, Name)) else ctx.temp(a, "a")
+        ctx.loop(Const(0), n, lambda i: ctx.emit(
+            AugAssign(_at(ctx, y, i), "+" if sign > 0 else "-", A.mul(scale, _at(ctx, x, i)))), "i")
+
+    return rule
+
+
+def _axpy_gradient(sign: int):
+    # y_i += a x_i:  gx_i += gy_i conj(a);  ga += sum_i gy_i conj(x_i)
+    def rule(ops, ctx):
+        y, a, x = ops
+        gy = ctx.grad(y)
+        if gy is None:
+            return
+        cplx = _complex(ctx, y, x) or not is_real(ctx.kind(a))
+        conj = lambda e: A.conj_if(e, cplx)  # noqa: E731
+        n = _len(ctx, y)
+        if ctx.kind(a) in ("float", "complex") and not isinstance(a, Const):
+            total = _sum(ctx, n, lambda i: A.mul(_at(ctx, gy, i), conj(_at(ctx, x, i))), gy)
+            ctx.push(a, _signed(sign, total))
+        scale = ctx.temp(_signed(sign, conj(a)), "a")
+        ctx.loop(Const(0), n, lambda i: ctx.push(_at(ctx, x, i), A.mul(_at(ctx, gy, i), scale)), "i")
+
+    return rule
+
+
+# ---------------------------------------------------------------- registration
+
+_NUMERIC = ("int", "float", "complex")
+
+for _form, _syntax in _MATVEC_SYNTAX.items():
+    _add, _sub = f"matvec{_form}_add", f"matvec{_form}_sub"
+    instruction(Instruction(_add, _syntax, ("target", "expr", "expr"), _sub, _matvec_forward(_form, 1),
+                            _matvec_gradient(_form, 1), _NUMERIC, operand_ranks=(1, 2, 1)))
+    instruction(Instruction(_sub, _syntax.replace("+=", "-="), ("target", "expr", "expr"), _add,
+                            _matvec_forward(_form, -1), _matvec_gradient(_form, -1), _NUMERIC,
+                            operand_ranks=(1, 2, 1)))
+
+for _conj, _name, _syntax in ((False, "dot", "s += np.dot(x, y)"), (True, "vdot", "s += np.vdot(x, y)")):
+    instruction(Instruction(f"{_name}_add", _syntax, ("target", "expr", "expr"), f"{_name}_sub",
+                            _dot_forward(_conj, 1), _dot_gradient(_conj, 1), _NUMERIC, operand_ranks=(0, 1, 1)))
+    instruction(Instruction(f"{_name}_sub", _syntax.replace("+=", "-="), ("target", "expr", "expr"),
+                            f"{_name}_add", _dot_forward(_conj, -1), _dot_gradient(_conj, -1), _NUMERIC,
+                            operand_ranks=(0, 1, 1)))
+
+instruction(Instruction("axpy_add", "y += a * x", ("target", "expr", "expr"), "axpy_sub", _axpy_forward(1),
+                        _axpy_gradient(1), _NUMERIC, operand_ranks=(1, 0, 1)))
+instruction(Instruction("axpy_sub", "y -= a * x", ("target", "expr", "expr"), "axpy_add", _axpy_forward(-1),
+                        _axpy_gradient(-1), _NUMERIC, operand_ranks=(1, 0, 1)))
+
+# surface forms the parser recognises -> instruction names (op is "add" or "sub")
+MATVEC = {form: {"add": f"matvec{form}_add", "sub": f"matvec{form}_sub"} for form in _MATVEC_SYNTAX}
+DOT = {"dot": {"add": "dot_add", "sub": "dot_sub"}, "vdot": {"add": "vdot_add", "sub": "vdot_sub"}}
+AXPY = {"add": "axpy_add", "sub": "axpy_sub"}

@@ -1,0 +1,102 @@
+"""The fused vjp program (forward and adjoint in one function, the final uncompute and the first
+recompute elided where they cancel): same results as the forward program followed by the adjoint,
+and the elision happens exactly when it is valid."""
+import re
+
+import numpy as np
+
+import revdiff
+from helpers import copy_args
+from revdiff import programs as P
+from revdiff import reversible, routine, zero, zeros
+from revdiff.function import run
+from revdiff.transforms.fuse import split_for_fused_vjp
+
+rng = np.random.default_rng(3)
+
+
+def fused_vjp(f, args, cotangents):
+    """(outputs, gradients) from f's fused vjp program, called directly."""
+    spec = f.specialize(f.argument_types(args))
+    types = spec.types
+    grads = [np.array(c, dtype=np.asarray(a).dtype) if c is not None else np.zeros_like(np.asarray(a))
+             for a, c, t in zip(args, cotangents, types) if t.differentiable]
+    modified = sorted(f.modified_positions())
+    saved = [np.zeros(np.shape(args[k]) or (1,), np.asarray(args[k]).dtype) for k in modified]
+    result = run(spec.callable("vjp"), tuple(copy_args(args)) + tuple(g if g.ndim else g.item() for g in grads)
+                 + tuple(saved))
+    n = len(args)
+    return saved, result[n:n + len(grads)]
+
+
+def test_projection_vjp_is_fused_and_elides_one_qr_uncompute_and_recompute():
+    src = P.project_cgs2.source("vjp", np.zeros(6), np.zeros((6, 3)), np.zeros(6))
+    calls = re.findall(r"= (qr_\w+)\(", src)
+    assert sum(c.endswith("_forward") for c in calls) == 1, calls  # the forward QR, not its recompute
+    assert sum(c.endswith("_adjoint") for c in calls) == 1, calls
+    assert not any(c.endswith("_inverse") or c.endswith("_inverse_adjoint") for c in calls), calls
+
+
+def test_fused_vjp_matches_forward_then_adjoint():
+    m, n = 9, 4
+    args = (np.zeros(m), rng.standard_normal((m, n)), rng.standard_normal(m))
+    gz = rng.standard_normal(m)
+    outs, pullback = revdiff.vjp(P.project_cgs2, *copy_args(args))
+    want = pullback(gz, None, None)
+    saved, got = fused_vjp(P.project_cgs2, args, (gz, None, None))
+    np.testing.assert_allclose(saved[0], outs[0], rtol=1e-13, atol=1e-13)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-11, atol=1e-12)
+
+
+@reversible
+def compute_writes_a_parameter(out, t, x):
+    s = zero(float)
+    with routine:
+        s += x * x
+        t += s  # the compute block writes a parameter: its cotangent is not zero, no elision
+    out += s * t
+    ~routine
+    del s
+
+
+@reversible
+def kept_scalar_ancilla(out, x):
+    s = zero(float)
+    w = zeros(len(x), float)
+    with routine:
+        for i in range(len(x)):
+            w[i] += x[i] * x[i]
+        s += np.dot(w, x)
+    out += np.sin(s)
+    ~routine
+    del w
+    del s
+
+
+def test_elision_only_where_the_compute_block_writes_ancillas_alone():
+    callee = compute_writes_a_parameter._callee_modifies
+    prefix, kept = split_for_fused_vjp(compute_writes_a_parameter.ir.body, callee)
+    assert prefix is compute_writes_a_parameter.ir.body and kept == []
+    body = kept_scalar_ancilla.ir.body
+    prefix, kept = split_for_fused_vjp(body, kept_scalar_ancilla._callee_modifies)
+    assert [a.name for a in kept] == ["s", "w"] and len(prefix) < len(body)
+
+
+def test_fused_vjp_values_with_and_without_elision():
+    for f, args, cots in ((compute_writes_a_parameter, (0.5, 0.3, 1.2), (1.0, 0.7, None)),
+                          (kept_scalar_ancilla, (0.1, rng.standard_normal(5)), (1.0, None))):
+        outs, pullback = revdiff.vjp(f, *copy_args(args))
+        want = pullback(*cots)
+        saved, got = fused_vjp(f, args, cots)
+        modified = sorted(f.modified_positions())
+        for k, s in zip(modified, saved):
+            np.testing.assert_allclose(s.reshape(np.shape(outs[k])), outs[k], rtol=1e-14)
+        for g, w in zip(got, [w for w in want if w is not None]):
+            np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
+
+
+def test_batched_vjp_uses_the_fused_program():
+    bf = revdiff.batched(P.project_cgs2, ("z", "A", "y"))
+    types = bf._element_types((np.zeros((2, 5)), np.zeros((2, 5, 2)), np.zeros((2, 5))))
+    assert "project_cgs2_" in bf.source("vjp", types) and "_vjp(" in bf.source("vjp", types)

@@ -1,0 +1,253 @@
+"""Vector instructions (y += A @ x, A.T, A.conj().T, np.dot, np.vdot, y += a * x): values against
+NumPy, round trips, finite-difference inner-product gradients for each instruction (real and
+complex), Numba equal to the Python backend, and every error rule at the user's line."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import assert_gradient, assert_round_trip, copy_args
+from revdiff import ReversibilityError, reversible, routine, zero
+
+rng = np.random.default_rng(7)
+THIS_FILE = __file__
+
+
+def assert_error(exc_info, marker: str, *phrases: str):
+    """The error points at the line of this file marked ``# E:<marker>`` and says ``phrases``."""
+    with open(THIS_FILE) as f:
+        line = next(k for k, text in enumerate(f, 1) if text.rstrip().endswith(f"# E:{marker}"))
+    err = exc_info.value
+    assert (err.filename, err.lineno) == (THIS_FILE, line), str(err)
+    for p in phrases:
+        assert p in str(err), str(err)
+
+
+def rand(*shape, cplx=False):
+    x = rng.standard_normal(shape)
+    return x + 1j * rng.standard_normal(shape) if cplx else x
+
+
+@reversible
+def matvec_view(y, A, x):
+    y[1:4] += A[1:4, 2:5] @ x[0:3]
+
+
+@reversible
+def matvec_sub(y, A, x):
+    y[:] -= A @ x
+
+
+@reversible
+def matvec_t(y, A, x):
+    y[:] += A.T @ x
+
+
+@reversible
+def matvec_h(y, A, x, k):
+    y[:k] -= A[:, :k].conj().T @ x  # E:vector_slice
+
+
+@reversible
+def matvec_h_np(y, A, x):
+    y[:] += np.conj(A).T @ x
+
+
+@reversible
+def dot(s, x, y):
+    s += np.dot(x, y)
+
+
+@reversible
+def vdot_from_end(s, x, y):
+    s -= np.vdot(x[1:], y[:-1])
+
+
+@reversible
+def dot_matmul(r, x, Q, j):
+    r[j] += x @ Q[:, j]
+
+
+@reversible
+def axpy(y, a, x):
+    y[1:] += a * x[1:]
+
+
+@reversible
+def axpy_expression(y, a, x):
+    y[:] -= x * np.sin(a)
+
+
+@reversible
+def add_vector(y, x):
+    y[:] += x
+
+
+@reversible
+def dot_in_ancilla(out, x, y):
+    s = zero(x.dtype)
+    with routine:
+        s += x @ y
+    out += s * s
+    ~routine
+    del s
+
+
+def cases(cplx: bool):
+    c = cplx
+    scalar = complex(0.3, -0.2) if c else 0.3
+    return {
+        "matvec_view": (matvec_view, (rand(5, cplx=c), rand(5, 6, cplx=c), rand(4, cplx=c)),
+                        lambda y, A, x: np.r_[y[:1], y[1:4] + A[1:4, 2:5] @ x[:3], y[4:]]),
+        "matvec_sub": (matvec_sub, (rand(5, cplx=c), rand(5, 3, cplx=c), rand(3, cplx=c)),
+                       lambda y, A, x: y - A @ x),
+        "matvec_t": (matvec_t, (rand(3, cplx=c), rand(5, 3, cplx=c), rand(5, cplx=c)),
+                     lambda y, A, x: y + A.T @ x),
+        "matvec_h": (matvec_h, (rand(4, cplx=c), rand(5, 4, cplx=c), rand(5, cplx=c), 3),
+                     lambda y, A, x, k: np.r_[y[:3] - A[:, :3].conj().T @ x, y[3:]]),
+        "matvec_h_np": (matvec_h_np, (rand(3, cplx=c), rand(5, 3, cplx=c), rand(5, cplx=c)),
+                        lambda y, A, x: y + A.conj().T @ x),
+        "dot": (dot, (scalar, rand(7, cplx=c), rand(7, cplx=c)), lambda s, x, y: s + np.dot(x, y)),
+        "vdot_from_end": (vdot_from_end, (scalar, rand(7, cplx=c), rand(7, cplx=c)),
+                          lambda s, x, y: s - np.vdot(x[1:], y[:-1])),
+        "dot_matmul": (dot_matmul, (rand(4, cplx=c), rand(5, cplx=c), rand(5, 4, cplx=c), 2),
+                       lambda r, x, Q, j: np.r_[r[:2], r[2] + x @ Q[:, 2], r[3:]]),
+        "axpy": (axpy, (rand(6, cplx=c), scalar, rand(6, cplx=c)),
+                 lambda y, a, x: np.r_[y[:1], y[1:] + a * x[1:]]),
+        "axpy_expression": (axpy_expression, (rand(6, cplx=c), 0.4, rand(6, cplx=c)),
+                            lambda y, a, x: y - x * np.sin(a)),
+        "add_vector": (add_vector, (rand(6, cplx=c), rand(6, cplx=c)), lambda y, x: y + x),
+        "dot_in_ancilla": (dot_in_ancilla, (scalar, rand(6, cplx=c), rand(6, cplx=c)),
+                           lambda out, x, y: out + np.dot(x, y) ** 2),
+    }
+
+
+@pytest.mark.parametrize("cplx", [False, True], ids=["real", "complex"])
+@pytest.mark.parametrize("name", list(cases(False)))
+def test_vector_instruction(name, cplx):
+    """Value against NumPy, round trip, and the finite-difference gradient (Python backend)."""
+    f, args, numpy_value = cases(cplx)[name]
+    f = f.with_options(backend="python")
+    out = assert_round_trip(f, *args, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(out[0], numpy_value(*copy_args(args)), rtol=1e-13, atol=1e-13)
+    assert_gradient(f, *args)
+
+
+def test_numba_equals_python_backend_bit_for_bit():
+    """The compiled code runs the same arithmetic in the same order (no fastmath, no contraction)."""
+    import revdiff
+    for name in ("matvec_view", "matvec_h", "vdot_from_end", "axpy"):
+        f, args, _ = cases(True)[name]
+        got = f.with_options(backend="numba")(*copy_args(args))
+        want = f.with_options(backend="python")(*copy_args(args))
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+        first = args[0]
+        cot = (rand(*first.shape, cplx=True) if isinstance(first, np.ndarray) else 0.5,) + (None,) * (len(args) - 1)
+        pull_n = revdiff.vjp(f.with_options(backend="numba"), *copy_args(args))[1]
+        pull_p = revdiff.vjp(f.with_options(backend="python"), *copy_args(args))[1]
+        for g, w in zip(pull_n(*cot), pull_p(*cot)):
+            if g is not None:
+                np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+@settings(max_examples=25, deadline=None)
+@given(m=st.integers(1, 9), n=st.integers(1, 9), k=st.integers(0, 9), cplx=st.booleans(), seed=st.integers(0, 99))
+def test_matvec_round_trip_and_gradient_any_shape(m, n, k, cplx, seed):
+    """Lengths that are not multiples of the four partial sums, empty views (k = 0) included."""
+    k = min(k, n)
+    r = np.random.default_rng(seed)
+    draw = (lambda *s: r.standard_normal(s) + 1j * r.standard_normal(s)) if cplx else \
+        (lambda *s: r.standard_normal(s))
+    f = matvec_h.with_options(backend="python")
+    args = (draw(n), draw(m, n), draw(m), k)
+    out = assert_round_trip(f, *args, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(out[0][:k], args[0][:k] - args[1][:, :k].conj().T @ args[2], atol=1e-13)
+    assert_gradient(f, *args)
+    g = matvec_sub.with_options(backend="python")
+    args = (draw(m), draw(m, n), draw(n))
+    assert_round_trip(g, *args, rtol=1e-13, atol=1e-13)
+    assert_gradient(g, *args)
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+def test_overlapping_target_and_operand():
+    with pytest.raises(ReversibilityError) as e:
+        @reversible
+        def f(y, A):
+            y[1:] += A @ y[:-1]  # E:vector_overlap
+    assert_error(e, "vector_overlap", "'y' is both updated and read", "may overlap")
+
+
+def test_step_slices_are_refused():
+    with pytest.raises(ReversibilityError) as e:
+        @reversible
+        def f(y, x):
+            y[::2] += x  # E:vector_step
+    assert_error(e, "vector_step", "slices of step 1")
+
+
+def test_views_are_updated_only_by_add_and_sub():
+    with pytest.raises(ReversibilityError) as e:
+        @reversible
+        def f(y):
+            y[:] *= 2.0  # E:vector_scale
+    assert_error(e, "vector_scale", "only with += and -=")
+
+
+def test_unknown_vector_expression():
+    with pytest.raises(ReversibilityError) as e:
+        @reversible
+        def f(y, x):
+            y[:] += np.sin(x)  # E:vector_expression
+    assert_error(e, "vector_expression", "y += A @ x, y += a * x or y += x", "np.sin(x)")
+
+
+def test_dot_into_a_view():
+    with pytest.raises(ReversibilityError) as e:
+        @reversible
+        def f(y, x):
+            y[:] += np.dot(x, x)  # E:vector_dot_view
+    assert_error(e, "vector_dot_view", "is a number")
+
+
+@reversible
+def matvec_into(y, A, x):
+    y += A @ x  # E:vector_rank
+
+
+def test_operand_ranks_are_checked():
+    with pytest.raises(ReversibilityError) as e:
+        matvec_into(np.zeros(3), np.ones(3), np.ones(3))
+    assert_error(e, "vector_rank", "'A' must be a matrix (2-D view), but it is a vector")
+    with pytest.raises(ReversibilityError) as e:
+        matvec_into(0.0, np.ones((3, 3)), np.ones(3))
+    assert_error(e, "vector_rank", "'y' must be a vector", "s += np.dot(x, y)")
+
+
+def test_complex_into_real_is_refused():
+    with pytest.raises(ReversibilityError) as e:
+        matvec_into(np.zeros(2), np.ones((2, 2)) * 1j, np.ones(2))
+    assert_error(e, "vector_rank", "complex values of 'A'", "silently converted")
+
+
+def test_lengths_must_agree():
+    with pytest.raises(ReversibilityError) as e:
+        matvec_into(np.zeros(3), np.ones((4, 2)), np.ones(2))
+    assert_error(e, "vector_rank", "len(y) and rows of op(A) differ", "len(y) = 3", "rows of op(A) = 4")
+
+
+def test_slices_outside_the_array_are_reported():
+    """NumPy would shorten A[:, :k] silently for k > 4; revdiff names the slice instead."""
+    with pytest.raises(ReversibilityError) as e:
+        matvec_h(np.zeros(6), np.ones((5, 4)), np.ones(5), 6)
+    assert_error(e, "vector_slice", "the slice 0:k of 'A' (axis 1) is outside the array")
+
+
+def test_negative_bound_from_a_variable_is_reported():
+    """Only constant negative bounds count from the end (x[:-1]); k = -1 is an error."""
+    with pytest.raises(ReversibilityError) as e:
+        matvec_h.with_options(backend="python")(np.zeros(6), np.ones((5, 4)), np.ones(5), -1)
+    assert "outside the array" in str(e.value)
