@@ -91,7 +91,7 @@ class BatchedFunction:
         if fn is None:
             src, name, deps = self.source(kind, types, with_dependencies=True)
             module = loader.load(src, name, self.f.backend)
-            fn = loader.compiled(module, name, self.f.backend, deps, boundscheck=self.f.forward_function.options.check,
+            fn = loader.compiled(module, name, self.f.backend, deps,
                                      parallel=True)
             self._entries[key] = fn
         return fn

@@ -63,7 +63,7 @@ def copy_into(y, x):
 
 def test_argument_errors():
     bf = revdiff.batched(copy_into, ("y", "x"))
-    with pytest.raises(IndexError, match="out of bounds in copy_into_forward"):
+    with pytest.raises(IndexError, match="index i is out of bounds for axis 0 of 'y'"):
         bf(np.zeros((3, 2)), np.ones((3, 5)))
     with pytest.raises(ValueError, match="batch sizes 3 and 4"):
         bf(np.zeros((3, 5)), np.ones((4, 5)))

@@ -385,7 +385,32 @@ def test_argument_too_small_raises_instead_of_crashing():
     @reversible
     def copy_into(y, x):
         for i in range(len(x)):
-            y[i] += x[i]
+            y[i] += x[i]  # E:index
 
-    with pytest.raises(IndexError, match=r"out of bounds in copy_into_forward.*shapes: \(2,\), \(5,\)"):
+    with pytest.raises(IndexError, match=r"index i is out of bounds for axis 0 of 'y' \(index = 2, size = 2\)"
+                                         r".*shapes: \(2,\), \(5,\)") as e:
         copy_into(np.zeros(2), np.ones(5))
+    assert f"{THIS_FILE}\", line {line_of('index')}" in str(e.value)
+    with pytest.raises(IndexError, match=r"index i is out of bounds for axis 0 of 'y'"):  # the inverse too
+        (~copy_into)(np.zeros(2), np.ones(5))
+
+
+@reversible
+def neighbours(y, x):
+    n = len(x)
+    for i in range(n):
+        y[i] += (x[i + 1] if i < n - 1 else 0.0) + (i > 0 and x[i - 1] > 0.0)  # E:guarded_index
+
+
+@reversible
+def shifted(y, x):
+    for i in range(len(x)):
+        y[i] += x[i + 1]  # E:unguarded_index
+
+
+def test_index_checks_follow_conditional_evaluation():
+    """An index read only under a condition is checked only under it; an unguarded one is reported."""
+    out = neighbours(np.zeros(4), np.arange(4.0))[0]
+    np.testing.assert_array_equal(out, [1.0, 2.0, 4.0, 1.0])
+    with pytest.raises(IndexError, match=r"index i \+ 1 is out of bounds for axis 0 of 'x' \(index = 4, size = 4\)"):
+        shifted(np.zeros(4), np.arange(4.0))

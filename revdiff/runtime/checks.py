@@ -34,7 +34,7 @@ def to_error(exc: BaseException, batch_element: int | None = None) -> Exception:
         parts.append(f"value {value!r}")
     else:
         for label, v in zip(info.labels, (a, b)):
-            parts.append(f"{label} = {v!r}")
+            parts.append(f"{label} = {int(v) if float(v).is_integer() else v!r}")
     detail = f" ({', '.join(parts)})" if parts else ""
     if batch_element is not None:
         detail += f" in batch element {batch_element}"

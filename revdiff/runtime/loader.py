@@ -83,10 +83,10 @@ def load(source: str, stem: str, backend: str) -> ModuleType:
     return module
 
 
-def compiled(module: ModuleType, name: str, backend: str, dependencies: dict, boundscheck: bool = True,
-             parallel: bool = False):
-    """The callable for ``module.name``: the plain function, or its Numba dispatcher (bounds-checked
-    unless runtime checks are off, so that an argument of the wrong shape raises instead of crashing)."""
+def compiled(module: ModuleType, name: str, backend: str, dependencies: dict, parallel: bool = False):
+    """The callable for ``module.name``: the plain function, or its Numba dispatcher. Numba's own
+    bounds checks stay off: the generated code checks its indices itself (``Lowerer.index_checks``),
+    naming the user's line, and leaves the loops of vector instructions unchecked."""
     module.__dict__.update(dependencies)
     key = (module.__name__, name)
     fn = _COMPILED.get(key)
@@ -94,6 +94,6 @@ def compiled(module: ModuleType, name: str, backend: str, dependencies: dict, bo
         fn = getattr(module, name)
         if backend == "numba":
             import numba
-            fn = numba.njit(cache=True, fastmath=False, nogil=True, boundscheck=boundscheck, parallel=parallel)(fn)
+            fn = numba.njit(cache=True, fastmath=False, nogil=True, boundscheck=False, parallel=parallel)(fn)
         _COMPILED[key] = fn
     return fn

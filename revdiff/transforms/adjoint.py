@@ -131,9 +131,11 @@ class AdjointLowerer(Lowerer):
     def _adjoint_Instr(self, s: Instr) -> None:
         entry = INSTRUCTIONS[s.op]
         self.alias_checks(s)
-        INSTRUCTIONS[entry.inverse].forward(s.operands, self)
+        with self.vector_loops(s):
+            INSTRUCTIONS[entry.inverse].forward(s.operands, self)
         self.track_scales(s)
-        entry.gradient(s.operands, self)
+        with self.vector_loops(s):
+            entry.gradient(s.operands, self)
 
     def _adjoint_Alloc(self, s: Alloc) -> None:
         self.check_zero(s.name)  # the value ancilla is back to zero; its gradient is dropped

@@ -6,6 +6,7 @@ is ``lower(invert(body))``; the adjoint pass (``adjoint.py``) extends this class
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .. import algebra as A
@@ -16,6 +17,7 @@ from ..lowir import Assign, Branch, Check, Comment, Invoke, Local, Loop, Repeat,
 from ..primitives import INSTRUCTIONS
 from ..runtime.checks import CheckInfo, register
 from ..types import VarType
+from .bounds import index_conditions
 from .infer import TypeEnv, alloc_type, expr_type
 from .invert import invert_block
 
@@ -47,11 +49,23 @@ class Lowerer:
         self.counter = counter if counter is not None else [0]
         self.out: list = []
         self.loc = None
+        self.proven_in_bounds = False  # set while a vector instruction emits loops over checked views
 
     # ---------------------------------------------------------------- RuleContext
 
     def emit(self, stmt) -> None:
+        if self.options.check and not self.proven_in_bounds:
+            self.index_checks(stmt)
         self.out.append(stmt)
+
+    def index_checks(self, stmt) -> None:
+        """Check every integer index ``stmt`` itself reads or writes before it runs (Python's range:
+        -size <= i < size). Generated code is compiled without Numba's bounds checks: these name the
+        user's line, and loops of vector instructions, whose views are checked once, run unchecked."""
+        for ok, node, axis in index_conditions(stmt):
+            i = node.indices[axis]
+            self.require(ok, f"index {expr_source(i)} is out of bounds for axis {axis} of '{node.base}'",
+                         i, Shape(node.base, axis), labels=("index", "size"), error=IndexError)
 
     def kind(self, e) -> str:
         return self.env.kind(e)
@@ -135,8 +149,20 @@ class Lowerer:
 
     def _Instr(self, s: Instr) -> None:
         self.alias_checks(s)
-        INSTRUCTIONS[s.op].forward(s.operands, self)
+        with self.vector_loops(s):
+            INSTRUCTIONS[s.op].forward(s.operands, self)
         self.track_scales(s)
+
+    @contextmanager
+    def vector_loops(self, s: Instr):
+        """While a vector instruction's rule runs, element accesses need no checks of their own:
+        the rule checks its views' bounds and lengths first (with ``require``, which still emits)."""
+        saved = self.proven_in_bounds
+        self.proven_in_bounds = INSTRUCTIONS[s.op].is_vector
+        try:
+            yield
+        finally:
+            self.proven_in_bounds = saved
 
     def _Bind(self, s: Bind) -> None:
         self.emit(Local(s.name, s.expr))
