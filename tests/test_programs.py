@@ -162,6 +162,18 @@ def test_float32_and_complex64():
     assert Q.dtype == np.complex64 and np.allclose(Q @ R, C, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64, np.float64])
+@pytest.mark.parametrize("scale", [1e-6, 1.0, 1e6])
+def test_ancilla_checks_pass_at_any_scale_and_precision(dtype, scale):
+    """CGS2's second coefficients are of rounding size: their zero check must be relative to the
+    vector they came from, or float32 gradients fail spuriously (they did, for 32x16)."""
+    A = (scale * rand((3, 32, 16), np.dtype(dtype).kind == "c")).astype(dtype)
+    y = rand((3, 32), np.dtype(dtype).kind == "c").astype(dtype)
+    gA, gy = P.project_vjp(A, y, y)
+    assert gA.dtype == dtype and np.all(np.isfinite(gA))
+    assert np.all(np.isfinite(P.qr_vjp(A, A, None)))
+
+
 def test_sphere_high_level():
     x, g = rand((3, 4)), rand((3, 4))
     np.testing.assert_allclose(P.normalize(x), x / np.linalg.norm(x, axis=1, keepdims=True))

@@ -233,13 +233,23 @@ class Lowerer:
             self.out.extend(body)
 
     def track_call_scales(self, s: CallFn, modified: set) -> None:
-        """After a call, an ancilla's scale rises to its own magnitude and that of the scalars the
-        call read. Array arguments are not scanned: that cost O(size) per call, as much as the
-        call's own work for Gram-Schmidt, and the ancilla's scale already holds every value it had."""
-        sources = tuple(a for a in s.args if isinstance(a, (Name, Index)) and not _expr_type(self.env, a).is_array)
+        """After a call, a modified ancilla's scale rises to its own magnitude, to that of the scalars
+        the call read, and to the scales of the ancilla arrays it read: a coefficient computed from
+        an ancilla vector cancels to within rounding of that vector's size, not of its own (CGS2's
+        second coefficients are themselves of rounding size). Other arrays are not scanned: that
+        costs O(size) per call, as much as the call's own work in Gram-Schmidt."""
+        args = [a for a in s.args if isinstance(a, (Name, Index))]
         for k, a in enumerate(s.args):
-            if k in modified and isinstance(a, (Name, Index)):
-                self.track_scale(a, tuple(x for x in sources if x is not a))
+            if k not in modified or not isinstance(a, (Name, Index)):
+                continue
+            scalars = tuple(x for x in args if x is not a and not _expr_type(self.env, x).is_array)
+            self.track_scale(a, scalars)
+            name = base_name(a)
+            if self.options.check and name in self.ancillas and self.env[name].kind not in ("int", "bool"):
+                scale = Name(f"_scale_{name}")
+                for src in {base_name(x) for x in args if _expr_type(self.env, x).is_array} - {name}:
+                    if src in self.ancillas and self.env[src].kind not in ("int", "bool"):
+                        self.emit(Assign((scale,), (Call("max", (scale, Name(f"_scale_{src}"))),)))
 
     def _For(self, s: For) -> None:
         self.emit_for(s, lambda: self.lower_block(s.body), s.reverse)
