@@ -20,9 +20,9 @@ from .table import Instruction, instruction
 
 PARTIAL_SUMS = 4  # independent accumulators of a reduction: instruction-level parallelism
 # Up to this many elements, A @ x runs column by column (long inner loops over rows); above it, row
-# by row (contiguous in C order). Measured for CGS2 (benchmarks/RESULTS.md): 32x16 is 25 % faster by
-# columns, 64x32 1.7x and 500x250 3x faster by rows. The choice depends only on shapes, so an
-# instruction and its inverse always take the same one.
+# by row (contiguous in C order). Measured for CGS2 (benchmarks/RESULTS.md): the 32x16 forward takes
+# 15-18 us by columns against 30 us by rows; 64x32 runs 1.7x and 500x250 3x faster by rows. The
+# choice depends only on shapes, so an instruction and its inverse always take the same one.
 SMALL_MATRIX = 1024
 
 
@@ -74,7 +74,9 @@ def _sum(ctx, n, term, like):
 
     ctx.loop(Const(0), bulk, unrolled, "j", Const(PARTIAL_SUMS))
     ctx.loop(bulk, n, lambda j: ctx.emit(AugAssign(accs[0], "+", term(j))), "j")
-    return A.add(A.add(accs[0], accs[1]), A.add(accs[2], accs[3]))
+    while len(accs) > 1:  # pairwise: (a0 + a1) + (a2 + a3)
+        accs = [A.add(accs[k], accs[k + 1]) if k + 1 < len(accs) else accs[k] for k in range(0, len(accs), 2)]
+    return accs[0]
 
 
 def _signed(sign: int, e):
