@@ -68,15 +68,13 @@ def with_prototypes(functions: dict) -> str:
 
 
 def _invoked(body: list) -> set:
-    from .lowir import Branch, Invoke, Loop, Repeat
+    from .lowir import Invoke, nested_blocks
     names = set()
     for s in body:
         if isinstance(s, Invoke):
             names.add(s.fn)
-        elif isinstance(s, (Loop, Repeat)):
-            names |= _invoked(s.body)
-        elif isinstance(s, Branch):
-            names |= _invoked(s.then) | _invoked(s.orelse)
+        for block in nested_blocks(s):
+            names |= _invoked(block)
     return names
 
 

@@ -89,11 +89,39 @@ class Zero:
 
 
 @dataclass
+class HostCall:
+    """Run host library routine ``routine`` (``revdiff.runtime.host``: BLAS) on ``args`` when
+    ``when`` holds (None: always) and the routine accepts the operands; otherwise run ``fallback``,
+    loops computing the same thing. The CUDA emitter prints only the fallback."""
+
+    routine: str
+    args: tuple
+    fallback: list
+    when: "Expr | None" = None
+
+
+@dataclass
 class Comment:
     text: str
 
 
-LowStmt = Union[Assign, AugAssign, Local, Loop, Branch, Repeat, Check, Invoke, Zero, Comment]
+LowStmt = Union[Assign, AugAssign, Local, Loop, Branch, Repeat, Check, Invoke, Zero, HostCall, Comment]
+
+
+def nested_blocks(s) -> list:
+    """The statement lists nested inside statement ``s`` (loop bodies, branch arms, fallbacks)."""
+    if isinstance(s, (Loop, Repeat)):
+        return [s.body]
+    if isinstance(s, Branch):
+        return [s.then, s.orelse]
+    if isinstance(s, HostCall):
+        return [s.fallback]
+    return []
+
+
+def host_symbol(routine: str) -> str:
+    """The name generated CPU code calls host routine ``routine`` by."""
+    return f"_host_{routine}"
 
 
 @dataclass

@@ -60,6 +60,12 @@ def element(view, rank: int, coords: tuple) -> Index:
     return Index(base(view), tuple(out))
 
 
+def normalized(view, rank: int):
+    """The view with every axis written out and negative constant bounds counted from the end:
+    how generated code passes it, as an array slice, to a host routine."""
+    return view if isinstance(view, Name) else Index(base(view), _indices(view, rank))
+
+
 def bound_conditions(view, rank: int) -> list:
     """(condition, description) pairs that hold when every written slice lies inside the array:
     NumPy would silently shorten an out-of-range slice, so revdiff reports it instead."""
@@ -83,4 +89,4 @@ def _trivially_true(c: Compare) -> bool:
     return c.left == c.right
 
 
-__all__ = ["base", "view_axes", "lengths", "element", "bound_conditions", "Expr"]
+__all__ = ["base", "view_axes", "lengths", "element", "normalized", "bound_conditions", "Expr"]

@@ -10,8 +10,9 @@ from revdiff.programs import leapfrog as L
 rng = np.random.default_rng(17)
 
 
-def test_batched_projection_vjp_equals_per_matrix_exactly():
-    B, m, n = 6, 9, 4
+@pytest.mark.parametrize("B, m, n", [(6, 9, 4), (3, 48, 40)], ids=["loops", "blas"])
+def test_batched_projection_vjp_equals_per_matrix_exactly(B, m, n):
+    """48 x 40 runs the large matrix-vector products through BLAS, threads and all."""
     A, y, gz = rng.standard_normal((B, m, n)), rng.standard_normal((B, m)), rng.standard_normal((B, m))
     bf = revdiff.batched(P.project_cgs2, ("z", "A", "y"))
     outs, grads = bf.vjp((np.zeros((B, m)), A, y), (gz, None, None))

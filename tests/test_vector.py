@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import assert_gradient, assert_round_trip, copy_args
+import revdiff
 from revdiff import ReversibilityError, reversible, routine, zero
 
 rng = np.random.default_rng(7)
@@ -135,7 +136,6 @@ def test_vector_instruction(name, cplx):
 
 def test_numba_equals_python_backend_bit_for_bit():
     """The compiled code runs the same arithmetic in the same order (no fastmath, no contraction)."""
-    import revdiff
     for name in ("matvec_view", "matvec_h", "vdot_from_end", "axpy"):
         f, args, _ = cases(True)[name]
         got = f.with_options(backend="numba")(*copy_args(args))
@@ -168,6 +168,67 @@ def test_matvec_round_trip_and_gradient_any_shape(m, n, k, cplx, seed):
     args = (draw(m), draw(m, n), draw(n))
     assert_round_trip(g, *args, rtol=1e-13, atol=1e-13)
     assert_gradient(g, *args)
+
+
+# ----------------------------------------------------------------------------- host BLAS
+
+BIG = (48, 40)  # 1920 elements: above BLAS_MIN_ELEMENTS, so real A @ x calls BLAS on the CPU
+
+
+def _layouts(dtype):
+    """The same matrix C-ordered, F-ordered, and strided along both axes (BLAS declines it)."""
+    a = rng.standard_normal(BIG).astype(dtype)
+    wide = np.zeros((BIG[0], 2 * BIG[1]), dtype)
+    wide[:, ::2] = a
+    return {"C": a, "F": np.asfortranarray(a), "strided": wide[:, ::2]}
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("layout", ["C", "F", "strided"])
+def test_large_real_matvec_through_blas(dtype, layout):
+    """Values against NumPy, round trips and gradients for every form, on views BLAS takes (C and F
+    order) and one it declines (its loops run); Numba and the Python backend agree bit for bit."""
+    A = _layouts(dtype)[layout]
+    m, n = BIG
+    tol = 1e-12 if dtype == np.float64 else 2e-4
+    vec = lambda k: rng.standard_normal(k).astype(dtype)  # noqa: E731
+    for f, args, want in (
+            (matvec_sub, (vec(m), A, vec(n)), lambda y, A, x: y - A @ x),
+            (matvec_t, (vec(n), A, vec(m)), lambda y, A, x: y + A.T @ x),
+            (matvec_h, (vec(n), A, vec(m), 37), lambda y, A, x, k: np.r_[y[:k] - A[:, :k].T @ x, y[k:]])):
+        assert "_host_matvec(" in f.source("forward", *args)
+        got = f(*copy_args(args))
+        np.testing.assert_allclose(got[0], want(*copy_args(args)), rtol=tol, atol=tol)
+        assert_round_trip(f, *args, rtol=tol, atol=tol)
+        if dtype == np.float64:
+            assert_gradient(f, *args)
+        python = f.with_options(backend="python")
+        np.testing.assert_array_equal(python(*copy_args(args))[0], got[0])
+        cot = (vec(len(args[0])),) + (None,) * (len(args) - 1)
+        for g, w in zip(revdiff.vjp(f, *copy_args(args))[1](*cot), revdiff.vjp(python, *copy_args(args))[1](*cot)):
+            if g is not None:
+                np.testing.assert_array_equal(g, w)
+
+
+def test_blas_is_host_only():
+    """The CUDA source of the same program runs the instruction's loops."""
+    args = (np.zeros(BIG[0]), np.zeros(BIG), np.zeros(BIG[1]))
+    assert "_host_" not in matvec_sub.source("adjoint", *args, backend="cuda")
+    assert "_host_outer_update(" in matvec_sub.source("adjoint", *args)
+    assert "_host_matvec_input_gradient(" in matvec_sub.source("adjoint", *args)
+
+
+def test_host_routines_decline_what_blas_cannot_take():
+    from revdiff.runtime import host
+    y, M, x = np.zeros(4), np.ones((4, 3)), np.ones(3)
+    assert host.matvec(y, M, x, False, 1) and (y == 3).all()
+    assert not host.matvec(y.astype(complex), M.astype(complex), x.astype(complex), False, 1)  # complex
+    assert not host.matvec(y, M.astype(np.float32), x, False, 1)  # mixed dtypes
+    assert not host.matvec(y, np.ones((4, 6))[:, ::2], x, False, 1)  # strided along both axes
+    assert not host.matvec(np.zeros(0), np.ones((0, 3)), x, False, 1)  # empty
+    assert (y == 3).all()  # untouched by the declined calls
+    G, u, v = np.zeros((4, 3)), np.arange(8.0)[::2], np.arange(3.0)  # a strided vector is fine
+    assert host.outer_update(G, u, v, -1) and (G == -np.outer(u, v)).all()
 
 
 # ----------------------------------------------------------------------------- errors

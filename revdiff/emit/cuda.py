@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..ir import BinOp, BoolOp, Call, Compare, Const, Index, Name, Select, Shape, Slice, Unary
-from ..lowir import Assign, AugAssign, Branch, Check, Comment, Invoke, Local, LowFunction, Loop, Repeat, Zero
+from ..lowir import (Assign, AugAssign, Branch, Check, Comment, HostCall, Invoke, Local, LowFunction, Loop, Repeat,
+                     Zero, nested_blocks)
 from ..primitives import FUNCTIONS
 from ..transforms.infer import TypeEnv, expr_type
 from ..types import VarType
@@ -137,16 +138,11 @@ class CudaEmitter:
                 t = VarType(_kind(s.dtype), len(s.shape) if s.shape is not None else 0, s.dtype)
                 self.types[s.name] = t
                 declared[s.name] = t
-            elif isinstance(s, Loop):
-                if s.var not in self.types:
-                    self.types[s.var] = VarType("int", 0, "int64")
-                    declared[s.var] = self.types[s.var]
-                self.declare(s.body, declared)
-            elif isinstance(s, Branch):
-                self.declare(s.then, declared)
-                self.declare(s.orelse, declared)
-            elif isinstance(s, Repeat):
-                self.declare(s.body, declared)
+            elif isinstance(s, Loop) and s.var not in self.types:
+                self.types[s.var] = VarType("int", 0, "int64")
+                declared[s.var] = self.types[s.var]
+            for block in nested_blocks(s):
+                self.declare(block, declared)
 
     def function(self, f: LowFunction, by_reference: tuple) -> str:
         params = []
@@ -203,6 +199,8 @@ class CudaEmitter:
                 self.out(d, "} else {")
                 self.block(s.orelse, d + 1)
             self.out(d, "}")
+        elif isinstance(s, HostCall):  # no host library on the device: its loops
+            self.block(s.fallback, d)
         elif isinstance(s, Repeat):
             self.out(d, f"while ({self.expr(s.cond)}) {{")
             self.block(s.body, d + 1)

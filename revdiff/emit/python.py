@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from ..ir import BinOp, BoolOp, Call, Compare, Const, Index, Name, Select, Shape, Slice, Unary
-from ..lowir import (Assign, AugAssign, Branch, Check, Comment, Invoke, Local, LowFunction, Loop, Repeat,
-                     Zero)
+from ..lowir import (Assign, AugAssign, Branch, Check, Comment, HostCall, Invoke, Local, LowFunction, Loop,
+                     Repeat, Zero, host_symbol)
 from ..primitives import FUNCTIONS
 
 # Python precedence, higher binds tighter.
@@ -140,6 +140,10 @@ class PythonEmitter:
             if s.orelse:
                 self.out(d, "else:")
                 self.block(s.orelse, d + 1)
+        elif isinstance(s, HostCall):  # the routine returns False when it declines: run the loops
+            call = f"{host_symbol(s.routine)}({', '.join(expr_source(a) for a in s.args)})"
+            self.out(d, f"if not ({expr_source(s.when)} and {call}):" if s.when is not None else f"if not {call}:")
+            self.block(s.fallback, d + 1)
         elif isinstance(s, Repeat):
             self.out(d, f"while {expr_source(s.cond)}:")
             self.block(s.body, d + 1)

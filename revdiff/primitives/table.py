@@ -11,7 +11,10 @@ Rules are written against a small context (``RuleContext``) that the passes prov
   * ``ctx.rank(name)`` gives an array's number of dimensions;
   * ``ctx.loop(start, stop, body, hint, step)`` emits a counted loop whose body ``body(i)`` emits;
   * ``ctx.accumulator(hint, like)`` binds a zero scalar of the element type of ``like``;
-  * ``ctx.choose(cond, then, orelse)`` emits a branch whose arms ``then()`` and ``orelse()`` emit.
+  * ``ctx.choose(cond, then, orelse)`` emits a branch whose arms ``then()`` and ``orelse()`` emit;
+  * ``ctx.host_call(routine, args, fallback, when)`` calls a host BLAS routine (CPU only) when
+    ``when`` holds and the routine accepts its operands, else runs the loops ``fallback()`` emits;
+  * ``ctx.dtype(name)`` gives an array's element dtype ("float64", ...).
 
 The adjoint of an instruction is generic: run the *forward* rule of its inverse (restoring the
 operands' old values), then its *gradient* rule, which sees the old values and maps the cotangents
@@ -36,6 +39,8 @@ class RuleContext(Protocol):  # pragma: no cover - a typing aid
     def loop(self, start: Expr, stop: Expr, body: Callable, hint: str = "i", step: Expr | None = None) -> None: ...
     def accumulator(self, hint: str, like: Expr) -> Expr: ...
     def choose(self, cond: Expr, then: Callable, orelse: Callable) -> None: ...
+    def host_call(self, routine: str, args: tuple, fallback: Callable, when: Expr | None = None) -> None: ...
+    def dtype(self, name: str) -> str: ...
 
 
 Rule = Callable[[tuple, RuleContext], None]

@@ -24,6 +24,9 @@ PARTIAL_SUMS = 4  # independent accumulators of a reduction: instruction-level p
 # 15-18 us by columns against 30 us by rows; 64x32 runs 1.7x and 500x250 3x faster by rows. The
 # choice depends only on shapes, so an instruction and its inverse always take the same one.
 SMALL_MATRIX = 1024
+# Above this many elements, real A @ x and its gradient call BLAS on the CPU (revdiff/runtime/host.py),
+# falling back to the loops for layouts BLAS cannot take. Measured in benchmarks/RESULTS.md.
+BLAS_MIN_ELEMENTS = 1024
 
 
 # ---------------------------------------------------------------- helpers shared by the rules
@@ -39,6 +42,17 @@ def _len(ctx, view, axis: int = 0):
 
 def _at(ctx, view, *coords):
     return V.element(view, _rank(ctx, view), coords)
+
+
+def _view(ctx, view):
+    """The view as generated code writes it, as an array slice for a host routine."""
+    return V.normalized(view, _rank(ctx, view))
+
+
+def _blas(ctx, *views) -> bool:
+    """All operands share one real BLAS dtype, so the instruction may call host BLAS on them."""
+    dtypes = {ctx.dtype(V.base(v)) for v in views}
+    return len(dtypes) == 1 and dtypes <= {"float32", "float64"}
 
 
 def _complex(ctx, *operands) -> bool:
@@ -132,7 +146,11 @@ def _matvec_forward(form: str, sign: int):
                     ctx.emit(AugAssign(_at(ctx, y, j), op, total))
             ctx.loop(Const(0), cols, column, "j")
 
-        ctx.choose(Compare(">", A.mul(rows, cols), Const(SMALL_MATRIX)), by_rows, by_columns)
+        if _blas(ctx, y, M, x):  # real: one BLAS gemv into scratch on large views, then y op= it
+            ctx.host_call("matvec", (_view(ctx, y), _view(ctx, M), _view(ctx, x), Const(form != "n"), Const(sign)),
+                          by_columns, Compare(">", A.mul(rows, cols), Const(BLAS_MIN_ELEMENTS)))
+        else:
+            ctx.choose(Compare(">", A.mul(rows, cols), Const(SMALL_MATRIX)), by_rows, by_columns)
 
     return rule
 
@@ -144,32 +162,57 @@ def _matvec_gradient(form: str, sign: int):
         if gy is None:
             return
         rows, cols = V.lengths(M, _rank(ctx, M))
-        cplx = _complex(ctx, y, M, x)
-        conj = lambda e: A.conj_if(e, cplx)  # noqa: E731
-
-        if form == "n":  # y_i += A_ij x_j:  gA_ij += gy_i conj(x_j);  gx_j += conj(A_ij) gy_i
-            def row(i):
-                gyi = ctx.temp(_signed(sign, _at(ctx, gy, i)), "gy")
-                def column(j):
-                    ctx.push(_at(ctx, M, i, j), A.mul(gyi, conj(_at(ctx, x, j))))
-                    ctx.push(_at(ctx, x, j), A.mul(conj(_at(ctx, M, i, j)), gyi))
-                ctx.loop(Const(0), cols, column, "j")
-        elif form == "t":  # y_j += A_ij x_i:  gA_ij += gy_j conj(x_i);  gx_i += sum_j conj(A_ij) gy_j
-            def row(i):
-                xi = ctx.temp(_signed(sign, conj(_at(ctx, x, i))), "x")
-                total = _sum(ctx, cols, lambda j: A.mul(conj(_at(ctx, M, i, j)), _at(ctx, gy, j)), gy)
-                ctx.push(_at(ctx, x, i), _signed(sign, total))
-                ctx.loop(Const(0), cols, lambda j: ctx.push(_at(ctx, M, i, j), A.mul(_at(ctx, gy, j), xi)), "j")
-        else:  # y_j += conj(A_ij) x_i:  gA_ij += conj(gy_j) x_i;  gx_i += sum_j A_ij gy_j
-            def row(i):
-                xi = ctx.temp(_signed(sign, _at(ctx, x, i)), "x")
-                total = _sum(ctx, cols, lambda j: A.mul(_at(ctx, M, i, j), _at(ctx, gy, j)), gy)
-                ctx.push(_at(ctx, x, i), _signed(sign, total))
-                ctx.loop(Const(0), cols, lambda j: ctx.push(_at(ctx, M, i, j), A.mul(conj(_at(ctx, gy, j)), xi)),
-                         "j")
-        ctx.loop(Const(0), rows, row, "i")
+        if not _blas(ctx, y, M, x):
+            _matvec_gradient_loops(ctx, form, sign, ops, gy, rows, cols, True, True)
+            return
+        large = Compare(">", A.mul(rows, cols), Const(BLAS_MIN_ELEMENTS))
+        gM, gx = ctx.grad(M), ctx.grad(x)
+        if gM is not None:  # real: gA += sign * gy x^T (form n) or sign * x gy^T (A.T, A.conj().T)
+            u, v = (gy, x) if form == "n" else (x, gy)
+            ctx.host_call("outer_update", (_view(ctx, gM), _view(ctx, u), _view(ctx, v), Const(sign)),
+                          lambda: _matvec_gradient_loops(ctx, form, sign, ops, gy, rows, cols, True, False), large)
+        if gx is not None:  # real: gx += sign * op(A)^T gy
+            ctx.host_call("matvec_input_gradient",
+                          (_view(ctx, gx), _view(ctx, M), _view(ctx, gy), Const(form != "n"), Const(sign)),
+                          lambda: _matvec_gradient_loops(ctx, form, sign, ops, gy, rows, cols, False, True), large)
 
     return rule
+
+
+def _matvec_gradient_loops(ctx, form: str, sign: int, ops, gy, rows, cols, to_matrix: bool, to_input: bool):
+    """The gradient of ``y (+/-)= op(A) @ x`` as loops over the rows of A, pushing the cotangents
+    of A (``to_matrix``) and/or of x (``to_input``)."""
+    y, M, x = ops
+    cplx = _complex(ctx, y, M, x)
+    conj = lambda e: A.conj_if(e, cplx)  # noqa: E731
+
+    def push_matrix(i, j, e):
+        if to_matrix:
+            ctx.push(_at(ctx, M, i, j), e)
+
+    if form == "n":  # y_i += A_ij x_j:  gA_ij += gy_i conj(x_j);  gx_j += conj(A_ij) gy_i
+        def row(i):
+            gyi = ctx.temp(_signed(sign, _at(ctx, gy, i)), "gy")
+
+            def column(j):
+                push_matrix(i, j, A.mul(gyi, conj(_at(ctx, x, j))))
+                if to_input:
+                    ctx.push(_at(ctx, x, j), A.mul(conj(_at(ctx, M, i, j)), gyi))
+            ctx.loop(Const(0), cols, column, "j")
+    else:  # A.T:      y_j += A_ij x_i:        gA_ij += gy_j conj(x_i);  gx_i += sum_j conj(A_ij) gy_j
+        # A.conj().T: y_j += conj(A_ij) x_i:  gA_ij += conj(gy_j) x_i;  gx_i += sum_j A_ij gy_j
+        hermitian = form == "h"
+
+        def row(i):
+            xi = ctx.temp(_signed(sign, _at(ctx, x, i) if hermitian else conj(_at(ctx, x, i))), "x")
+            if to_input:
+                total = _sum(ctx, cols, lambda j: A.mul(_at(ctx, M, i, j) if hermitian else conj(_at(ctx, M, i, j)),
+                                                        _at(ctx, gy, j)), gy)
+                ctx.push(_at(ctx, x, i), _signed(sign, total))
+            if to_matrix:
+                ctx.loop(Const(0), cols, lambda j: push_matrix(
+                    i, j, A.mul(conj(_at(ctx, gy, j)) if hermitian else _at(ctx, gy, j), xi)), "j")
+    ctx.loop(Const(0), rows, row, "i")
 
 
 # ---------------------------------------------------------------- s += np.dot(x, y), s += np.vdot(x, y)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir import Const
-from ..lowir import Branch, LowFunction, Loop, Repeat, Zero
+from ..lowir import Branch, HostCall, LowFunction, Loop, Repeat, Zero
 
 
 def hoist_allocations(fn: LowFunction) -> LowFunction:
@@ -29,5 +29,7 @@ def _rewrite(body: list, declared: dict, in_loop: bool) -> list:
             s = replace(s, body=_rewrite(s.body, declared, True))
         elif isinstance(s, Branch):
             s = replace(s, then=_rewrite(s.then, declared, in_loop), orelse=_rewrite(s.orelse, declared, in_loop))
+        elif isinstance(s, HostCall):
+            s = replace(s, fallback=_rewrite(s.fallback, declared, in_loop))
         out.append(s)
     return out

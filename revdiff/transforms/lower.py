@@ -13,7 +13,7 @@ from .. import algebra as A
 from ..emit.python import expr_source
 from ..ir import (Alloc, Bind, BoolOp, Call, CallFn, Compare, Compute, Const, Dealloc, For, If, Index, Instr,
                   Name, Shape, Slice, Uncompute, Unary, While, base_name, names_read, walk_expr)
-from ..lowir import Assign, Branch, Check, Comment, Invoke, Local, Loop, Repeat, Zero
+from ..lowir import Assign, Branch, Check, Comment, HostCall, Invoke, Local, Loop, Repeat, Zero
 from ..primitives import INSTRUCTIONS
 from ..runtime.checks import CheckInfo, register
 from ..types import VarType
@@ -113,6 +113,15 @@ class Lowerer:
             arms.append(self.out)
             self.out = saved
         self.emit(Branch(cond, arms[0], arms[1]))
+
+    def host_call(self, routine: str, args: tuple, fallback, when=None) -> None:
+        saved, self.out = self.out, []
+        fallback()
+        loops, self.out = self.out, saved
+        self.emit(HostCall(routine, tuple(args), loops, when))
+
+    def dtype(self, name: str) -> str:
+        return self.env[name].dtype
 
     def accumulator(self, hint: str, like):
         name = self.fresh(hint)

@@ -1,0 +1,155 @@
+"""Host BLAS routines that the generated CPU code calls for vector instructions on large views.
+
+Each routine returns False, touching nothing, when its operands do not suit BLAS (a dtype other
+than float32/float64, mixed dtypes, a matrix strided along both axes, an empty view); the
+generated code then runs its own loops (``revdiff.lowir.HostCall``). The CUDA emitter prints only
+those loops.
+
+Reversibility: ``y += A @ x`` computes ``t = A @ x`` into scratch with one BLAS call and then adds
+``t`` element by element, so the inverse ``y -= A @ x`` subtracts exactly the value the forward
+added (the same call on the same operands is deterministic; it splits no reduction by thread).
+Gradient updates accumulate into the gradient arrays directly (``beta = 1``).
+
+BLAS is Numba's own binding to SciPy's ``cython_blas`` (the functions behind ``np.dot`` in Numba
+code), so these routines and the generated code that calls them stay cacheable on disk.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import types
+from numba.extending import overload
+
+from ..lowir import host_symbol
+
+_VOID = types.voidptr
+_GEMV = types.ExternalFunction(  # y = alpha op(A) x + beta y, A column-major; x, y contiguous
+    "numba_xxgemv", types.intc(types.char, types.char, types.intp, types.intp, _VOID, _VOID, types.intp,
+                               _VOID, _VOID, _VOID))
+_GEMM = types.ExternalFunction(  # C = alpha op(A) op(B) + beta C, all column-major
+    "numba_xxgemm", types.intc(types.char, types.char, types.char, types.intp, types.intp, types.intp, _VOID,
+                               _VOID, types.intp, _VOID, types.intp, _VOID, _VOID, types.intp))
+
+_NOT_BLAS = 0
+
+
+def blas_kind(a):  # pragma: no cover - replaced by its overload inside compiled code
+    """The BLAS letter of an array's dtype as its code point (0: no real BLAS type)."""
+
+
+@overload(blas_kind)
+def _blas_kind(a):
+    code = {types.float64: ord("d"), types.float32: ord("s")}.get(getattr(a, "dtype", None), _NOT_BLAS)
+    return lambda a: code
+
+
+_jit = numba.njit(cache=True, nogil=True, fastmath=False)
+
+
+@_jit
+def _column_major(M):
+    """How BLAS sees matrix view ``M`` (rows x cols): (True, ld) when it is stored as the
+    column-major M^T (C order), (False, ld) when column-major M (F order), (False, 0) otherwise."""
+    rows, cols = M.shape
+    item = M.itemsize
+    s0, s1 = M.strides
+    if s1 == item and s0 % item == 0 and s0 // item >= max(1, cols):
+        return True, s0 // item
+    if s0 == item and s1 % item == 0 and s1 // item >= max(1, rows):
+        return False, s1 // item
+    return False, 0
+
+
+@_jit
+def _contiguous(v):
+    """``v`` itself when its elements are adjacent, else a contiguous copy (exact)."""
+    if v.strides[0] == v.itemsize:
+        return v
+    return v.copy()
+
+
+@_jit
+def _usable(a, b, c) -> bool:
+    """Three non-empty views of one real BLAS dtype."""
+    k = blas_kind(a)
+    return (k != _NOT_BLAS and blas_kind(b) == k and blas_kind(c) == k
+            and a.size > 0 and b.size > 0 and c.size > 0)
+
+
+@_jit
+def _product(out, M, x, transpose, alpha, beta) -> bool:
+    """out = alpha * op(M) @ x + beta * out, op(M) = M.T when ``transpose``; ``out`` and ``x`` contiguous."""
+    stored_transposed, ld = _column_major(M)
+    if ld == 0:
+        return False
+    rows, cols = M.shape
+    m, n = (cols, rows) if stored_transposed else (rows, cols)
+    trans = ord("n") if stored_transposed == transpose else ord("t")
+    scalars = np.empty(2, M.dtype)
+    scalars[0] = alpha
+    scalars[1] = beta
+    status = _GEMV(blas_kind(M), trans, m, n, scalars[0:].ctypes, M.ctypes, ld, x.ctypes, scalars[1:].ctypes,
+                   out.ctypes)
+    return status == 0
+
+
+@_jit
+def matvec(y, M, x, transpose, sign) -> bool:
+    """``y += sign * op(M) @ x`` (op(M) = M.T when ``transpose``), through a scratch product."""
+    if not _usable(y, M, x):
+        return False
+    t = np.empty(y.shape[0], y.dtype)
+    if not _product(t, M, _contiguous(x), transpose, 1.0, 0.0):
+        return False
+    if sign > 0:
+        for i in range(t.shape[0]):
+            y[i] += t[i]
+    else:
+        for i in range(t.shape[0]):
+            y[i] -= t[i]
+    return True
+
+
+@_jit
+def matvec_input_gradient(gx, M, gy, transpose, sign) -> bool:
+    """Gradient of ``y += sign * op(M) @ x`` into x (real): ``gx += sign * op(M).T @ gy``."""
+    if not _usable(gx, M, gy):
+        return False
+    if gx.strides[0] == gx.itemsize:
+        return _product(gx, M, _contiguous(gy), not transpose, sign, 1.0)
+    t = np.empty(gx.shape[0], gx.dtype)
+    if not _product(t, M, _contiguous(gy), not transpose, 1.0, 0.0):
+        return False
+    for i in range(t.shape[0]):
+        gx[i] += sign * t[i]
+    return True
+
+
+@_jit
+def outer_update(G, u, v, sign) -> bool:
+    """``G += sign * outer(u, v)`` for a real matrix view G (BLAS ger, as a rank-1 gemm)."""
+    if not _usable(G, u, v):
+        return False
+    stored_transposed, ld = _column_major(G)
+    if ld == 0:
+        return False
+    first, second = (v, u) if stored_transposed else (u, v)  # column-major C += first @ second.T
+    a = _contiguous(first)
+    inc = second.strides[0] // second.itemsize
+    if second.strides[0] % second.itemsize != 0 or inc < 1:
+        second = second.copy()
+        inc = 1
+    scalars = np.empty(2, G.dtype)
+    scalars[0] = sign
+    scalars[1] = 1.0
+    status = _GEMM(blas_kind(G), ord("n"), ord("n"), a.shape[0], second.shape[0], 1, scalars[0:].ctypes, a.ctypes,
+                   a.shape[0], second.ctypes, inc, scalars[1:].ctypes, G.ctypes, ld)
+    return status == 0
+
+
+ROUTINES = {"matvec": matvec, "matvec_input_gradient": matvec_input_gradient, "outer_update": outer_update}
+
+
+def routines_called(source: str) -> dict:
+    """The routines generated ``source`` calls, under the names it calls them by (its globals)."""
+    return {host_symbol(r): fn for r, fn in ROUTINES.items() if host_symbol(r) + "(" in source}
