@@ -6,6 +6,8 @@ Each is one instruction of the table with its own forward and gradient rule: the
 of the program around it. The rules lower to loops whose innermost index walks the last axis of
 the matrix (contiguous for C-ordered arrays), or, for small matrices, the longer axis. Reductions
 use four partial sums in a fixed order, so the inverse subtracts exactly the value the forward added.
+On the CPU, real ``A @ x`` on large views and its gradient call BLAS instead (``ctx.host_call``,
+``revdiff/runtime/host.py``); those loops remain the fallback and the GPU's code.
 
 Cotangent convention (as for scalar ``t *= e``): for ``t += a * b``, ``ga += gt * conj(b)``.
 """
@@ -25,7 +27,9 @@ PARTIAL_SUMS = 4  # independent accumulators of a reduction: instruction-level p
 # choice depends only on shapes, so an instruction and its inverse always take the same one.
 SMALL_MATRIX = 1024
 # Above this many elements, real A @ x and its gradient call BLAS on the CPU (revdiff/runtime/host.py),
-# falling back to the loops for layouts BLAS cannot take. Measured in benchmarks/RESULTS.md.
+# falling back to the column loops for layouts BLAS cannot take. Measured (benchmarks/profile.py, one
+# thread): the fused projection vjp on 500x250 takes 68 ms against 150 ms with the loops, on 64x32
+# 311 us against 386; a threshold of 256 made 32x16 slower (cgs2 forward + adjoint 72 us against 61).
 BLAS_MIN_ELEMENTS = 1024
 
 
@@ -204,12 +208,12 @@ def _matvec_gradient_loops(ctx, form: str, sign: int, ops, gy, rows, cols, to_ma
         hermitian = form == "h"
 
         def row(i):
-            xi = ctx.temp(_signed(sign, _at(ctx, x, i) if hermitian else conj(_at(ctx, x, i))), "x")
             if to_input:
                 total = _sum(ctx, cols, lambda j: A.mul(_at(ctx, M, i, j) if hermitian else conj(_at(ctx, M, i, j)),
                                                         _at(ctx, gy, j)), gy)
                 ctx.push(_at(ctx, x, i), _signed(sign, total))
             if to_matrix:
+                xi = ctx.temp(_signed(sign, _at(ctx, x, i) if hermitian else conj(_at(ctx, x, i))), "x")
                 ctx.loop(Const(0), cols, lambda j: push_matrix(
                     i, j, A.mul(conj(_at(ctx, gy, j)) if hermitian else _at(ctx, gy, j), xi)), "j")
     ctx.loop(Const(0), rows, row, "i")
