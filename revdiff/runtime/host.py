@@ -7,7 +7,8 @@ those loops.
 
 Reversibility: ``y += A @ x`` computes ``t = A @ x`` into scratch with one BLAS call and then adds
 ``t`` element by element, so the inverse ``y -= A @ x`` subtracts exactly the value the forward
-added (the same call on the same operands is deterministic; it splits no reduction by thread).
+added: the same call on the same operands returns the same ``t``, also when parallel batch
+elements call BLAS at once (tested: ``test_blas_products_are_deterministic_in_parallel_batches``).
 Gradient updates accumulate into the gradient arrays directly (``beta = 1``).
 
 BLAS is Numba's own binding to SciPy's ``cython_blas`` (the functions behind ``np.dot`` in Numba
