@@ -16,6 +16,7 @@ from .ad import _cotangent
 from .emit.batch import BatchParam, batch_source
 from .function import ERROR_RECORD, ReversibleFunction, run
 from .runtime import loader
+from .runtime.threads import blas_single_threaded
 from .types import VarType, kind_of_dtype, type_of_value
 
 
@@ -134,7 +135,9 @@ class BatchedFunction:
         if self._size(arrays) == 1:  # no parallel entry to compile for a single element
             return self._execute_one(kind, types, arrays)
         self._first_element(arrays[:len(self.f.params)])
-        return run(self.entry(kind, types), arrays, self._errors(arrays))
+        entry = self.entry(kind, types)
+        with blas_single_threaded():  # the batch's threads share the cores; BLAS calls must not add theirs
+            return run(entry, arrays, self._errors(arrays))
 
     def _size(self, args: tuple) -> int:
         return next(a.shape[0] for p, a in zip(self.f.params, args) if p in self.batched)

@@ -49,10 +49,12 @@ def methods(loss: str) -> dict:
     out: dict = {}
     if loss == "projection":
         out["revdiff cgs2"] = lambda A, y, g: P.project_vjp(A, y, g)[0]
+        out["revdiff bcgs2"] = lambda A, y, g: P.project_vjp(A, y, g, method="bcgs2")[0]
         out["numpy formula"] = lambda A, y, g: formulas.project_vjp(A, y, g)[0]
         torch_grad, jax_grad = peers.torch_projection(), peers.jax_projection()
     else:
         out["revdiff cgs2"] = lambda A, gQ, gR: P.qr_vjp(A, gQ, gR)
+        out["revdiff bcgs2"] = lambda A, gQ, gR: P.qr_vjp(A, gQ, gR, method="bcgs2")
         out["numpy formula"] = formulas.qr_vjp
         torch_grad, jax_grad = peers.torch_qr(), peers.jax_qr()
     if torch_grad is not None:
@@ -106,16 +108,17 @@ def report(rows: list, gemm: float, starts: dict, out=sys.stdout) -> None:
     print(f"machine: {platform.node()}, {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}; "
           f"Python {platform.python_version()}, NumPy {np.__version__}; dgemm {gemm:.1f} GFLOP/s", file=out)
     names = list(rows[0]["times"]) if rows else []
-    print("\n| loss | dtype | B x m x n | " + " | ".join(names) + " | fastest peer / revdiff | revdiff GFLOP/s |",
-          file=out)
-    print("|---" * (len(names) + 5) + "|", file=out)
+    ours = [k for k in names if k.startswith("revdiff")]
+    print("\n| loss | dtype | B x m x n | " + " | ".join(names) + " | "
+          + " | ".join(f"fastest peer / {k}" for k in ours) + " | revdiff cgs2 GFLOP/s |", file=out)
+    print("|---" * (len(names) + len(ours) + 4) + "|", file=out)
     for r in rows:
         t = r["times"]
         peers_t = [v for k, v in t.items() if not k.startswith("revdiff")]
-        ratio = min(peers_t) / t["revdiff cgs2"] if peers_t else float("nan")
+        ratios = " | ".join(f"{min(peers_t) / t[k]:.2f}" if peers_t else "nan" for k in ours)
         rate = r["B"] * reversible_flops(r["loss"], r["m"], r["n"]) / t["revdiff cgs2"] / 1e9
         cells = " | ".join(f"{t[k] * 1e3:.1f} ms" for k in names)
-        print(f"| {r['loss']} | {r['dtype']} | {r['B']}x{r['m']}x{r['n']} | {cells} | {ratio:.2f} | {rate:.2f} "
+        print(f"| {r['loss']} | {r['dtype']} | {r['B']}x{r['m']}x{r['n']} | {cells} | {ratios} | {rate:.2f} "
               f"({100 * rate / gemm:.0f}% of dgemm) |", file=out)
     if starts:
         cold, warm = starts["cold"], starts["warm"]

@@ -219,8 +219,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="projection: Re<1, Q Q^H y> (seed 000); qr: Re<gQ, Q> + Re<gR, R>; sphere: x / |x|")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--methods", default=None,
-                   help="comma-separated: cgs2,mgs,cgs,householder,givens,formula,pinv,torch,jax "
-                        "(default: all but householder and givens, those that apply and are installed)")
+                   help="comma-separated: cgs2,bcgs2,mgs,cgs,householder,givens,formula,pinv,torch,jax "
+                        "(default: all but bcgs2, householder and givens, those that apply and are installed)")
     p.add_argument("--conds", default=None, help="comma-separated condition numbers (default 1,1e2,...,1e12)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)

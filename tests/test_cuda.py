@@ -36,6 +36,7 @@ CASES = {
     "cgs2": lambda: qr_case(P.cgs2, 6, 4, np.float64),
     "cgs2 wide complex": lambda: qr_case(P.cgs2, 3, 5, np.complex128),
     "mgs": lambda: qr_case(P.mgs, 5, 3, np.float64),
+    "bcgs2 two panels": lambda: qr_case(P.bcgs2, 40, 35, np.float64),
     "cgs float32": lambda: qr_case(P.cgs, 5, 3, np.float32),
     "householder complex": lambda: qr_case(P.householder, 5, 3, np.complex128),
     "givens": lambda: qr_case(P.givens, 5, 3, np.float64, extra=1),

@@ -30,6 +30,22 @@ def test_qr_program_gradient_and_round_trip(program, m, n, cplx):
     assert_gradient(program, *args)
 
 
+@pytest.mark.parametrize("m,n,cplx", [(70, 40, False), (36, 70, False), (40, 35, True)])
+def test_block_cgs2_over_several_panels(m, n, cplx):
+    """Two or more panels of 32 columns: the block projections (matrix products), the panel's QR
+    written in place, round trip, gradient, and agreement with column-by-column cgs2."""
+    p = min(m, n)
+    dt = complex if cplx else float
+    args = (np.zeros((m, p), dt), np.zeros((p, n), dt), rand((m, n), cplx))
+    Q, R, A = assert_round_trip(P.bcgs2, *args, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(Q @ R, A, atol=1e-13)
+    np.testing.assert_allclose(Q.conj().T @ Q, np.eye(p), atol=1e-13)
+    Q2, R2, _ = P.cgs2(*(a.copy() for a in args))
+    np.testing.assert_allclose(Q, Q2, atol=1e-12)
+    np.testing.assert_allclose(R, R2, atol=1e-12)
+    assert_gradient(P.bcgs2, *args)
+
+
 @pytest.mark.parametrize("m,n,cplx", [(6, 4, False), (4, 6, False), (5, 3, True), (3, 5, True)])
 def test_householder_program_gradient_and_round_trip(m, n, cplx):
     p = min(m, n)

@@ -80,6 +80,21 @@ def axpy_expression(y, a, x):
 
 
 @reversible
+def matmat_view(Y, A, B):
+    Y[1:3, :] += A[1:3, 0:2] @ B[0:2, :]
+
+
+@reversible
+def matmat_t(Y, A, B):
+    Y[:, :] -= A.T @ B
+
+
+@reversible
+def matmat_h(Y, A, B, k):
+    Y[:k, :] += A[:, :k].conj().T @ B
+
+
+@reversible
 def add_vector(y, x):
     y[:] += x
 
@@ -117,6 +132,12 @@ def cases(cplx: bool):
                  lambda y, a, x: np.r_[y[:1], y[1:] + a * x[1:]]),
         "axpy_expression": (axpy_expression, (rand(6, cplx=c), 0.4, rand(6, cplx=c)),
                             lambda y, a, x: y - x * np.sin(a)),
+        "matmat_view": (matmat_view, (rand(4, 3, cplx=c), rand(4, 5, cplx=c), rand(2, 3, cplx=c)),
+                        lambda Y, A, B: np.r_[Y[:1], Y[1:3] + A[1:3, :2] @ B[:2], Y[3:]]),
+        "matmat_t": (matmat_t, (rand(3, 2, cplx=c), rand(5, 3, cplx=c), rand(5, 2, cplx=c)),
+                     lambda Y, A, B: Y - A.T @ B),
+        "matmat_h": (matmat_h, (rand(4, 2, cplx=c), rand(5, 4, cplx=c), rand(5, 2, cplx=c), 3),
+                     lambda Y, A, B, k: np.r_[Y[:3] + A[:, :3].conj().T @ B, Y[3:]]),
         "add_vector": (add_vector, (rand(6, cplx=c), rand(6, cplx=c)), lambda y, x: y + x),
         "dot_in_ancilla": (dot_in_ancilla, (scalar, rand(6, cplx=c), rand(6, cplx=c)),
                            lambda out, x, y: out + np.dot(x, y) ** 2),
@@ -208,6 +229,45 @@ def test_large_real_matvec_through_blas(dtype, layout):
         for g, w in zip(revdiff.vjp(f, *copy_args(args))[1](*cot), revdiff.vjp(python, *copy_args(args))[1](*cot)):
             if g is not None:
                 np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("layout", ["C", "F", "strided"])
+def test_large_real_matmat_through_blas(dtype, layout):
+    """Y += A @ B, A.T @ B and A[:, :k].T @ B through BLAS gemm (and its declined layout's loops)."""
+    A = _layouts(dtype)[layout]
+    m, n = BIG
+    tol = 1e-12 if dtype == np.float64 else 2e-4
+    mat = lambda *s: rng.standard_normal(s).astype(dtype)  # noqa: E731
+    for f, args, want in (
+            (matmat_t, (mat(n, 6), A, mat(m, 6)), lambda Y, A, B: Y - A.T @ B),
+            (matmat_h, (mat(n, 6), A, mat(m, 6), 37), lambda Y, A, B, k: np.r_[Y[:k] + A[:, :k].T @ B, Y[k:]])):
+        assert "_host_matmat(" in f.source("adjoint", *args)
+        got = f(*copy_args(args))
+        np.testing.assert_allclose(got[0], want(*copy_args(args)), rtol=tol, atol=tol)
+        assert_round_trip(f, *args, rtol=tol, atol=tol)
+        if dtype == np.float64:
+            assert_gradient(f, *args)
+        python = f.with_options(backend="python")
+        np.testing.assert_array_equal(python(*copy_args(args))[0], got[0])
+
+
+def test_matrix_products_need_two_slices_on_the_target():
+    @reversible
+    def whole(Y, A, B):
+        Y += A @ B  # E:matmat_target
+    with pytest.raises(ReversibilityError) as e:
+        whole(np.zeros((2, 2)), np.ones((2, 2)), np.ones((2, 2)))
+    assert_error(e, "matmat_target", "must be a vector", "Y[:, :] += A @ B")
+
+
+def test_matrix_product_shapes_are_checked():
+    @reversible
+    def product(Y, A, B):
+        Y[:, :] += A @ B  # E:matmat_shape
+    with pytest.raises(ReversibilityError) as e:
+        product(np.zeros((2, 3)), np.ones((2, 4)), np.ones((5, 3)))
+    assert_error(e, "matmat_shape", "rows of B and columns of op(A) differ")
 
 
 def test_blas_products_are_deterministic_in_parallel_batches():

@@ -1,6 +1,7 @@
 """Parse the vector updates of the language into vector instructions (``primitives/vector.py``):
 
     y[a:b] += A[a:b, c:d] @ x[c:d]      y -= A.T @ x      y += A.conj().T @ x  (or np.conj(A).T)
+    Y[a:b, c:d] += A @ B                Y[:, :] -= A.T @ B  (a target written with two slices)
     s += np.dot(x, y)    s -= np.vdot(x, y)    s += x @ y   (s a number: an element or a scalar)
     y[a:b] += alpha * x[c:d]            y[:] -= x
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 import ast
 
 from ..ir import Const, Index, Instr, Name, Slice
-from ..primitives.vector import AXPY, DOT, MATVEC
+from ..primitives.vector import AXPY, DOT, MATMAT, MATVEC
 
 _UPDATES = {"Add": "add", "Sub": "sub"}
 
@@ -22,6 +23,13 @@ def _is_view_syntax(node: ast.AST) -> bool:
         return False
     elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
     return any(isinstance(e, ast.Slice) for e in elts)
+
+
+def _slice_count(node: ast.AST) -> int:
+    if not isinstance(node, ast.Subscript):
+        return 0
+    elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    return sum(isinstance(e, ast.Slice) for e in elts)
 
 
 def _scalar_ancillas(fn_node: ast.FunctionDef) -> set:
@@ -110,6 +118,9 @@ class VectorParser:
                                              self.view(value.args[1], f"y of np.{dot}")))
         if isinstance(value, ast.BinOp) and isinstance(value.op, ast.MatMult):
             form, left = self.matrix(value.left)
+            if _slice_count(s.target) == 2:  # Y[:, :] += A @ B: a matrix product
+                right = self.view(value.right, "the matrix B of Y[:, :] += A @ B")
+                return Instr(loc, MATMAT[form][op], (self.target_view(s.target), left, right))
             right = self.view(value.right, "the vector x of A @ x")
             if form == "n" and not target_view and self.is_number_target(s.target):
                 return Instr(loc, DOT["dot"][op], (self.parser.target(s.target), left, right))

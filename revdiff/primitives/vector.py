@@ -219,6 +219,100 @@ def _matvec_gradient_loops(ctx, form: str, sign: int, ops, gy, rows, cols, to_ma
     ctx.loop(Const(0), rows, row, "i")
 
 
+# ---------------------------------------------------------------- Y += A @ B  (and A.T, A.conj().T)
+
+_MATMAT_SYNTAX = {"n": "Y[:, :] += A @ B", "t": "Y[:, :] += A.T @ B", "h": "Y[:, :] += A.conj().T @ B"}
+
+
+def _matmat_shapes(ctx, ops, form: str) -> tuple:
+    """(rows of Y, inner length, columns of Y), checked: op(A) is rows x inner, B inner x columns."""
+    Y, M, B = ops
+    syntax = _MATMAT_SYNTAX[form]
+    _check_views(ctx, syntax, Y, M, B)
+    a_rows, a_cols = V.lengths(M, _rank(ctx, M))
+    rows, inner = (a_rows, a_cols) if form == "n" else (a_cols, a_rows)
+    y_rows, y_cols = V.lengths(Y, _rank(ctx, Y))
+    b_rows, b_cols = V.lengths(B, _rank(ctx, B))
+    _check_lengths(ctx, syntax, y_rows, "rows of Y", rows, "rows of op(A)")
+    _check_lengths(ctx, syntax, b_rows, "rows of B", inner, "columns of op(A)")
+    _check_lengths(ctx, syntax, y_cols, "columns of Y", b_cols, "columns of B")
+    return rows, inner, b_cols
+
+
+def _op_element(ctx, form: str, M, i, k):
+    """Element (i, k) of op(A): A[i, k], A[k, i] or conj(A[k, i])."""
+    if form == "n":
+        return _at(ctx, M, i, k)
+    return A.conj_if(_at(ctx, M, k, i), form == "h" and _complex(ctx, M))
+
+
+def _matmat_forward(form: str, sign: int):
+    op = "+" if sign > 0 else "-"
+
+    def rule(ops, ctx):
+        Y, M, B = ops
+        rows, inner, cols = _matmat_shapes(ctx, ops, form)
+
+        def loops():  # Y[i, j] op= sum_k op(A)[i, k] B[k, j], four partial sums in a fixed order
+            def column(j):
+                def row(i):
+                    total = _sum(ctx, inner, lambda k: A.mul(_op_element(ctx, form, M, i, k), _at(ctx, B, k, j)),
+                                 _at(ctx, Y, i, j))
+                    ctx.emit(AugAssign(_at(ctx, Y, i, j), op, total))
+                ctx.loop(Const(0), rows, row, "i")
+            ctx.loop(Const(0), cols, column, "j")
+
+        if _blas(ctx, Y, M, B):  # real: one BLAS gemm into scratch, then Y op= it (runtime/host.py)
+            ctx.host_call("matmat", (_view(ctx, Y), _view(ctx, M), _view(ctx, B), Const(form != "n"), Const(False),
+                                     Const(sign)), loops, _large_product(rows, inner, cols))
+        else:
+            loops()
+
+    return rule
+
+
+def _large_product(rows, inner, cols):
+    return Compare(">", A.mul(A.mul(rows, inner), cols), Const(BLAS_MIN_ELEMENTS))
+
+
+def _matmat_gradient(form: str, sign: int):
+    # Y_ij += sum_k op(A)_ik B_kj:  gB_kj += conj(op(A)_ik) gY_ij;  op(A)_ik receives gY_ij conj(B_kj)
+    def rule(ops, ctx):
+        Y, M, B = ops
+        gY = ctx.grad(Y)
+        if gY is None:
+            return
+        rows, inner = (V.lengths(M, _rank(ctx, M)) if form == "n" else V.lengths(M, _rank(ctx, M))[::-1])
+        cols = V.lengths(B, _rank(ctx, B))[1]
+        gM, gB = ctx.grad(M), ctx.grad(B)
+        blas = _blas(ctx, Y, M, B)
+        large = _large_product(rows, inner, cols)
+
+        def loops(to_matrix: bool, to_right: bool):
+            def element(i, k, j):
+                g = _signed(sign, _at(ctx, gY, i, j))
+                a = _op_element(ctx, form, M, i, k)
+                if to_matrix:
+                    ctx.push(a, A.mul(g, A.conj_if(_at(ctx, B, k, j), _complex(ctx, Y, M, B))))
+                if to_right:
+                    ctx.push(_at(ctx, B, k, j), A.mul(A.conj_if(a, _complex(ctx, Y, M, B)), g))
+            ctx.loop(Const(0), cols, lambda j: ctx.loop(Const(0), rows, lambda i: ctx.loop(
+                Const(0), inner, lambda k: element(i, k, j), "k"), "i"), "j")
+
+        if not blas:
+            loops(True, True)
+            return
+        if gM is not None:  # real: gA += sign gY B^T (A @ B) or sign B gY^T (A.T @ B)
+            args = (gY, B, Const(False), Const(True)) if form == "n" else (B, gY, Const(False), Const(True))
+            ctx.host_call("matmat", (_view(ctx, gM), _view(ctx, args[0]), _view(ctx, args[1]), args[2], args[3],
+                                     Const(sign)), lambda: loops(True, False), large)
+        if gB is not None:  # real: gB += sign op(A)^T gY
+            ctx.host_call("matmat", (_view(ctx, gB), _view(ctx, M), _view(ctx, gY), Const(form == "n"), Const(False),
+                                     Const(sign)), lambda: loops(False, True), large)
+
+    return rule
+
+
 # ---------------------------------------------------------------- s += np.dot(x, y), s += np.vdot(x, y)
 
 
@@ -309,6 +403,14 @@ for _form, _syntax in _MATVEC_SYNTAX.items():
                             _matvec_forward(_form, -1), _matvec_gradient(_form, -1), _NUMERIC,
                             operand_ranks=(1, 2, 1)))
 
+for _form, _syntax in _MATMAT_SYNTAX.items():
+    _add, _sub = f"matmat{_form}_add", f"matmat{_form}_sub"
+    instruction(Instruction(_add, _syntax, ("target", "expr", "expr"), _sub, _matmat_forward(_form, 1),
+                            _matmat_gradient(_form, 1), _NUMERIC, operand_ranks=(2, 2, 2)))
+    instruction(Instruction(_sub, _syntax.replace("+=", "-="), ("target", "expr", "expr"), _add,
+                            _matmat_forward(_form, -1), _matmat_gradient(_form, -1), _NUMERIC,
+                            operand_ranks=(2, 2, 2)))
+
 for _conj, _name, _syntax in ((False, "dot", "s += np.dot(x, y)"), (True, "vdot", "s += np.vdot(x, y)")):
     instruction(Instruction(f"{_name}_add", _syntax, ("target", "expr", "expr"), f"{_name}_sub",
                             _dot_forward(_conj, 1), _dot_gradient(_conj, 1), _NUMERIC, operand_ranks=(0, 1, 1)))
@@ -323,5 +425,6 @@ instruction(Instruction("axpy_sub", "y -= a * x", ("target", "expr", "expr"), "a
 
 # surface forms the parser recognises -> instruction names (op is "add" or "sub")
 MATVEC = {form: {"add": f"matvec{form}_add", "sub": f"matvec{form}_sub"} for form in _MATVEC_SYNTAX}
+MATMAT = {form: {"add": f"matmat{form}_add", "sub": f"matmat{form}_sub"} for form in _MATMAT_SYNTAX}
 DOT = {"dot": {"add": "dot_add", "sub": "dot_sub"}, "vdot": {"add": "vdot_add", "sub": "vdot_sub"}}
 AXPY = {"add": "axpy_add", "sub": "axpy_sub"}

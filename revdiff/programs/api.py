@@ -8,12 +8,12 @@ from ..batch import BatchedFunction
 from ..errors import RankDeficientError
 from . import givens, gram_schmidt, householder, projection, sphere
 
-QR_METHODS = {"cgs2": gram_schmidt.cgs2, "mgs": gram_schmidt.mgs, "cgs": gram_schmidt.cgs,
-              "householder": householder.householder, "givens": givens.givens}
-PROJECT_METHODS = {"cgs2": projection.project_cgs2, "mgs": projection.project_mgs, "cgs": projection.project_cgs,
-                   "householder": projection.project_householder}
-LSTSQ_METHODS = {"cgs2": projection.lstsq_cgs2, "mgs": projection.lstsq_mgs, "cgs": projection.lstsq_cgs,
-                 "householder": projection.lstsq_householder}
+QR_METHODS = {"cgs2": gram_schmidt.cgs2, "bcgs2": gram_schmidt.bcgs2, "mgs": gram_schmidt.mgs,
+              "cgs": gram_schmidt.cgs, "householder": householder.householder, "givens": givens.givens}
+PROJECT_METHODS = {"cgs2": projection.project_cgs2, "bcgs2": projection.project_bcgs2, "mgs": projection.project_mgs,
+                   "cgs": projection.project_cgs, "householder": projection.project_householder}
+LSTSQ_METHODS = {"cgs2": projection.lstsq_cgs2, "bcgs2": projection.lstsq_bcgs2, "mgs": projection.lstsq_mgs,
+                 "cgs": projection.lstsq_cgs, "householder": projection.lstsq_householder}
 DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
 
 

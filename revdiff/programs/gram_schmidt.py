@@ -75,6 +75,37 @@ def cgs2(Q, R, A):
     remaining_columns(R, Q, A)
 
 
+@reversible
+def bcgs2(Q, R, A):
+    """QR by block classical Gram-Schmidt with re-orthogonalisation (BCGS2 / BCGSI+): each panel
+    of up to 32 columns is projected twice against the earlier columns with matrix products (BLAS-3
+    on the CPU), then orthonormalised within itself by cgs2, straight into its columns of Q and R."""
+    m, n = A.shape
+    p = min(m, n)
+    b = 32
+    for k in range(0, p, b):
+        w = min(b, p - k)
+        V = zeros((m, w), A.dtype)
+        S1 = zeros((k, w), A.dtype)
+        S2 = zeros((k, w), A.dtype)
+        with routine:
+            for j in range(w):
+                V[:, j] += A[:, k + j]
+            S1[:, :] += Q[:, :k].conj().T @ V
+            V[:, :] -= Q[:, :k] @ S1
+            S2[:, :] += Q[:, :k].conj().T @ V
+            V[:, :] -= Q[:, :k] @ S2
+        cgs2(Q[:, k:k + w], R[k:k + w, k:k + w], V)  # the panel's own QR, written in place
+        for j in range(w):
+            R[:k, k + j] += S1[:, j]
+            R[:k, k + j] += S2[:, j]
+        ~routine
+        del S2
+        del S1
+        del V
+    remaining_columns(R, Q, A)
+
+
 def _one_pass_qr(name: str, project_out, doc: str):
     """Gram-Schmidt QR with one projection pass per column (classical or modified)."""
 

@@ -3,7 +3,7 @@ z += Q Q^H y, with Q from a Gram-Schmidt or Householder QR computed and uncomput
 
 from ..function import reversible
 from ..language import routine, zeros
-from .gram_schmidt import cgs, cgs2, mgs
+from .gram_schmidt import bcgs2, cgs, cgs2, mgs
 from .householder import householder
 
 
@@ -29,6 +29,7 @@ def _projection(name: str, qr):
 
 
 project_cgs2 = _projection("project_cgs2", cgs2)
+project_bcgs2 = _projection("project_bcgs2", bcgs2)
 project_mgs = _projection("project_mgs", mgs)
 project_cgs = _projection("project_cgs", cgs)
 project_householder = _projection("project_householder", householder)
@@ -59,6 +60,7 @@ def _least_squares(name: str, qr):
 
 
 lstsq_cgs2 = _least_squares("lstsq_cgs2", cgs2)
+lstsq_bcgs2 = _least_squares("lstsq_bcgs2", bcgs2)
 lstsq_mgs = _least_squares("lstsq_mgs", mgs)
 lstsq_cgs = _least_squares("lstsq_cgs", cgs)
 lstsq_householder = _least_squares("lstsq_householder", householder)

@@ -148,7 +148,46 @@ def outer_update(G, u, v, sign) -> bool:
     return status == 0
 
 
-ROUTINES = {"matvec": matvec, "matvec_input_gradient": matvec_input_gradient, "outer_update": outer_update}
+@_jit
+def _as_stored(M, want_transposed):
+    """(BLAS trans code, ld) that make column-major BLAS read M.T (``want_transposed``) or M; ld 0: no way."""
+    stored_transposed, ld = _column_major(M)
+    return (ord("n") if stored_transposed == want_transposed else ord("t")), ld
+
+
+@_jit
+def matmat(Y, A, B, transpose_a, transpose_b, sign) -> bool:
+    """``Y += sign * op(A) @ op(B)`` (op: transpose when asked), through a scratch product T, so the
+    inverse subtracts the same T. Column-major BLAS computes T.T = op(B).T @ op(A).T into C-ordered T."""
+    if not (_usable(Y, A, B)):
+        return False
+    rows, cols = Y.shape
+    inner = A.shape[0] if transpose_a else A.shape[1]
+    trans_b, ldb = _as_stored(B, not transpose_b)
+    trans_a, lda = _as_stored(A, not transpose_a)
+    if ldb == 0 or lda == 0:
+        return False
+    T = np.empty((rows, cols), Y.dtype)
+    scalars = np.empty(2, Y.dtype)
+    scalars[0] = 1.0
+    scalars[1] = 0.0
+    status = _GEMM(blas_kind(Y), trans_b, trans_a, cols, rows, inner, scalars[0:].ctypes, B.ctypes, ldb, A.ctypes,
+                   lda, scalars[1:].ctypes, T.ctypes, max(1, cols))
+    if status != 0:
+        return False
+    if sign > 0:
+        for i in range(rows):
+            for j in range(cols):
+                Y[i, j] += T[i, j]
+    else:
+        for i in range(rows):
+            for j in range(cols):
+                Y[i, j] -= T[i, j]
+    return True
+
+
+ROUTINES = {"matvec": matvec, "matvec_input_gradient": matvec_input_gradient, "outer_update": outer_update,
+            "matmat": matmat}
 
 
 def routines_called(source: str) -> dict:

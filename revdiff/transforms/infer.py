@@ -194,6 +194,8 @@ def _vector_instr(s: Instr, entry, types: list) -> None:
             hint = ""
             if entry.name.startswith("matvec") and o is s.operands[0] and t.ndim == 0:
                 hint = "; a dot product into a number is written s += np.dot(x, y)"
+            if entry.name.startswith("matvec") and o is s.operands[0] and t.ndim == 2:
+                hint = "; a matrix product names both axes of its target: Y[:, :] += A @ B"
             raise ReversibilityError(f"'{entry.syntax}': '{_name(o)}' must be {_RANK_WORDS[want]}, but it is "
                                      f"{_RANK_WORDS.get(t.ndim, f'of rank {t.ndim}')}{hint}", s.loc)
     if target.kind not in entry.target_kinds:

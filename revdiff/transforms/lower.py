@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .. import algebra as A
+from .. import views
 from ..emit.python import expr_source
 from ..ir import (Alloc, Bind, BoolOp, Call, CallFn, Compare, Compute, Const, Dealloc, For, If, Index, Instr,
                   Name, Shape, Slice, Uncompute, Unary, While, base_name, names_read, walk_expr)
@@ -230,15 +231,16 @@ class Lowerer:
             if not xt.is_array:
                 self.emit(Assign((scale,), (Call("max", (scale, Call("abs", (x,)))),)))
                 continue
-            base = base_name(x)
-            ndim = self.env[base].ndim
-            idx = [self.fresh("i") for _ in range(ndim)]
+            # every element of the view written (x[:, j] scans a column, not the whole array)
+            rank = self.env[base_name(x)].ndim
+            lengths = views.lengths(x, rank)
+            idx = [self.fresh("i") for _ in lengths]
             for i in idx:
                 self.env.types[i] = VarType("int", 0, "int64")
-            element = Index(base, tuple(Name(i) for i in idx))
+            element = views.element(x, rank, tuple(Name(i) for i in idx))
             body = [Assign((scale,), (Call("max", (scale, Call("abs", (element,)))),))]
-            for axis in reversed(range(ndim)):
-                body = [Loop(idx[axis], Const(0), Shape(base, axis), Const(1), body)]
+            for axis in reversed(range(len(lengths))):
+                body = [Loop(idx[axis], Const(0), lengths[axis], Const(1), body)]
             self.out.extend(body)
 
     def track_call_scales(self, s: CallFn, modified: set) -> None:
