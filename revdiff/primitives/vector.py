@@ -1,5 +1,6 @@
-"""Vector instructions: ``y += A @ x`` (and ``A.T``, ``A.conj().T``), ``s += np.dot(x, y)``,
-``s += np.vdot(x, y)`` and ``y += a * x`` on array views, with ``-=`` as their inverses.
+"""Vector instructions: ``y += A @ x`` (and ``A.T``, ``A.conj().T``), ``Y[:, :] += A @ B`` (same
+forms), ``s += np.dot(x, y)``, ``s += np.vdot(x, y)`` and ``y += a * x`` on array views, with
+``-=`` as their inverses.
 
 Each is one instruction of the table with its own forward and gradient rule: the adjoint of
 ``y += A @ x`` pushes ``gA += gy x^H`` and ``gx += A^H gy`` directly, never a closed-form adjoint
@@ -12,6 +13,8 @@ On the CPU, real ``A @ x`` on large views and its gradient call BLAS instead (``
 Cotangent convention (as for scalar ``t *= e``): for ``t += a * b``, ``ga += gt * conj(b)``.
 """
 from __future__ import annotations
+
+from functools import partial
 
 from .. import algebra as A
 from .. import views as V
@@ -395,33 +398,24 @@ def _axpy_gradient(sign: int):
 
 _NUMERIC = ("int", "float", "complex")
 
+
+def _add_and_sub(stem: str, syntax: str, forward, gradient, ranks: tuple) -> None:
+    """Register ``<stem>_add`` and its inverse ``<stem>_sub``: the same rules with the sign flipped."""
+    for op, inverse, sign in (("add", "sub", 1), ("sub", "add", -1)):
+        instruction(Instruction(f"{stem}_{op}", syntax if sign > 0 else syntax.replace("+=", "-="),
+                                ("target", "expr", "expr"), f"{stem}_{inverse}", forward(sign), gradient(sign),
+                                _NUMERIC, operand_ranks=ranks))
+
+
 for _form, _syntax in _MATVEC_SYNTAX.items():
-    _add, _sub = f"matvec{_form}_add", f"matvec{_form}_sub"
-    instruction(Instruction(_add, _syntax, ("target", "expr", "expr"), _sub, _matvec_forward(_form, 1),
-                            _matvec_gradient(_form, 1), _NUMERIC, operand_ranks=(1, 2, 1)))
-    instruction(Instruction(_sub, _syntax.replace("+=", "-="), ("target", "expr", "expr"), _add,
-                            _matvec_forward(_form, -1), _matvec_gradient(_form, -1), _NUMERIC,
-                            operand_ranks=(1, 2, 1)))
-
+    _add_and_sub(f"matvec{_form}", _syntax, partial(_matvec_forward, _form), partial(_matvec_gradient, _form),
+                 (1, 2, 1))
 for _form, _syntax in _MATMAT_SYNTAX.items():
-    _add, _sub = f"matmat{_form}_add", f"matmat{_form}_sub"
-    instruction(Instruction(_add, _syntax, ("target", "expr", "expr"), _sub, _matmat_forward(_form, 1),
-                            _matmat_gradient(_form, 1), _NUMERIC, operand_ranks=(2, 2, 2)))
-    instruction(Instruction(_sub, _syntax.replace("+=", "-="), ("target", "expr", "expr"), _add,
-                            _matmat_forward(_form, -1), _matmat_gradient(_form, -1), _NUMERIC,
-                            operand_ranks=(2, 2, 2)))
-
+    _add_and_sub(f"matmat{_form}", _syntax, partial(_matmat_forward, _form), partial(_matmat_gradient, _form),
+                 (2, 2, 2))
 for _conj, _name, _syntax in ((False, "dot", "s += np.dot(x, y)"), (True, "vdot", "s += np.vdot(x, y)")):
-    instruction(Instruction(f"{_name}_add", _syntax, ("target", "expr", "expr"), f"{_name}_sub",
-                            _dot_forward(_conj, 1), _dot_gradient(_conj, 1), _NUMERIC, operand_ranks=(0, 1, 1)))
-    instruction(Instruction(f"{_name}_sub", _syntax.replace("+=", "-="), ("target", "expr", "expr"),
-                            f"{_name}_add", _dot_forward(_conj, -1), _dot_gradient(_conj, -1), _NUMERIC,
-                            operand_ranks=(0, 1, 1)))
-
-instruction(Instruction("axpy_add", "y += a * x", ("target", "expr", "expr"), "axpy_sub", _axpy_forward(1),
-                        _axpy_gradient(1), _NUMERIC, operand_ranks=(1, 0, 1)))
-instruction(Instruction("axpy_sub", "y -= a * x", ("target", "expr", "expr"), "axpy_add", _axpy_forward(-1),
-                        _axpy_gradient(-1), _NUMERIC, operand_ranks=(1, 0, 1)))
+    _add_and_sub(_name, _syntax, partial(_dot_forward, _conj), partial(_dot_gradient, _conj), (0, 1, 1))
+_add_and_sub("axpy", "y += a * x", _axpy_forward, _axpy_gradient, (1, 0, 1))
 
 # surface forms the parser recognises -> instruction names (op is "add" or "sub")
 MATVEC = {form: {"add": f"matvec{form}_add", "sub": f"matvec{form}_sub"} for form in _MATVEC_SYNTAX}

@@ -213,9 +213,16 @@ class Lowerer:
         self.out.extend(body)
 
     def track_scales(self, s: Instr) -> None:
-        """Remember the largest magnitude each ancilla target held (the scale of its zero check)."""
-        for i in INSTRUCTIONS[s.op].targets:
+        """Remember the largest magnitude each ancilla target held (the scale of its zero check). A
+        vector instruction's target also takes the scales of the ancilla arrays it read: ``S += Q.T @ V``
+        with V nearly orthogonal to Q gives coefficients of rounding size, which the inverse
+        cancels only to within rounding of V's size (block CGS2's second coefficients in float32)."""
+        entry = INSTRUCTIONS[s.op]
+        for i in entry.targets:
             self.track_scale(s.operands[i])
+            if entry.is_vector:
+                self.inherit_scales(s.operands[i], [s.operands[k] for k in entry.reads
+                                                    if isinstance(s.operands[k], (Name, Index))])
 
     def track_scale(self, t, sources: tuple = ()) -> None:
         """Raise ancilla ``t``'s scale to the magnitude of ``t`` (element) or of every element of
@@ -255,12 +262,17 @@ class Lowerer:
                 continue
             scalars = tuple(x for x in args if x is not a and not _expr_type(self.env, x).is_array)
             self.track_scale(a, scalars)
-            name = base_name(a)
-            if self.options.check and name in self.ancillas and self.env[name].kind not in ("int", "bool"):
-                scale = Name(f"_scale_{name}")
-                for src in {base_name(x) for x in args if _expr_type(self.env, x).is_array} - {name}:
-                    if src in self.ancillas and self.env[src].kind not in ("int", "bool"):
-                        self.emit(Assign((scale,), (Call("max", (scale, Name(f"_scale_{src}"))),)))
+            self.inherit_scales(a, [x for x in args if _expr_type(self.env, x).is_array])
+
+    def inherit_scales(self, target, sources: list) -> None:
+        """Raise ancilla ``target``'s scale to the scales of the ancilla arrays among ``sources``."""
+        name = base_name(target)
+        if not self.options.check or name not in self.ancillas or self.env[name].kind in ("int", "bool"):
+            return
+        scale = Name(f"_scale_{name}")
+        for src in sorted({base_name(x) for x in sources} - {name}):  # sorted: the same source every time
+            if src in self.ancillas and self.env[src].kind not in ("int", "bool"):
+                self.emit(Assign((scale,), (Call("max", (scale, Name(f"_scale_{src}"))),)))
 
     def _For(self, s: For) -> None:
         self.emit_for(s, lambda: self.lower_block(s.body), s.reverse)
