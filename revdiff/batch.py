@@ -3,11 +3,15 @@
 The named parameters carry a leading batch axis (scalars become 1-D arrays); the others are shared
 by every element. Forward, inverse and a fused vjp (forward then adjoint, element by element, so a
 matrix is still in cache when its gradient is computed) each run as one generated function whose
-loop over the batch is a Numba ``prange``: no Python work per element. A batch of one runs the
-ordinary programs (no parallel entry to compile); GPU arrays run as CUDA kernels (``revdiff.gpu``).
+loop over the batch is a Numba ``prange``: no Python work per element. Small real elements run in
+SIMD lanes (``revdiff/lanes.py``: groups of 4 float64 or 8 float32 elements side by side, one vector
+instruction per scalar operation of the program), bit-identical to one element at a time. A batch
+of one runs the ordinary programs (no parallel entry to compile); GPU arrays run as CUDA kernels
+(``revdiff.gpu``).
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any, Sequence
 
 import numpy as np
@@ -15,15 +19,26 @@ import numpy as np
 from .ad import _cotangent
 from .emit.batch import BatchParam, batch_source
 from .function import ERROR_RECORD, ReversibleFunction, run
+from .lanes import LANE_MAX_ELEMENTS, LANE_MIN_BATCH, NotLaneable, compile_lanes, lane_module_source, lane_width
 from .runtime import loader
+from .runtime.lanes import slp_vectorized
 from .runtime.threads import blas_single_threaded
 from .types import VarType, kind_of_dtype, type_of_value
 
 
-class BatchedFunction:
-    """``f`` mapped over the leading axis of the parameters named in ``batched``."""
+LAYOUTS = ("auto", "lanes", "elements")
 
-    def __init__(self, f: ReversibleFunction, batched: Sequence[str]):
+
+class BatchedFunction:
+    """``f`` mapped over the leading axis of the parameters named in ``batched``. ``layout``: "lanes"
+    runs groups of elements in SIMD lanes, "elements" one element per iteration, "auto" lanes
+    where they apply and pay (real data, elements of at most LANE_MAX_ELEMENTS entries, batches
+    of at least LANE_MIN_BATCH, control flow that does not depend on the data), else elements."""
+
+    def __init__(self, f: ReversibleFunction, batched: Sequence[str], layout: str = "auto"):
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+        self.layout = layout
         batched = (batched,) if isinstance(batched, str) else tuple(batched)
         unknown = [b for b in batched if b not in f.params]
         if unknown:
@@ -85,8 +100,32 @@ class BatchedFunction:
 
     # ---------------------------------------------------------------- generated entries
 
+    def lanes(self, kind: str, types: tuple, arrays: tuple) -> int | None:
+        """The lane width the entry ``kind`` runs these arguments with, or None (one element per
+        iteration). With layout "lanes", a program that cannot run in lanes raises ValueError."""
+        if self.layout == "elements":
+            return None
+        batched = tuple(p in self.batched for p in self.f.params)
+        width = lane_width(types, batched)
+        size = max(int(np.prod(a.shape[1:])) for p, a in zip(self.f.params, arrays) if p in self.batched)
+        if self.layout == "auto" and (width is None or size > LANE_MAX_ELEMENTS or self._size(arrays) < LANE_MIN_BATCH):
+            return None
+        if width is None:
+            raise ValueError(f"layout 'lanes' needs real float32 or float64 batched arguments "
+                             f"({', '.join(t.describe() for t in types)})")
+        key = ("lanes", kind, types)
+        if key not in self._entries:
+            try:
+                self._entries[key] = (compile_lanes(self, kind, types, width), width)
+            except NotLaneable as exc:
+                if self.layout == "lanes":
+                    raise ValueError(f"{self.f.__qualname__} cannot run in SIMD lanes: {exc}") from None
+                self._entries[key] = (None, None)
+        return self._entries[key][1]
+
     def entry(self, kind: str, types: tuple):
-        """The compiled batched entry ``kind`` ("call" or "vjp") for element types ``types``."""
+        """The compiled batched entry ``kind`` ("call" or "vjp") for element types ``types``, one
+        element per iteration."""
         key = (kind, types)
         fn = self._entries.get(key)
         if fn is None:
@@ -97,8 +136,22 @@ class BatchedFunction:
             self._entries[key] = fn
         return fn
 
+    def lane_source(self, kind: str, types: tuple) -> str:
+        """Generated source of the entry ``kind`` in SIMD lanes: the lane versions of the programs and
+        the entry that copies each group of elements into lane buffers. Raises ValueError when the
+        program cannot run in lanes."""
+        batched = tuple(p in self.batched for p in self.f.params)
+        width = lane_width(types, batched)
+        if width is None:
+            raise ValueError("SIMD lanes need real float32 or float64 batched arguments")
+        try:
+            return lane_module_source(self, kind, types, width)[0]
+        except NotLaneable as exc:
+            raise ValueError(f"{self.f.__qualname__} cannot run in SIMD lanes: {exc}") from None
+
     def source(self, kind: str, types: tuple, with_dependencies: bool = False):
-        """Generated source of the batched entry: "call" runs the function, "vjp" runs it and its adjoint."""
+        """Generated source of the batched entry (one element per iteration): "call" runs the
+        function, "vjp" runs it and its adjoint."""
         spec = self.f.forward_function.specialize(types)
         params = self._params(types)
         # every element writes its own gradient, so shared parameters get one per element too (summed after)
@@ -134,6 +187,11 @@ class BatchedFunction:
         self.f.validate(arrays[:len(self.f.params)])
         if self._size(arrays) == 1:  # no parallel entry to compile for a single element
             return self._execute_one(kind, types, arrays)
+        if self.lanes(kind, types, arrays):  # index checks run uniformly for every lane group
+            entry = self._entries[("lanes", kind, types)][0]
+            arrays = tuple(np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in arrays)
+            with slp_vectorized() if not getattr(entry, "signatures", True) else nullcontext():
+                return run(entry, arrays, self._errors(arrays))
         self._first_element(arrays[:len(self.f.params)])
         entry = self.entry(kind, types)
         with blas_single_threaded():  # the batch's threads share the cores; BLAS calls must not add theirs
@@ -247,9 +305,10 @@ def _copy(a: Any) -> Any:
     return a.copy() if _is_array(a) else a
 
 
-def batched(f: ReversibleFunction, batched: Sequence[str]) -> BatchedFunction:
-    """``f`` over a leading batch axis of the parameters named in ``batched``, in parallel."""
-    return BatchedFunction(f, batched)
+def batched(f: ReversibleFunction, batched: Sequence[str], layout: str = "auto") -> BatchedFunction:
+    """``f`` over a leading batch axis of the parameters named in ``batched``, in parallel;
+    ``layout`` "auto", "lanes" (SIMD lanes) or "elements" (one element per iteration)."""
+    return BatchedFunction(f, batched, layout)
 
 
 def _as_batch_of_one(f: ReversibleFunction, args: tuple) -> tuple:

@@ -131,10 +131,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--loss", default="projection,qr", help="comma-separated: projection,qr")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--no-startup", action="store_true", help="skip the cold/warm fresh-process timings")
+    p.add_argument("--cases", help="comma-separated BxMxN cases instead of the built-in ones, e.g. 10000x32x16")
+
+
+def parse_cases(text: str) -> list:
+    try:
+        cases = [tuple(int(x) for x in case.split("x")) for case in text.split(",")]
+    except ValueError:
+        cases = []
+    if not cases or any(len(c) != 3 or min(c) < 1 for c in cases):
+        raise SystemExit(f"--cases takes BxMxN triples of positive integers separated by commas, got {text!r}")
+    return cases
 
 
 def main_from_args(args: argparse.Namespace) -> None:
-    cases = QUICK_CASES if args.quick else FULL_CASES
+    cases = parse_cases(args.cases) if args.cases else QUICK_CASES if args.quick else FULL_CASES
     dtypes = [np.float64] if args.quick else [np.float64, np.float32]
     losses = args.loss.split(",")
     print(f"# revdiff bench{' --quick' if args.quick else ''} ({time.strftime('%Y-%m-%d')})")

@@ -60,12 +60,14 @@ class Repeat:
 
 @dataclass
 class Check:
-    """Raise the runtime error numbered ``idx`` of function ``fkey`` unless ``ok`` holds."""
+    """Raise the runtime error numbered ``idx`` of function ``fkey`` unless ``ok`` holds; ``lane``: the
+    batch lane whose data failed it (programs run in SIMD lanes, ``transforms/lanes.py``)."""
 
     ok: Expr
     fkey: int
     idx: int
     values: tuple  # up to two real expressions reported with the error
+    lane: "int | None" = None
 
 
 @dataclass

@@ -48,3 +48,59 @@ def batch_source(entry: str, program: str, params: list, grads: list, header: st
     _call(lines, program, params + grads, saved, "        ")
     lines.append(f"    return ({', '.join(names)},)")
     return "\n".join(lines) + "\n"
+
+
+LANE_CHUNK = 64  # groups per parallel iteration: lane buffers are allocated once per chunk
+
+
+def lane_batch_source(entry: str, program: str, params: list, grads: list, header: str, saved: tuple,
+                      width: int, written: set) -> str:
+    """Source of ``entry`` running ``program``, the lane version of a program (``transforms/lanes.py``),
+    on groups of ``width`` batch elements. The parallel loop runs over chunks of LANE_CHUNK groups;
+    each chunk allocates its lane buffers once (element axes, then lanes), copies each group's
+    elements in, runs the program once per group and copies back the arrays in ``written``; the
+    last group repeats its last element to fill its lanes."""
+    saved_names = {f"out_{name}" for name in saved}
+    scalars = {p.name for p in params if p.scalar}
+    arrays = [p.name for p in params + grads if p.batched and not p.scalar] + [f"out_{n}" for n in saved]
+    first = next(p.name for p in params + grads if p.batched)
+    outs = [f"out_{name}" for name in saved]
+    names = [p.name for p in params + grads] + outs
+    lines = [header, "import numpy as np", "from numba import prange", "", "",
+             f"def {entry}({', '.join(names + ['_errors'])}):",
+             f"    _n = {first}.shape[0]",
+             f"    _groups = (_n + {width - 1}) // {width}",
+             f"    _chunks = (_groups + {LANE_CHUNK - 1}) // {LANE_CHUNK}",
+             "    for _c in prange(_chunks):"]
+    for a in arrays:  # a saved scalar is a one-element array of each element
+        shape = f"(1, {width})" if a in saved_names and a[4:] in scalars else f"{a}.shape[1:] + ({width},)"
+        lines.append(f"        _{a} = np.empty({shape}, {a}.dtype)")
+    lines += ["        _e = np.zeros(_errors.shape[1])",
+              "        for _g in range(_c * _groups // _chunks, (_c + 1) * _groups // _chunks):",
+              f"            _b = _g * {width}"]
+    for a in arrays:
+        if a not in saved_names:
+            lines.append(f"            _lanes_gather(_{a}, {a}, _b)")
+    args, position, results = [], 0, []
+    for p in params + grads:
+        if p.batched and p.scalar:
+            args += [f"{p.name}[min(_b + {k}, _n - 1)]" for k in range(width)]
+            results.append((p.name, position))
+            position += width
+        else:
+            args.append(f"_{p.name}" if p.batched else p.name)
+            position += 1
+    args += [f"_{o}" for o in outs]
+    lines.append(f"            _r = {program}({', '.join(args + ['_e'])})")
+    for a in arrays:
+        if a in written or a in saved_names:
+            lines.append(f"            _lanes_scatter(_{a}, {a}, _b)")
+    for name, at in results:
+        for k in range(width):
+            lines.append(f"            if _b + {k} < _n:")
+            lines.append(f"                {name}[_b + {k}] = _r[{at + k}]")
+    lines += ["            if _e[0] != 0.0:  # a failed check: its lane names the element",
+              "                _errors[min(_b + int(_e[3]), _n - 1), :] = _e",
+              "                _e[:] = 0.0",
+              f"    return ({', '.join(names)},)"]
+    return "\n".join(lines) + "\n"

@@ -150,7 +150,8 @@ class PythonEmitter:
         elif isinstance(s, Check):
             vals = [expr_source(v) for v in s.values] + ["0.0"] * (2 - len(s.values))
             self.out(d, f"if not ({expr_source(s.ok)}):")
-            self.out(d + 1, f"_err[0] = 1.0; _err[1] = {s.fkey}; _err[2] = {s.idx}; _err[4] = {vals[0]}; "
+            lane = f"_err[3] = {s.lane}; " if s.lane is not None else ""
+            self.out(d + 1, f"_err[0] = 1.0; _err[1] = {s.fkey}; _err[2] = {s.idx}; {lane}_err[4] = {vals[0]}; "
                             f"_err[5] = {vals[1]}")
             self.out(d + 1, self.ret)
         elif isinstance(s, Invoke):

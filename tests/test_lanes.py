@@ -1,0 +1,107 @@
+"""Batches in SIMD lanes (revdiff/lanes.py): groups of elements side by side give exactly the
+results of one element at a time, failures name their element, and programs whose control flow
+depends on the data are refused with the reason."""
+import numpy as np
+import pytest
+
+import revdiff
+from revdiff import programs as P
+from revdiff.programs import leapfrog as L
+from revdiff.programs.gram_schmidt import cgs
+
+rng = np.random.default_rng(29)
+
+
+def _equal(first: tuple, second: tuple) -> None:
+    for a, b in zip(first, second):
+        if a is not None:
+            np.testing.assert_array_equal(a, b)
+
+
+def test_projection_gradient_in_lanes_equals_one_element_at_a_time():
+    """7 float64 elements: one full group of 4 lanes and one group whose last lane repeats element 6."""
+    B, m, n = 7, 12, 5
+    args = (np.zeros((B, m)), rng.standard_normal((B, m, n)), rng.standard_normal((B, m)))
+    gz = rng.standard_normal((B, m))
+    lanes = revdiff.batched(P.project_cgs2, ("z", "A", "y"), layout="lanes")
+    outs, grads = lanes.vjp(args, (gz, None, None))
+    elements = revdiff.batched(P.project_cgs2, ("z", "A", "y"), layout="elements")
+    expected_outs, expected_grads = elements.vjp(args, (gz, None, None))
+    _equal(outs, expected_outs)
+    _equal(grads, expected_grads)
+    single, pullback = revdiff.vjp(P.project_cgs2, np.zeros(m), args[1][6], args[2][6])
+    np.testing.assert_array_equal(grads[1][6], pullback(gz[6], None, None)[1])
+
+
+def test_float32_runs_eight_lanes_and_equals_one_element_at_a_time():
+    B, m, n = 11, 6, 4
+    A = rng.standard_normal((B, m, n)).astype(np.float32)
+    args = (np.zeros((B, m, n), np.float32), np.zeros((B, n, n), np.float32), A)
+    lanes = revdiff.batched(cgs, ("Q", "R", "A"), layout="lanes")
+    assert "in groups of 8 SIMD lanes" in lanes.lane_source("call", lanes._element_types(args))
+    _equal(lanes(*args), revdiff.batched(cgs, ("Q", "R", "A"), layout="elements")(*args))
+
+
+def test_shared_parameters_and_batched_scalars_in_lanes():
+    """Scalars per element (E) become one scalar per lane; shared arrays (m) stay shared."""
+    B = 5
+    x, v = rng.standard_normal((B, 3, 3)), 0.1 * rng.standard_normal((B, 3, 3))
+    args = (np.zeros(B), x, v, np.array([1.0, 0.5, 0.25]), 1.0, 0.1, 1e-3, 6)
+    cts = (np.ones(B),) + (None,) * 7
+    lanes = revdiff.batched(L.nbody_final_energy, ("E", "x", "v"), layout="lanes")
+    elements = revdiff.batched(L.nbody_final_energy, ("E", "x", "v"), layout="elements")
+    for got, expected in zip(lanes.vjp(args, cts), elements.vjp(args, cts)):
+        _equal(got, expected)
+
+
+@revdiff.reversible
+def divide(x, y):
+    x /= y
+
+
+@pytest.mark.parametrize("bad", [2, 5, 6])
+def test_failed_check_in_a_lane_names_its_batch_element(bad):
+    y = np.arange(1.0, 8.0)
+    y[bad] = 0.0
+    bf = revdiff.batched(divide, ("x", "y"), layout="lanes")
+    with pytest.raises(revdiff.ReversibilityError, match=f"division by zero.* in batch element {bad}"):
+        bf(np.ones(7), y)
+
+
+@revdiff.reversible
+def copy_into(y, x):
+    for i in range(len(x)):
+        y[i] += x[i]
+
+
+def test_index_errors_are_reported_from_lanes():
+    bf = revdiff.batched(copy_into, ("y", "x"), layout="lanes")
+    with pytest.raises(IndexError, match="index i is out of bounds for axis 0 of 'y'"):
+        bf(np.zeros((6, 2)), np.ones((6, 5)))
+
+
+def test_lane_source_is_readable():
+    bf = revdiff.batched(copy_into, ("y", "x"), layout="lanes")
+    src = bf.lane_source("vjp", bf._element_types((np.zeros((2, 3)), np.zeros((2, 3)))))
+    assert "_lanes_gather(_y, y, _b)" in src and "for _c in prange(_chunks):" in src
+    assert "y[i, 0]" in src and "y[i, 3]" in src  # the lane axis comes last
+
+
+@revdiff.reversible
+def clip_step(x, y):
+    if y > 0:
+        x += y
+
+
+def test_data_dependent_control_flow_is_refused_with_the_reason():
+    bf = revdiff.batched(clip_step, ("x", "y"), layout="lanes")
+    with pytest.raises(ValueError, match="cannot run in SIMD lanes: a branch condition in clip_step_forward "
+                                         "depends on batch data"):
+        bf(np.zeros(4), np.ones(4))
+    auto = revdiff.batched(clip_step, ("x", "y"))
+    x, _ = auto(np.zeros(300), np.linspace(-1, 1, 300))  # auto: one element per iteration instead
+    np.testing.assert_array_equal(x, np.maximum(np.linspace(-1, 1, 300), 0))
+    with pytest.raises(ValueError, match="real float32 or float64"):
+        revdiff.batched(divide, ("x", "y"), layout="lanes")(np.ones(4, complex), np.ones(4, complex))
+    with pytest.raises(ValueError, match="layout must be one of"):
+        revdiff.batched(divide, ("x", "y"), layout="simd")
