@@ -262,7 +262,7 @@ def run(fn, args: tuple, batch_errors: np.ndarray | None = None) -> tuple:
                          f"indexes (argument shapes: {shapes})") from None
 
 
-ERROR_RECORD = 6  # code, function key, check index, (unused), value, value
+ERROR_RECORD = 6  # code, function key, check index, lane (in SIMD lanes), value, value
 
 
 def raise_failure(record: np.ndarray, batch_element: int | None = None) -> None:
