@@ -105,23 +105,30 @@ class BatchedFunction:
         iteration). With layout "lanes", a program that cannot run in lanes raises ValueError."""
         if self.layout == "elements":
             return None
-        batched = tuple(p in self.batched for p in self.f.params)
-        width = lane_width(types, batched)
+        width = self._lane_width(types, required=self.layout == "lanes")
         size = max(int(np.prod(a.shape[1:])) for p, a in zip(self.f.params, arrays) if p in self.batched)
-        if self.layout == "auto" and (width is None or size > LANE_MAX_ELEMENTS or self._size(arrays) < LANE_MIN_BATCH):
+        if self.layout == "auto" and (width is None or size > LANE_MAX_ELEMENTS
+                                      or self._size(arrays) < LANE_MIN_BATCH):
             return None
-        if width is None:
-            raise ValueError(f"layout 'lanes' needs real float32 or float64 batched arguments "
-                             f"({', '.join(t.describe() for t in types)})")
         key = ("lanes", kind, types)
         if key not in self._entries:
             try:
                 self._entries[key] = (compile_lanes(self, kind, types, width), width)
             except NotLaneable as exc:
                 if self.layout == "lanes":
-                    raise ValueError(f"{self.f.__qualname__} cannot run in SIMD lanes: {exc}") from None
+                    raise self._refusal(exc) from None
                 self._entries[key] = (None, None)
         return self._entries[key][1]
+
+    def _lane_width(self, types: tuple, required: bool) -> int | None:
+        width = lane_width(types, tuple(p in self.batched for p in self.f.params))
+        if width is None and required:
+            raise ValueError(f"SIMD lanes need real float32 or float64 batched arguments "
+                             f"({', '.join(t.describe() for t in types)})")
+        return width
+
+    def _refusal(self, exc: NotLaneable) -> ValueError:
+        return ValueError(f"{self.f.__qualname__} cannot run in SIMD lanes: {exc}")
 
     def entry(self, kind: str, types: tuple):
         """The compiled batched entry ``kind`` ("call" or "vjp") for element types ``types``, one
@@ -140,14 +147,10 @@ class BatchedFunction:
         """Generated source of the entry ``kind`` in SIMD lanes: the lane versions of the programs and
         the entry that copies each group of elements into lane buffers. Raises ValueError when the
         program cannot run in lanes."""
-        batched = tuple(p in self.batched for p in self.f.params)
-        width = lane_width(types, batched)
-        if width is None:
-            raise ValueError("SIMD lanes need real float32 or float64 batched arguments")
         try:
-            return lane_module_source(self, kind, types, width)[0]
+            return lane_module_source(self, kind, types, self._lane_width(types, required=True))[0]
         except NotLaneable as exc:
-            raise ValueError(f"{self.f.__qualname__} cannot run in SIMD lanes: {exc}") from None
+            raise self._refusal(exc) from None
 
     def source(self, kind: str, types: tuple, with_dependencies: bool = False):
         """Generated source of the batched entry (one element per iteration): "call" runs the

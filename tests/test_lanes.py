@@ -3,6 +3,8 @@ results of one element at a time, failures name their element, and programs whos
 depends on the data are refused with the reason."""
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import revdiff
 from revdiff import programs as P
@@ -54,6 +56,17 @@ def test_shared_parameters_and_batched_scalars_in_lanes():
         _equal(got, expected)
 
 
+@given(B=st.integers(2, 13), m=st.integers(1, 9), n=st.integers(1, 9), seed=st.integers(0, 2**16))
+@settings(max_examples=25, deadline=None)
+def test_any_batch_and_shape_in_lanes_equals_one_element_at_a_time(B, m, n, seed):
+    """Groups full and partial, tall and wide matrices: one compiled lane program for every shape."""
+    A = np.random.default_rng(seed).standard_normal((B, m, n))
+    p = min(m, n)
+    args = (np.zeros((B, m, p)), np.zeros((B, p, n)), A)
+    _equal(revdiff.batched(cgs, ("Q", "R", "A"), layout="lanes")(*args),
+           revdiff.batched(cgs, ("Q", "R", "A"), layout="elements")(*args))
+
+
 @revdiff.reversible
 def divide(x, y):
     x /= y
@@ -101,7 +114,7 @@ def test_data_dependent_control_flow_is_refused_with_the_reason():
     auto = revdiff.batched(clip_step, ("x", "y"))
     x, _ = auto(np.zeros(300), np.linspace(-1, 1, 300))  # auto: one element per iteration instead
     np.testing.assert_array_equal(x, np.maximum(np.linspace(-1, 1, 300), 0))
-    with pytest.raises(ValueError, match="real float32 or float64"):
+    with pytest.raises(ValueError, match="SIMD lanes need real float32 or float64"):
         revdiff.batched(divide, ("x", "y"), layout="lanes")(np.ones(4, complex), np.ones(4, complex))
     with pytest.raises(ValueError, match="layout must be one of"):
         revdiff.batched(divide, ("x", "y"), layout="simd")

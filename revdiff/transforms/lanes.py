@@ -225,7 +225,7 @@ class LaneRewriter:
                 out.append(s)
             elif not c.is_lane_target(s.target):
                 raise NotLaneable(f"{self.fn.name} writes batch data into a shared variable")
-            elif s.op in ("+", "-", "*", "/"):  # every lane's new value first, then the stores
+            elif s.op in ("+", "-", "*", "/") and isinstance(s.target, Index):  # every lane's value, then the stores
                 temps = [self.fresh() for _ in lanes]
                 out += [Local(t, BinOp(s.op, self.at(s.target, k), self.at(s.expr, k))) for k, t in zip(lanes, temps)]
                 out += [Assign((self.at(s.target, k),), (Name(t),)) for k, t in zip(lanes, temps)]
