@@ -1,14 +1,37 @@
-import numpy as np, numba, time
+"""What the ancilla allocations of one SIMD-lane group of the 32x16 projection vjp cost, to weigh
+per-thread scratch: the 15 zeroed arrays its programs allocate per group (projection: Q, R, c and
+their gradients; CGS2 forward: v, r1, r2; CGS2 adjoint: v, r1, r2 and their gradients), each with
+the trailing lane axis of 4, in a Numba loop. Compare with the group's time from
+``benchmarks/profile.py`` (4 x the per-matrix lane time).
+
+    python benchmarks/allocation.py
+"""
+import time
+
+import numba
+import numpy as np
+
+
 @numba.njit
-def allocs(n, m):
-    s = 0.0
-    for _ in range(n):
-        a1 = np.zeros((m, 16, 4)); a2 = np.zeros((m, 16, 4)); a3 = np.zeros((16, 16, 4)); a4 = np.zeros((16, 16, 4))
-        a5 = np.zeros((16, 4)); a6 = np.zeros((16, 4))
-        b1 = np.zeros((m, 4)); b2 = np.zeros((16, 4)); b3 = np.zeros((16, 4))
-        c1 = np.zeros((m, 4)); c2 = np.zeros((16, 4)); c3 = np.zeros((16, 4))
-        d1 = np.zeros((m, 4)); d2 = np.zeros((16, 4)); d3 = np.zeros((16, 4))
-        s += a1[0, 0, 0] + a2[0, 0, 1] + a3[0, 0, 2] + a4[1, 0, 0] + a5[0, 0] + a6[0, 1] + b1[0, 0] + b2[0, 0] + b3[0, 0] + c1[0, 0] + c2[0, 0] + c3[0, 0] + d1[0, 0] + d2[1, 0] + d3[0, 1]
-    return s
-allocs(10, 32)
-t = time.perf_counter(); allocs(100000, 32); print("15 zeroed allocations of one 32x16 projection-vjp group (4 lanes): us", (time.perf_counter() - t) / 100000 * 1e6)
+def allocate_group(repeats: int, m: int, n: int, lanes: int) -> float:
+    total = 0.0
+    for _ in range(repeats):
+        projection = (np.zeros((m, n, lanes)), np.zeros((m, n, lanes)), np.zeros((n, n, lanes)),
+                      np.zeros((n, n, lanes)), np.zeros((n, lanes)), np.zeros((n, lanes)))
+        forward = (np.zeros((m, lanes)), np.zeros((n, lanes)), np.zeros((n, lanes)))
+        adjoint = (np.zeros((m, lanes)), np.zeros((n, lanes)), np.zeros((n, lanes)),
+                   np.zeros((m, lanes)), np.zeros((n, lanes)), np.zeros((n, lanes)))
+        for a in projection[:4]:
+            total += a[0, 0, 0]
+        for a in projection[4:] + forward + adjoint:
+            total += a[0, 0]
+    return total
+
+
+if __name__ == "__main__":
+    allocate_group(10, 32, 16, 4)
+    repeats = 100000
+    start = time.perf_counter()
+    allocate_group(repeats, 32, 16, 4)
+    print(f"15 zeroed allocations of one 32x16 projection-vjp lane group: "
+          f"{(time.perf_counter() - start) / repeats * 1e6:.2f} us")

@@ -1,6 +1,7 @@
 """Where the time of a projection gradient goes: single-thread time per matrix of the generated
 programs (QR and projection: forward then inverse, forward then adjoint, and the fused vjp), with
-runtime checks on (the default) and off, called from a Numba loop so no Python overhead counts.
+runtime checks on (the default) and off, called from a Numba loop so no Python overhead counts;
+then the batched projection vjp per matrix, one element per iteration and in SIMD lanes.
 
     python benchmarks/profile.py [--shape 32x16] [--repeats 2000]
 """
@@ -10,8 +11,10 @@ import time
 import numba
 import numpy as np
 
+import revdiff
 from revdiff import programs as P
 from revdiff.function import ERROR_RECORD
+from revdiff.lanes import LANE_MAX_ELEMENTS
 
 
 def program(f, name: str, args: tuple):
@@ -45,6 +48,22 @@ def per_call(first, second, args: tuple, extra: tuple, repeats: int) -> float:
     return 1e6 * float(np.median(times))
 
 
+def per_matrix_in_batch(pr, layout: str, A, y, gz, repeats: int) -> float:
+    """Median time (microseconds) per matrix of ``revdiff.batched(pr).vjp`` on a batch of
+    ``repeats`` copies, on one thread (set NUMBA_NUM_THREADS=1 to keep it so)."""
+    B = max(repeats, 256)
+    bf = revdiff.batched(pr, ("z", "A", "y"), layout=layout)
+    args = (np.zeros((B,) + y.shape), np.repeat(A[None], B, 0), np.repeat(y[None], B, 0))
+    cts = (np.repeat(gz[None], B, 0), None, None)
+    bf.vjp(args, cts)
+    times = []
+    for _ in range(5):
+        t = time.perf_counter()
+        bf.vjp(args, cts)
+        times.append((time.perf_counter() - t) / B)
+    return 1e6 * float(np.median(times))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--shape", default="32x16")
@@ -74,6 +93,10 @@ def main() -> None:
         }
         for name, (first, second, args, extra) in cases.items():
             rows.setdefault(name, []).append(per_call(first, second, args, extra, a.repeats))
+        if m * n <= LANE_MAX_ELEMENTS:  # the batched fused vjp, one element per iteration and in lanes
+            for layout in ("elements", "lanes"):
+                name = f"projection batch vjp, {layout}"
+                rows.setdefault(name, []).append(per_matrix_in_batch(pr, layout, A, y, gz, a.repeats))
     for name, (on, off) in rows.items():
         print(f"| {name} | {on:.1f} | {off:.1f} |")
     print("check=False applies to the top-level function only; its callees keep their checks, so the "
