@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..ir import BinOp, BoolOp, Call, Compare, Const, Index, Name, Select, Shape, Slice, Unary
+from ..ir import BinOp, BoolOp, Call, Compare, Const, Index, Name, Select, Shape, Slice, Unary, children
 from ..lowir import (Assign, AugAssign, Branch, Check, Comment, HostCall, Invoke, Local, LowFunction, Loop,
-                     Repeat, Zero)
+                     Repeat, Zero, nested_blocks)
 
 LANE_DTYPES = ("float32", "float64")  # complex: SLP gains nothing on Numba's complex structs
 
@@ -53,23 +53,11 @@ class _Classes:
     def reads_lanes(self, e) -> bool:
         if isinstance(e, Name):
             return e.id in self.scalars or e.id in self.arrays
-        if isinstance(e, Index):
-            return e.base in self.arrays or any(self.reads_lanes(i) for i in e.indices)
-        if isinstance(e, Shape):
+        if isinstance(e, Shape):  # every element has the same shape
             return False
-        if isinstance(e, Slice):
-            return any(self.reads_lanes(x) for x in (e.lower, e.upper, e.step) if x is not None)
-        if isinstance(e, (BinOp, Compare)):
-            return self.reads_lanes(e.left) or self.reads_lanes(e.right)
-        if isinstance(e, Unary):
-            return self.reads_lanes(e.operand)
-        if isinstance(e, BoolOp):
-            return any(self.reads_lanes(v) for v in e.values)
-        if isinstance(e, Call):
-            return any(self.reads_lanes(a) for a in e.args)
-        if isinstance(e, Select):
-            return any(self.reads_lanes(x) for x in (e.cond, e.a, e.b))
-        return False
+        if isinstance(e, Index) and e.base in self.arrays:
+            return True
+        return any(self.reads_lanes(c) for c in children(e))
 
     def is_lane_target(self, t) -> bool:
         return (isinstance(t, Name) and t.id in self.scalars) or (isinstance(t, Index) and t.base in self.arrays)
@@ -118,22 +106,12 @@ def _classify_block(body: list, c: _Classes) -> None:
             for r, lane in zip(s.results, _arg_lanes(s, c)):
                 if lane and isinstance(r, Name) and r.id not in c.arrays:
                     c.scalars.add(r.id)
-        for block in _blocks(s):
+        for block in nested_blocks(s):
             _classify_block(block, c)
 
 
 def _arg_lanes(s: Invoke, c: _Classes) -> tuple:
     return tuple(_is_view(a, c) or c.reads_lanes(a) for a in s.args)
-
-
-def _blocks(s) -> list:
-    if isinstance(s, (Loop, Repeat)):
-        return [s.body]
-    if isinstance(s, Branch):
-        return [s.then, s.orelse]
-    if isinstance(s, HostCall):
-        return [s.fallback]
-    return []
 
 
 class LaneRewriter:
