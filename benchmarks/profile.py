@@ -13,12 +13,12 @@ import numpy as np
 
 import revdiff
 from revdiff import programs as P
-from revdiff.function import ERROR_RECORD
+from revdiff.function import ERROR_RECORD, blas_for
 from revdiff.lanes import LANE_MAX_ELEMENTS
 
 
 def program(f, name: str, args: tuple):
-    spec = f.specialize(f.argument_types(args))
+    spec = f.specialize(f.argument_types(args), blas_for(args))  # the programs a call on args runs
     return spec.callable(name)
 
 

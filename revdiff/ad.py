@@ -5,7 +5,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .function import ReversibleFunction, run
+from .function import ReversibleFunction, blas_for, run
 
 
 def _copy(value: Any) -> Any:
@@ -32,7 +32,7 @@ def vjp(f: ReversibleFunction, *args: Any) -> tuple:
     forward = f.forward_function
     types = f.argument_types(args)
     f.validate(args)
-    spec = forward.specialize(types)
+    spec = forward.specialize(types, blas_for(args))
     program_forward, program_adjoint = f.programs
     outs = run(spec.callable(program_forward), tuple(_copy(a) for a in args))
     differentiable = [t.differentiable for t in types]

@@ -18,8 +18,8 @@ import numpy as np
 
 from .ad import _cotangent
 from .emit.batch import BatchParam, batch_source
-from .function import ERROR_RECORD, ReversibleFunction, run
-from .lanes import LANE_MAX_ELEMENTS, LANE_MIN_BATCH, NotLaneable, compile_lanes, lane_module_source, lane_width
+from .function import ERROR_RECORD, ReversibleFunction, blas_for, run
+from .lanes import LANE_MIN_BATCH, NotLaneable, compile_lanes, lane_module_source, lane_width
 from .runtime import loader
 from .runtime.lanes import slp_vectorized
 from .runtime.threads import blas_single_threaded
@@ -32,8 +32,8 @@ LAYOUTS = ("auto", "lanes", "elements")
 class BatchedFunction:
     """``f`` mapped over the leading axis of the parameters named in ``batched``. ``layout``: "lanes"
     runs groups of elements in SIMD lanes, "elements" one element per iteration, "auto" lanes
-    where they apply and pay (real data, elements of at most LANE_MAX_ELEMENTS entries, batches
-    of at least LANE_MIN_BATCH, control flow that does not depend on the data), else elements."""
+    where they apply and pay (real data, arrays of at most LANE_MAX_ELEMENTS entries per element,
+    batches of at least LANE_MIN_BATCH, control flow that does not depend on the data), else elements."""
 
     def __init__(self, f: ReversibleFunction, batched: Sequence[str], layout: str = "auto"):
         if layout not in LAYOUTS:
@@ -106,8 +106,7 @@ class BatchedFunction:
         if self.layout == "elements":
             return None
         width = self._lane_width(types, required=self.layout == "lanes")
-        size = max(int(np.prod(a.shape[1:])) for p, a in zip(self.f.params, arrays) if p in self.batched)
-        if self.layout == "auto" and (width is None or size > LANE_MAX_ELEMENTS
+        if self.layout == "auto" and (width is None or self._blas(arrays)  # lanes never call BLAS
                                       or self._size(arrays) < LANE_MIN_BATCH):
             return None
         key = ("lanes", kind, types)
@@ -130,13 +129,13 @@ class BatchedFunction:
     def _refusal(self, exc: NotLaneable) -> ValueError:
         return ValueError(f"{self.f.__qualname__} cannot run in SIMD lanes: {exc}")
 
-    def entry(self, kind: str, types: tuple):
+    def entry(self, kind: str, types: tuple, blas: bool = True):
         """The compiled batched entry ``kind`` ("call" or "vjp") for element types ``types``, one
-        element per iteration."""
-        key = (kind, types)
+        element per iteration; ``blas``: programs with BLAS branches (``function.blas_for``)."""
+        key = (kind, types, blas)
         fn = self._entries.get(key)
         if fn is None:
-            src, name, deps = self.source(kind, types, with_dependencies=True)
+            src, name, deps = self.source(kind, types, with_dependencies=True, blas=blas)
             module = loader.load(src, name, self.f.backend)
             fn = loader.compiled(module, name, self.f.backend, deps,
                                      parallel=True)
@@ -152,10 +151,10 @@ class BatchedFunction:
         except NotLaneable as exc:
             raise self._refusal(exc) from None
 
-    def source(self, kind: str, types: tuple, with_dependencies: bool = False):
+    def source(self, kind: str, types: tuple, with_dependencies: bool = False, blas: bool = True):
         """Generated source of the batched entry (one element per iteration): "call" runs the
         function, "vjp" runs it and its adjoint."""
-        spec = self.f.forward_function.specialize(types)
+        spec = self.f.forward_function.specialize(types, blas)
         params = self._params(types)
         # every element writes its own gradient, so shared parameters get one per element too (summed after)
         grads = [BatchParam("g_" + p.name, True, p.scalar) for p, t in zip(params, types) if t.differentiable]
@@ -196,9 +195,14 @@ class BatchedFunction:
             with slp_vectorized() if not getattr(entry, "signatures", True) else nullcontext():
                 return run(entry, arrays, self._errors(arrays))
         self._first_element(arrays[:len(self.f.params)])
-        entry = self.entry(kind, types)
+        entry = self.entry(kind, types, self._blas(arrays))
         with blas_single_threaded():  # the batch's threads share the cores; BLAS calls must not add theirs
             return run(entry, arrays, self._errors(arrays))
+
+    def _blas(self, arrays: tuple) -> bool:
+        """``blas_for`` one element: the batched arrays without their batch axis, the shared ones whole."""
+        return blas_for((), (int(np.prod(a.shape[1:])) if p in self.batched else np.size(a)
+                             for p, a in zip(self.f.params, arrays) if _is_array(a)))
 
     def _size(self, args: tuple) -> int:
         return next(a.shape[0] for p, a in zip(self.f.params, args) if p in self.batched)
@@ -217,7 +221,7 @@ class BatchedFunction:
                     a[0] = out
             return arrays
         # the fused vjp program, on element 0 of every batched array (scalars travel as 1-element views)
-        spec = self.f.forward_function.specialize(types)
+        spec = self.f.forward_function.specialize(types, self._blas(params))
         differentiable = [k for k, t in enumerate(types) if t.differentiable]
         grads, saved = rest[:len(differentiable)], rest[len(differentiable):]
         scalar = [t.ndim == 0 for t in types]

@@ -6,8 +6,9 @@ it with Numba (default) or as plain Python (``backend="python"``, for debugging)
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -18,9 +19,11 @@ from .frontend.check import check_function
 from .frontend.parse import is_reversible_function, parse_function
 from .ir import CallFn, Function
 from .lowir import LowFunction
+from .primitives.vector import BLAS_MIN_ELEMENTS
 from .runtime import checks, loader
 from .transforms.fuse import lower_fused_vjp
 from .transforms.hoist import hoist_allocations
+from .transforms.prune import prune_checks
 from .runtime.support import CheckFailed
 from .transforms.infer import TypeEnv, infer
 from .transforms.invert import invert_block
@@ -66,8 +69,10 @@ class ReversibleFunction:
                 raise ReversibilityError(f"'{name}' is {what}: only functions decorated with @reversible can be "
                                          "called as statements", loc)
             self.ir.globals_names[name] = obj
-        callee = obj.forward_function
-        return callee if callee.backend == self.backend else callee.with_options(backend=self.backend)
+        options = {"backend": self.backend}
+        if not self.options.check:  # an unchecked caller runs unchecked callees
+            options["check"] = False
+        return obj.forward_function.with_options(**options)
 
     def with_options(self, **options: Any) -> "ReversibleFunction":
         """The same function with other options (backend, check, atol, rtol, fmad); variants are cached."""
@@ -162,22 +167,25 @@ class ReversibleFunction:
             return device_call(self, args)
         types = self.argument_types(args)
         self.validate(args)
-        spec = self.forward_function.specialize(types)
+        spec = self.forward_function.specialize(types, blas_for(args))
         return run(spec.callable(self.programs[0]), args)
 
-    def specialize(self, types: tuple) -> "Specialization":
-        spec = self._specs.get(types)
+    def specialize(self, types: tuple, blas: bool = True) -> "Specialization":
+        """The programs for argument ``types``; ``blas``: whether vector instructions on large views
+        may call BLAS (``blas_for``), else they compile to loops only."""
+        spec = self._specs.get((types, blas))
         if spec is None:
             self._check()
-            spec = Specialization(self, types)
-            self._specs[types] = spec
+            spec = Specialization(self, types, blas)
+            self._specs[(types, blas)] = spec
         return spec
 
     def source(self, program: str = "forward", *example_args: Any, backend: str = "numba") -> str:
         """Generated source of ``program`` ("forward", "inverse", "adjoint", "inverse_adjoint", "vjp",
         "inverse_vjp": forward and adjoint fused),
         specialised on the types of ``example_args`` (default: every parameter a float64 array or
-        float): Python for Numba, or with ``backend="cuda"`` CUDA C device functions for any shapes."""
+        float) and, for Numba, on their sizes (``blas_for``: without example arguments, the version
+        with BLAS branches); or with ``backend="cuda"`` CUDA C device functions for any shapes."""
         if program not in PROGRAMS:
             raise ValueError(f"program must be one of {PROGRAMS}, got {program!r}")
         f = self.forward_function
@@ -187,7 +195,7 @@ class ReversibleFunction:
             return program_source(f, program, types)
         if backend not in ("numba", "python"):
             raise ValueError(f"backend must be 'numba', 'python' or 'cuda', got {backend!r}")
-        return f.specialize(types).source(program)
+        return f.specialize(types, blas_for(example_args) if example_args else True).source(program)
 
     def default_types(self) -> tuple:
         """float64 for every parameter, arrays where the body indexes them (for ``source()``)."""
@@ -241,9 +249,21 @@ class InverseFunction(ReversibleFunction):
         return f"<reversible function ~{self._forward.__qualname__}({', '.join(self.params)})>"
 
 
+def blas_for(args: Iterable, element_sizes: Iterable[int] = ()) -> bool:
+    """Whether calls on ``args`` (or on arrays of ``element_sizes`` entries) run the programs with
+    BLAS branches: only when an array has more than BLAS_MIN_ELEMENTS entries. Views of smaller
+    arrays never reach BLAS's threshold, so their programs compile to loops only: a third less code
+    to compile, the same results. Forward, inverse and adjoint see the same shapes, hence the same
+    choice; an ancilla larger than every argument then runs loops too."""
+    sizes = [a.size for a in args if isinstance(a, np.ndarray)] + list(element_sizes)
+    return any(size > BLAS_MIN_ELEMENTS for size in sizes)
+
+
 def run(fn, args: tuple, batch_errors: np.ndarray | None = None) -> tuple:
     """Call a generated function and turn its error record (one per batch element when
-    ``batch_errors`` is given) into the user-facing exception."""
+    ``batch_errors`` is given) into the user-facing exception. Returns the final value of every
+    argument: a program returns its scalar parameters (arrays change in place), a batched entry
+    all of them."""
     try:
         if batch_errors is not None:
             result = fn(*args, batch_errors)
@@ -255,7 +275,8 @@ def run(fn, args: tuple, batch_errors: np.ndarray | None = None) -> tuple:
         result = fn(*args, record)
         if record[0]:
             raise_failure(record)
-        return result
+        scalars = iter(result or ())
+        return tuple(a if isinstance(a, np.ndarray) else next(scalars) for a in args)
     except IndexError as exc:
         shapes = ", ".join(str(getattr(a, "shape", type(a).__name__)) for a in args)
         raise IndexError(f"{exc} in {getattr(fn, '__name__', fn)}: an argument is smaller than the program "
@@ -273,14 +294,15 @@ def raise_failure(record: np.ndarray, batch_element: int | None = None) -> None:
 class Specialization:
     """One function specialised on argument types: its programs, generated and compiled lazily."""
 
-    def __init__(self, rf: ReversibleFunction, types: tuple):
+    def __init__(self, rf: ReversibleFunction, types: tuple, blas: bool = True):
         self.rf = rf
         self.types = types
+        self.options = dataclasses.replace(rf.options, blas=blas)
         self.func = rf.ir
         callees = sorted((name, obj.forward_function.__qualname__, _source_text(obj.forward_function))
                          for name, obj in rf.ir.globals_names.items())
         text = repr((rf.ir.loc.filename, rf.__qualname__, rf.ir.loc.line, _source_text(rf), callees, types,
-                     rf.options, rf.backend, loader.compiler_fingerprint()))
+                     self.options, rf.backend, loader.compiler_fingerprint()))
         self.key = hashlib.sha256(text.encode()).hexdigest()[:16]
         self.fkey = int(self.key[:7], 16)
         self.dependencies: dict = {}
@@ -294,7 +316,7 @@ class Specialization:
     def callee_spec(self, call: CallFn, arg_types: tuple) -> "Specialization":
         callee = self.rf._callee(call.callee, call.loc)
         try:
-            return callee.specialize(arg_types)
+            return callee.specialize(arg_types, self.options.blas)
         except ReversibilityError:
             raise
         except TypeError as exc:
@@ -319,19 +341,27 @@ class Specialization:
         env = TypeEnv(self.env.types)
         body = self.func.body if program in ("forward", "adjoint", "vjp") else invert_block(self.func.body)
         params = list(self.rf.params)
-        args = (env, self.rf.options, self.fkey * 8 + PROGRAMS.index(program), self.callee_symbol(env),
+        args = (env, self.options, self.fkey * 8 + PROGRAMS.index(program), self.callee_symbol(env),
                 ancilla_names(self.func.body), params)
+        twins = {}  # gradient parameter -> its primal (same shape)
         if program in ("forward", "inverse"):
             low, all_params = Lowerer(*args).lower_block(body), params
-        elif program in ("vjp", "inverse_vjp"):
-            modified = [p for k, p in enumerate(params) if k in self.rf.modified_positions()]
-            low, all_params = lower_fused_vjp(AdjointLowerer(*args), body, modified, self.rf._callee_modifies)
         else:
             lowerer = AdjointLowerer(*args)
-            low = lowerer.adjoint_body(body)
-            all_params = params + lowerer.gradient_params()
+            if program in ("vjp", "inverse_vjp"):
+                modified = [p for k, p in enumerate(params) if k in self.rf.modified_positions()]
+                low, all_params = lower_fused_vjp(lowerer, body, modified, self.rf._callee_modifies)
+            else:
+                low = lowerer.adjoint_body(body)
+                all_params = params + lowerer.gradient_params()
+            twins = {lowerer.gname(p): p for p in params if lowerer.gname(p) in all_params}
+            if program in ("vjp", "inverse_vjp"):  # saved_<p>: p's forward result, p's shape
+                twins.update({s: p for s, p in zip(all_params[len(all_params) - len(modified):], modified)
+                              if env[p].is_array})
         types = {p: env[p] for p in all_params}
-        return hoist_allocations(LowFunction(self.symbol(program), all_params, low, all_params, types))
+        scalars = [p for p in all_params if not types[p].is_array]  # arrays change in place
+        low_fn = LowFunction(self.symbol(program), all_params, low, scalars, types)
+        return hoist_allocations(prune_checks(low_fn, twins))
 
     def source(self, program: str) -> str:
         src = self._sources.get(program)
@@ -341,7 +371,7 @@ class Specialization:
             types = ", ".join(f"{p}: {t.describe()}" for p, t in zip(self.rf.params, self.types))
             header = (f"# Generated by revdiff: the {program} program of {self.rf.__qualname__}\n"
                       f"# from {loc.filename}:{loc.lineno}, specialised for ({types}).\n"
-                      f"# Options: {self.rf.options}; Numba: fastmath off; index checks "
+                      f"# Options: {self.options}; Numba: fastmath off; index checks "
                       f"{'on' if self.rf.options.check else 'off'}.  Do not edit: regenerated from the source.")
             body = emit_module([low], "")
             deps = sorted(d for d in self.dependencies if d + "(" in body)

@@ -16,8 +16,9 @@ from .runtime import loader
 from .transforms.lanes import LANE_DTYPES, NotLaneable, lane_alias, to_lanes
 
 VECTOR_BYTES = 32  # one AVX2 register: 4 float64 or 8 float32 lanes
-#: the largest element (in array entries) run in lanes by default: one element with larger arrays may
-#: call BLAS on its views, which lanes never do, so lanes would no longer equal it bit for bit
+#: the largest array (in entries, per element; shared arrays whole) run in lanes by default: one
+#: element with larger arrays runs the programs with BLAS branches (``function.blas_for``), which
+#: lanes never call, so lanes would no longer equal it bit for bit
 LANE_MAX_ELEMENTS = BLAS_MIN_ELEMENTS
 #: the smallest batch run in lanes by default: the lane programs are a second set of compiled
 #: programs (cold, about 1.4x the compile time of the one-element set), which small batches never repay
@@ -53,7 +54,7 @@ def lane_module_source(bf, kind: str, types: tuple, width: int) -> tuple:
     """(source, entry name, names of the lane functions) of batched function ``bf``'s ``kind``
     ("call" or "vjp") entry in lanes. Raises NotLaneable."""
     f = bf.f
-    spec = f.forward_function.specialize(types)
+    spec = f.forward_function.specialize(types, blas=False)  # lanes never call BLAS
     program = f.programs[0] if kind == "call" else f.fused_vjp
     params = bf._params(types)
     grads = [BatchParam("g_" + p.name, True, p.scalar) for p, t in zip(params, types) if t.differentiable] \

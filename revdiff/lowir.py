@@ -72,7 +72,8 @@ class Check:
 
 @dataclass
 class Invoke:
-    """Call a generated function; scalar results are written back to ``results`` (None: skip)."""
+    """Call a generated function. It returns its scalar parameters, in order; ``results`` holds, per
+    argument, where the returned value goes (None for an array argument, updated in place)."""
 
     fn: str
     args: tuple
@@ -131,5 +132,5 @@ class LowFunction:
     name: str
     params: list
     body: list
-    returns: list  # names returned, in order
+    returns: list  # names returned, in order: the scalar parameters (arrays change in place)
     param_types: dict = field(default_factory=dict)  # name -> VarType of every parameter

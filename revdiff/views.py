@@ -66,6 +66,11 @@ def normalized(view, rank: int):
     return view if isinstance(view, Name) else Index(base(view), _indices(view, rank))
 
 
+def fixed_axes(view, rank: int) -> list:
+    """Axes a view fixes at an integer index (``A[:, k]``: axis 1)."""
+    return [axis for axis, i in enumerate(_indices(view, rank)) if not isinstance(i, Slice)]
+
+
 def bound_conditions(view, rank: int) -> list:
     """(condition, description) pairs that hold when every written slice lies inside the array:
     NumPy would silently shorten an out-of-range slice, so revdiff reports it instead."""
@@ -89,4 +94,4 @@ def _trivially_true(c: Compare) -> bool:
     return c.left == c.right
 
 
-__all__ = ["base", "view_axes", "lengths", "element", "normalized", "bound_conditions", "Expr"]
+__all__ = ["base", "view_axes", "lengths", "element", "normalized", "fixed_axes", "bound_conditions", "Expr"]

@@ -261,6 +261,20 @@ def test_check_false_drops_runtime_checks():
     assert fast(3.0, 0.4) == pytest.approx(mul_div(3.0, 0.4))
 
 
+def test_check_false_reaches_callees():
+    from revdiff.programs.gram_schmidt import cgs2
+    A = np.random.default_rng(0).standard_normal((6, 3))
+    args = (np.zeros((6, 3)), np.zeros((3, 3)), A)
+    fast = cgs2.with_options(check=False)
+    spec = fast.specialize(fast.argument_types(args))
+    assert "_err[0] = 1.0" not in spec.source("adjoint")
+    assert spec.dependencies and all(not dep.options.check for dep, _ in spec.dependencies.values())
+    for dep, program in spec.dependencies.values():
+        assert "_err[0] = 1.0" not in dep.source(program), program
+    assert "_err[0] = 1.0" in cgs2.specialize(cgs2.argument_types(args)).source("forward")
+    np.testing.assert_array_equal(fast(*args)[0], cgs2(*args)[0])
+
+
 def test_source_is_readable_python():
     src = loops.source("inverse")
     assert "def loops_inverse(s, x, _err):" in src

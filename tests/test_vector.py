@@ -247,6 +247,25 @@ def test_matrix_products_need_two_slices_on_the_target():
     assert_error(e, "matmat_target", "must be a vector", "Y[:, :] += A @ B")
 
 
+@reversible
+def add_column(y, A, k):
+    y[:] += A[:, k]  # E:fixed_index
+
+
+def test_an_integer_index_of_a_view_is_checked():
+    """``A[:, k]`` with k outside A: IndexError at the user's line, in every program, not a read
+    past the array by the instruction's unchecked loops."""
+    A = rand(3, 2)
+    np.testing.assert_array_equal(add_column(np.zeros(3), A, -1)[0], A[:, 1])
+    for program in (add_column, ~add_column):
+        with pytest.raises(IndexError, match=r"index k is out of bounds for axis 1 of 'A' \(index = 2, size = 2\)") as e:
+            program(np.zeros(3), A, 2)
+        assert f"line {next(n for n, t in enumerate(open(THIS_FILE), 1) if t.rstrip().endswith('# E:fixed_index'))}" \
+            in str(e.value)
+    with pytest.raises(IndexError, match="index k is out of bounds"):
+        revdiff.vjp(add_column, np.zeros(3), A, -3)
+
+
 def test_matrix_product_shapes_are_checked():
     @reversible
     def product(Y, A, B):

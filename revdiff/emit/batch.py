@@ -22,14 +22,17 @@ def _element(p: BatchParam) -> str:
 
 
 def _call(lines: list, fn: str, params: list, saved: tuple, indent: str) -> None:
-    """``r = fn(elements..., errors[b])`` then write back the scalars the program returned; a
-    scalar's saved result is the one-element slice of its ``out_`` array."""
+    """``r = fn(elements..., errors[b])`` then write back the batched scalars from those the program
+    returned (its scalar parameters, in order); a scalar's saved result is the one-element slice of
+    its ``out_`` array."""
     args = [_element(p) for p in params]
-    scalars = {p.name for p in params if p.scalar}
-    args += [f"out_{name}[_b:_b + 1]" if name in scalars else f"out_{name}[_b]" for name in saved]
-    lines.append(f"{indent}_r = {fn}({', '.join(args + ['_errors[_b]'])})")
-    for k, p in enumerate(params):
-        if p.batched and p.scalar:
+    scalars = [p for p in params if p.scalar]
+    args += [f"out_{name}[_b:_b + 1]" if name in {p.name for p in scalars} else f"out_{name}[_b]"
+             for name in saved]
+    call = f"{fn}({', '.join(args + ['_errors[_b]'])})"
+    lines.append(f"{indent}_r = {call}" if scalars else f"{indent}{call}")
+    for k, p in enumerate(scalars):
+        if p.batched:
             lines.append(f"{indent}{p.name}[_b] = _r[{k}]")
 
 
@@ -81,7 +84,7 @@ def lane_batch_source(entry: str, program: str, params: list, grads: list, heade
     for a in arrays:
         if a not in saved_names:
             lines.append(f"            _lanes_gather(_{a}, {a}, _b)")
-    args, position, results = [], 0, []
+    args, position, results = [], 0, []  # position: among the returned scalars (one per lane)
     for p in params + grads:
         if p.batched and p.scalar:
             args += [f"{p.name}[min(_b + {k}, _n - 1)]" for k in range(width)]
@@ -89,9 +92,10 @@ def lane_batch_source(entry: str, program: str, params: list, grads: list, heade
             position += width
         else:
             args.append(f"_{p.name}" if p.batched else p.name)
-            position += 1
+            position += p.scalar
     args += [f"_{o}" for o in outs]
-    lines.append(f"            _r = {program}({', '.join(args + ['_e'])})")
+    call = f"{program}({', '.join(args + ['_e'])})"
+    lines.append(f"            _r = {call}" if position else f"            {call}")
     for a in arrays:
         if a in written or a in saved_names:
             lines.append(f"            _lanes_scatter(_{a}, {a}, _b)")

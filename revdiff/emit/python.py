@@ -105,9 +105,10 @@ class PythonEmitter:
         every call. No exceptions: they would be lost inside a parallel (prange) batch loop."""
         self.lines = [f"def {f.name}({', '.join(list(f.params) + ['_err'])}):"]
         rets = ", ".join(f.returns)
-        self.ret = f"return ({rets}{',' if len(f.returns) == 1 else ''})"
+        self.ret = f"return ({rets}{',' if len(f.returns) == 1 else ''})" if f.returns else "return"
         self.block(f.body, 1)
-        self.lines.append("    " + self.ret)
+        if f.returns:
+            self.lines.append("    " + self.ret)
         return "\n".join(self.lines) + "\n"
 
     def out(self, depth: int, text: str) -> None:
@@ -156,8 +157,8 @@ class PythonEmitter:
             self.out(d + 1, self.ret)
         elif isinstance(s, Invoke):
             call = f"{s.fn}({', '.join([expr_source(a) for a in s.args] + ['_err'])})"
-            targets = [expr_source(r) for r in s.results]
-            self.out(d, f"{', '.join(targets)}{',' if len(targets) == 1 else ''} = {call}")
+            targets = [expr_source(r) for r in s.results if r is not None]
+            self.out(d, f"{', '.join(targets)}{',' if len(targets) == 1 else ''} = {call}" if targets else call)
             self.out(d, f"if _err[0] != 0.0:")
             self.out(d + 1, self.ret)
         elif isinstance(s, Zero):

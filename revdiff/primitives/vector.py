@@ -67,9 +67,13 @@ def _complex(ctx, *operands) -> bool:
 
 
 def _check_views(ctx, syntax: str, *views) -> None:
-    """Every written slice lies inside its array (NumPy would silently shorten it)."""
+    """Every integer index of a view lies in its array and every written slice inside it (NumPy
+    would silently shorten it): the instruction's loops then run unchecked."""
     from ..emit.python import expr_source
     for v in views:
+        rank = _rank(ctx, v)
+        for axis in V.fixed_axes(v, rank):
+            ctx.check_index(V.normalized(v, rank), axis)
         for ok, lower, upper, axis in V.bound_conditions(v, _rank(ctx, v)):
             ctx.require(ok, f"{syntax}: the slice {expr_source(lower)}:{expr_source(upper)} of "
                             f"'{V.base(v)}' (axis {axis}) is outside the array", lower, upper,

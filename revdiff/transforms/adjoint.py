@@ -184,7 +184,7 @@ class AdjointLowerer(Lowerer):
                 self.emit(Zero(g.id, None, t.dtype))
                 pushes.append((a, g))
             grads.append(g)
-            results.append(g if not t.is_array else Name(self.fresh("unused")))
+            results.append(None if t.is_array else g)
         self.emit(Invoke(fn, tuple(s.args) + tuple(grads), values + tuple(results)))
         self.track_call_scales(s, modified)
         for a, g in pushes:

@@ -24,12 +24,16 @@ def index_conditions(stmt) -> list:
             for axis, i in enumerate(node.indices):
                 if isinstance(i, Slice):
                     continue
-                size = Shape(node.base, axis)
-                ok = BoolOp("and", (Compare("<=", A.neg(size), i), Compare("<", i, size)))
+                ok = in_bounds(i, Shape(node.base, axis))
                 if guard is not None:
                     ok = BoolOp("or", (Unary("not", guard), ok))
                 out.append((ok, node, axis))
     return out
+
+
+def in_bounds(i, size):
+    """Python's range of an index into an axis of ``size`` elements: -size <= i < size."""
+    return BoolOp("and", (Compare("<=", A.neg(size), i), Compare("<", i, size)))
 
 
 def _indexed(e, guard):

@@ -265,7 +265,9 @@ class LaneRewriter:
                 args.append(self.view(a) if is_lane else a)
         for a, r, is_lane in zip(s.args, s.results, arg_lanes):
             scalar_lanes = is_lane and not _is_view(a, c)
-            if not scalar_lanes:
+            if r is None:  # an array, updated in place
+                results.append(None)
+            elif not scalar_lanes:
                 results.append(r)
             elif isinstance(r, Name) and r.id.startswith("_unused"):
                 results += [Name(lane_name(r.id, k)) for k in lanes]

@@ -18,7 +18,7 @@ from ..lowir import Assign, Branch, Check, Comment, HostCall, Invoke, Local, Loo
 from ..primitives import INSTRUCTIONS
 from ..runtime.checks import CheckInfo, register
 from ..types import VarType
-from .bounds import index_conditions
+from .bounds import in_bounds, index_conditions
 from .infer import TypeEnv, alloc_type, expr_type
 from .invert import invert_block
 
@@ -29,6 +29,7 @@ class Options:
     atol: float = 1e-12
     rtol: float | None = None  # None: 1e-9 for 64-bit data, 1e-4 for 32-bit
     fmad: bool = False  # CUDA only: allow fused multiply-add contraction
+    blas: bool = True  # CPU: vector instructions on large views may call BLAS (False: loops only)
 
     def rtol_for(self, dtype: str) -> float:
         if self.rtol is not None:
@@ -64,9 +65,16 @@ class Lowerer:
         -size <= i < size). Generated code is compiled without Numba's bounds checks: these name the
         user's line, and loops of vector instructions, whose views are checked once, run unchecked."""
         for ok, node, axis in index_conditions(stmt):
-            i = node.indices[axis]
-            self.require(ok, f"index {expr_source(i)} is out of bounds for axis {axis} of '{node.base}'",
-                         i, Shape(node.base, axis), labels=("index", "size"), error=IndexError)
+            self.check_index(node, axis, ok)
+
+    def check_index(self, element: Index, axis: int, ok=None) -> None:
+        """IndexError unless index ``axis`` of ``element`` lies in its array (``ok``: that condition,
+        under the guard of a conditional read)."""
+        i = element.indices[axis]
+        size = Shape(element.base, axis)
+        self.require(ok if ok is not None else in_bounds(i, size),
+                     f"index {expr_source(i)} is out of bounds for axis {axis} of '{element.base}'",
+                     i, size, labels=("index", "size"), error=IndexError)
 
     def kind(self, e) -> str:
         return self.env.kind(e)
@@ -116,6 +124,9 @@ class Lowerer:
         self.emit(Branch(cond, arms[0], arms[1]))
 
     def host_call(self, routine: str, args: tuple, fallback, when=None) -> None:
+        if not self.options.blas:  # a specialisation whose products never reach BLAS's threshold
+            fallback()
+            return
         saved, self.out = self.out, []
         fallback()
         loops, self.out = self.out, saved
@@ -353,11 +364,14 @@ class Lowerer:
         self.track_call_scales(s, modified)
 
     def call_results(self, args, modified) -> tuple:
-        """Where each returned value goes: scalars and elements the callee modifies are written back."""
+        """Where each returned value goes: a callee returns its scalar parameters (arrays change in
+        place: None); the scalars and elements it modifies are written back, the others dropped."""
         out = []
         for k, a in enumerate(args):
             t = _expr_type(self.env, a)
-            if k in modified and isinstance(a, (Name, Index)) and not t.is_array:
+            if t.is_array:
+                out.append(None)
+            elif k in modified and isinstance(a, (Name, Index)):
                 out.append(a)
             else:
                 out.append(Name(self.fresh("unused")))

@@ -1,0 +1,159 @@
+"""Checks that cannot fail are left out of the generated code (``transforms/prune.py``), checks that
+can fail stay and still name the user's line; small arguments compile programs without BLAS
+branches (``function.blas_for``) and give the same results."""
+import numpy as np
+import pytest
+
+from helpers import assert_gradient, assert_round_trip
+from revdiff import reversible, routine, zeros
+from revdiff.ir import BoolOp, Compare, Const, Index, Name, Shape
+from revdiff.lowir import AugAssign, Check, LowFunction, Loop, nested_blocks
+from revdiff.transforms.prune import prune_checks
+
+THIS_FILE = __file__
+rng = np.random.default_rng(11)
+
+
+def walk_low(body: list):
+    for s in body:
+        yield s
+        for block in nested_blocks(s):
+            yield from walk_low(block)
+
+
+def checks(f, program: str, *args) -> list:
+    spec = f.specialize(f.argument_types(args))
+    return [s for s in walk_low(spec.low_function(program).body) if isinstance(s, Check)]
+
+
+def index_checks_on(found: list, array: str) -> list:
+    return [c for c in found if any(isinstance(n, Shape) and n.base == array for n in _walk(c.ok))]
+
+
+def _walk(e):
+    from revdiff.ir import walk_expr
+    return walk_expr(e)
+
+
+@reversible
+def sum_of_squares(s, v):
+    for i in range(len(v)):
+        s += v[i] * v[i]
+
+
+@reversible
+def copy_into(y, x):
+    for i in range(len(x)):
+        y[i] += x[i]
+        y[i] += 2.0 * x[i]
+
+
+@reversible
+def bump(y, x, k):
+    y[k] += x[0]
+    k += 1
+    y[k] += x[0]  # E:second
+
+
+def test_loop_ranges_prove_indices_in_every_program():
+    """``v[i]`` for i in range(len(v)) needs no check: forward, inverse (reversed loop) and adjoint
+    (``g_v`` has v's shape)."""
+    for program in ("forward", "inverse", "adjoint", "vjp"):
+        assert index_checks_on(checks(sum_of_squares, program, 0.0, np.ones(5)), "v") == [], program
+        assert index_checks_on(checks(sum_of_squares, program, 0.0, np.ones(5)), "g_v") == [], program
+    assert_round_trip(sum_of_squares, 0.0, rng.standard_normal(5))
+    assert_gradient(sum_of_squares, 0.5, rng.standard_normal(5))
+
+
+def test_an_index_bounded_by_another_array_is_checked_once_per_iteration():
+    """``y[i]`` with i bounded by len(x) can fail: checked, once per iteration (the second read in
+    the same iteration is implied by the first), and the failure names the first line."""
+    found = index_checks_on(checks(copy_into, "forward", np.zeros(3), np.ones(3)), "y")
+    assert len(found) == 1
+    with pytest.raises(IndexError, match=r"index i is out of bounds for axis 0 of 'y' \(index = 2, size = 2\)"):
+        copy_into(np.zeros(2), np.ones(3))
+    np.testing.assert_array_equal(copy_into(np.zeros(3), np.ones(3))[0], [3.0, 3.0, 3.0])
+
+
+def test_a_check_after_its_index_changes_is_kept():
+    with open(THIS_FILE) as fh:
+        line = next(n for n, text in enumerate(fh, 1) if text.rstrip().endswith("# E:second"))
+    assert len(index_checks_on(checks(bump, "forward", np.zeros(3), np.ones(1), 0), "y")) == 2
+    with pytest.raises(IndexError, match=r"index k is out of bounds for axis 0 of 'y' \(index = 3, size = 3\)") as e:
+        bump(np.zeros(3), np.ones(1), 2)
+    assert f"line {line}" in str(e.value)
+
+
+def _check(ok, idx):
+    return Check(ok, 1, idx, ())
+
+
+def test_pass_keeps_checks_whose_facts_were_reassigned():
+    """Low-level cases: a loop bound the body changes proves nothing; a fact about a scalar dies
+    when it is reassigned; a fact learnt inside a loop does not hold after it (zero iterations)."""
+    i, n, k = Name("i"), Name("n"), Name("k")
+    size = Shape("y", 0)
+    in_range = Compare("<", i, size)
+    bounded = [Loop("i", Const(0), size, Const(1), [_check(in_range, 1)])]
+    assert [s for s in walk_low(prune_checks(LowFunction("f", [], bounded, [])).body) if isinstance(s, Check)] == []
+    changing = [Loop("i", Const(0), n, Const(1), [AugAssign(n, "+", Const(1)), _check(Compare("<", i, n), 1)])]
+    assert len([s for s in walk_low(prune_checks(LowFunction("f", [], changing, [])).body)
+                if isinstance(s, Check)]) == 1
+    ok_k = Compare("<", k, size)
+    reassigned = [_check(ok_k, 1), AugAssign(k, "+", Const(1)), _check(ok_k, 2)]
+    assert len(prune_checks(LowFunction("f", [], reassigned, [])).body) == 3
+    repeated = [_check(ok_k, 1), AugAssign(Index("y", (k,)), "+", Const(1.0)), _check(ok_k, 2)]
+    assert len(prune_checks(LowFunction("f", [], repeated, [])).body) == 2  # element writes change no fact
+    inside = [Loop("i", Const(0), n, Const(1), [_check(ok_k, 1)]), _check(ok_k, 2)]
+    out = prune_checks(LowFunction("f", [], inside, [])).body
+    assert len(out) == 2 and isinstance(out[1], Check)
+    partly = [_check(Compare("<=", Const(0), k), 1), _check(BoolOp("and", (Compare("<=", Const(0), k), ok_k)), 2)]
+    out = prune_checks(LowFunction("f", [], partly, [])).body
+    assert out[1].ok == ok_k  # the implied conjunct is dropped, the other kept
+
+
+@reversible
+def gram(y, x):
+    """y += (x x^T) x through an n x n ancilla: 40 x 40 = 1600 entries from a 40-vector."""
+    n = len(x)
+    M = zeros((n, n), x.dtype)
+    with routine:
+        for i in range(n):
+            for j in range(n):
+                M[i, j] += x[i] * x[j]
+    y[:] += M @ x
+    ~routine
+    del M
+
+
+def test_small_arguments_compile_without_blas_branches():
+    """All arrays at most BLAS_MIN_ELEMENTS entries: no BLAS branch in the code; an ancilla larger
+    than every argument then runs its product in loops, consistently in every program."""
+    x = rng.standard_normal(40)
+    src = gram.source("adjoint", np.zeros(40), x)
+    assert "_host_" not in src and "blas=False" in src
+    big = rng.standard_normal(1100)
+    assert "_host_matvec(" in gram.source("forward", np.zeros(1100), big)
+    out = gram(np.zeros(40), x.copy())
+    np.testing.assert_allclose(out[0], np.outer(x, x) @ x, rtol=1e-12)
+    assert_round_trip(gram, np.zeros(40), x)
+    assert_gradient(gram, rng.standard_normal(40), x)
+
+
+@reversible
+def apply_shared(y, M, x):
+    y[:] += M @ x
+
+
+def test_a_large_shared_array_keeps_a_batch_out_of_lanes():
+    """A shared 40 x 40 matrix makes each element's programs call BLAS: "auto" then runs one element
+    per iteration (lanes never call BLAS), and equals single calls bit for bit."""
+    import revdiff
+    B, n = 300, 40
+    M, X = rng.standard_normal((n, n)), rng.standard_normal((B, n))
+    bf = revdiff.batched(apply_shared, ("y", "x"))
+    arrays = (np.zeros((B, n)), M, X)
+    assert bf.lanes("call", apply_shared.argument_types((np.zeros(n), M, X[0])), arrays) is None
+    got = bf(*arrays)[0]
+    for b in (0, 7, B - 1):
+        np.testing.assert_array_equal(got[b], apply_shared(np.zeros(n), M, X[b].copy())[0])
