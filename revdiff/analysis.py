@@ -33,5 +33,17 @@ def modified_names(body: list, callee_modifies) -> set:
     return out
 
 
+def restores_only_freed(body: list, pos: int, callee_modifies) -> bool:
+    """Whether the uncompute ``body[pos]`` writes nothing but ancillas that the deallocations right
+    after it free. Nothing reads what it restores, so in the adjoint those ancillas carry zero
+    cotangents there: the adjoint of the uncompute pushes only zeros and is the recompute alone."""
+    freed = set()
+    for s in body[pos + 1:]:
+        if not isinstance(s, Dealloc):
+            break
+        freed.add(s.name)
+    return modified_names(body[pos].body, callee_modifies) <= freed
+
+
 def reads_any(e: Expr, names: set) -> set:
     return names_read(e) & names

@@ -347,10 +347,10 @@ class Specialization:
         if program in ("forward", "inverse"):
             low, all_params = Lowerer(*args).lower_block(body), params
         else:
-            lowerer = AdjointLowerer(*args)
+            lowerer = AdjointLowerer(*args, callee_modifies=self.rf._callee_modifies)
             if program in ("vjp", "inverse_vjp"):
                 modified = [p for k, p in enumerate(params) if k in self.rf.modified_positions()]
-                low, all_params = lower_fused_vjp(lowerer, body, modified, self.rf._callee_modifies)
+                low, all_params = lower_fused_vjp(lowerer, body, modified)
             else:
                 low = lowerer.adjoint_body(body)
                 all_params = params + lowerer.gradient_params()

@@ -6,7 +6,7 @@ import re
 import numpy as np
 
 import revdiff
-from helpers import copy_args
+from helpers import assert_gradient, copy_args
 from revdiff import programs as P
 from revdiff import reversible, routine, zero, zeros
 from revdiff.function import run
@@ -100,3 +100,53 @@ def test_batched_vjp_uses_the_fused_program():
     bf = revdiff.batched(P.project_cgs2, ("z", "A", "y"))
     types = bf._element_types((np.zeros((2, 5)), np.zeros((2, 5, 2)), np.zeros((2, 5))))
     assert "project_cgs2_" in bf.source("vjp", types) and "_vjp(" in bf.source("vjp", types)
+
+
+# The same reasoning inside any block of the adjoint: an uncompute whose ancillas are freed right
+# after it restores values nothing reads, so its adjoint is the recompute alone.
+
+@reversible
+def routine_per_element(out, x):
+    for i in range(len(x)):
+        s = zero(float)
+        with routine:
+            s += x[i] * x[i]
+        out += np.sin(s)
+        ~routine
+        del s
+
+
+@reversible
+def routine_per_element_writing_a_parameter(out, t, x):
+    for i in range(len(x)):
+        s = zero(float)
+        with routine:
+            s += x[i] * x[i]
+            t += s
+        out += np.sin(s) * t
+        ~routine
+        del s
+
+
+def _gradient_updates(src: str, name: str) -> int:
+    return len(re.findall(rf"^\s*{name}(\[[^\]]*\])? [+-]= ", src, re.M))
+
+
+def test_adjoint_recomputes_an_uncompute_whose_ancillas_are_freed_without_gradient_work():
+    x = rng.standard_normal(5)
+    src = routine_per_element.source("adjoint", 0.0, x)
+    assert _gradient_updates(src, "g_x") == 1, src  # from the compute block only
+    assert_gradient(routine_per_element, 0.3, x)
+    # the compute block writes t, which outlives it: the uncompute keeps its gradient rule
+    src = routine_per_element_writing_a_parameter.source("adjoint", 0.0, 0.2, x)
+    assert _gradient_updates(src, "g_x") == 2, src
+    assert_gradient(routine_per_element_writing_a_parameter, 0.3, 0.2, x)
+
+
+def test_qr_adjoints_call_no_inverse_adjoint():
+    A = np.zeros((6, 3))
+    for qr in (P.cgs2, P.bcgs2, P.mgs):
+        calls = re.findall(r"\b(\w+)\(", qr.source("adjoint", np.zeros((6, 3)), np.zeros((3, 3)), A))
+        assert not any(c.endswith("_inverse_adjoint") for c in calls), (qr, calls)
+        if qr is P.cgs2:  # each column's projections are recomputed by the forward program
+            assert any(c.startswith("classical_pass_") and c.endswith("_forward") for c in calls), calls

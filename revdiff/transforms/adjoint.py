@@ -5,6 +5,10 @@ then applies its gradient rule, which maps the cotangents of the new values to t
 ones. Expressions are differentiated symbolically from their IR by the cotangent rules of the
 function table. No tape is kept: the adjoint needs only the final state and its cotangents.
 
+An uncompute (``~routine``) that writes only ancillas freed right after it restores values nothing
+reads afterwards, so their cotangents are zero there and its adjoint pushes only zeros: it is lowered
+as the recompute alone (no gradient work, and no ``0 * inf``), the same reasoning as the fused vjp's.
+
 Gradient variables are named ``g_<name>``; a gradient ancilla lives exactly as long as its value
 ancilla. Constant bindings get a gradient accumulator pushed to what they read at the end of
 their block (which in backward time is where the binding happened).
@@ -12,6 +16,7 @@ their block (which in backward time is where the binding happened).
 from __future__ import annotations
 
 from .. import algebra as A
+from ..analysis import restores_only_freed
 from ..ir import (Alloc, Bind, BinOp, BoolOp, Call, CallFn, Compute, Const, Dealloc, For, If, Index, Instr, Name,
                   Select, Shape, Unary, Uncompute, While, base_name, walk_stmts)
 from ..lowir import AugAssign, Branch, Invoke, Local, Zero
@@ -23,8 +28,9 @@ from .lower import Lowerer
 
 
 class AdjointLowerer(Lowerer):
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, callee_modifies, **kwargs):
         super().__init__(*args, **kwargs)
+        self.callee_modifies = callee_modifies  # callee name -> positions of the parameters it modifies
         taken = set(self.env.types) | set(self.params)
         self.prefix = "g_"
         while any(n.startswith(self.prefix) for n in taken):
@@ -116,9 +122,14 @@ class AdjointLowerer(Lowerer):
             self.emit(Local(b.name, b.expr))
             if self.differentiable(b.name):
                 self.emit(Zero(self.gname(b.name), None, self.env[b.name].dtype))
-        for s in reversed(body):
-            if not isinstance(s, Bind):
-                self.comment(s)
+        for pos in reversed(range(len(body))):
+            s = body[pos]
+            if isinstance(s, Bind):
+                continue
+            self.comment(s)
+            if isinstance(s, Uncompute) and restores_only_freed(body, pos, self.callee_modifies):
+                self.out.extend(self.lower_block(s.body))  # the recompute alone: its cotangents are zero
+            else:
                 getattr(self, "_adjoint_" + type(s).__name__)(s)
         for b in reversed(bindings):
             if self.differentiable(b.name):

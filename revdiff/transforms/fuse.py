@@ -11,7 +11,7 @@ them (which could make 0 * inf = NaN).
 """
 from __future__ import annotations
 
-from ..analysis import modified_names
+from ..analysis import restores_only_freed
 from ..ir import Alloc, Const, Dealloc, Index, Name, Shape, Uncompute
 from ..lowir import Assign, Zero
 from ..types import VarType
@@ -27,9 +27,9 @@ def split_for_fused_vjp(body: list, callee_modifies) -> tuple[list, list]:
         end -= 1
     if end == 0 or not isinstance(body[end - 1], Uncompute):
         return body, []
-    freed = {s.name for s in body[end:]}
-    if not modified_names(body[end - 1].body, callee_modifies) <= freed:
+    if not restores_only_freed(body, end - 1, callee_modifies):
         return body, []  # the compute block writes state that outlives it: its cotangent may be nonzero
+    freed = {s.name for s in body[end:]}
     prefix = body[:end - 1]
     kept = [s for s in prefix if isinstance(s, Alloc) and s.name in freed]
     if len(kept) != len(freed):
@@ -44,11 +44,11 @@ def saved_name(param: str, taken: set) -> str:
     return name
 
 
-def lower_fused_vjp(lowerer, body: list, modified: list, callee_modifies) -> tuple[list, list]:
+def lower_fused_vjp(lowerer, body: list, modified: list) -> tuple[list, list]:
     """(statements, parameters) of the fused vjp: ``params, gradients, saved_<p>`` for each
     modified parameter ``p`` (its forward result, copied out before the adjoint restores it; a
     scalar is saved as a one-element array)."""
-    prefix, kept = split_for_fused_vjp(body, callee_modifies)
+    prefix, kept = split_for_fused_vjp(body, lowerer.callee_modifies)
     env = lowerer.env
     forward = lowerer.lower_block(prefix)
     gradients = lowerer.gradient_params()
