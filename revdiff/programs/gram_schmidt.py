@@ -39,6 +39,15 @@ def norm2(nrm, v):
 
 
 @reversible
+def remaining_columns(R, Q, A):
+    """R[:, p:] += Q^H A[:, p:] for the columns beyond min(m, n) of a wide matrix."""
+    m, n = A.shape
+    p = min(m, n)
+    for k in range(p, n):
+        R[:, k] += Q.conj().T @ A[:, k]
+
+
+@reversible
 def cgs2(Q, R, A):
     """QR by classical Gram-Schmidt with one re-orthogonalisation: orthogonal to O(u) while u*kappa << 1."""
     m, n = A.shape
@@ -63,7 +72,7 @@ def cgs2(Q, R, A):
         del r2
         del r1
         del v
-    R[:, p:] += Q.conj().T @ A[:, p:]  # a wide matrix's columns beyond p
+    remaining_columns(R, Q, A)
 
 
 @reversible
@@ -94,7 +103,7 @@ def bcgs2(Q, R, A):
         del S2
         del S1
         del V
-    R[:, p:] += Q.conj().T @ A[:, p:]  # a wide matrix's columns beyond p
+    remaining_columns(R, Q, A)
 
 
 def _one_pass_qr(name: str, project_out, doc: str):
@@ -121,7 +130,7 @@ def _one_pass_qr(name: str, project_out, doc: str):
             del nrm
             del r
             del v
-        R[:, p:] += Q.conj().T @ A[:, p:]  # a wide matrix's columns beyond p
+        remaining_columns(R, Q, A)
 
     qr.__name__ = qr.__qualname__ = name
     qr.__doc__ = doc
