@@ -95,12 +95,15 @@ class Zero:
 class HostCall:
     """Run host library routine ``routine`` (``revdiff.runtime.host``: BLAS) on ``args`` when
     ``when`` holds (None: always) and the routine accepts the operands; otherwise run ``fallback``,
-    loops computing the same thing. The CUDA emitter prints only the fallback."""
+    loops computing the same thing. With ``result``, the routine never declines and its value is
+    assigned to that variable, as the fallback assigns it. The CUDA emitter and SIMD lanes use only
+    the fallback."""
 
     routine: str
     args: tuple
     fallback: list
     when: "Expr | None" = None
+    result: "str | None" = None
 
 
 @dataclass

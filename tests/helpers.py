@@ -47,3 +47,18 @@ def assert_gradient(f, *args, tol=1e-6, eps=1e-6):
     err = revdiff.check_grad(f, *args, eps=eps)
     assert err < tol, f"gradient check failed for {f}: relative error {err:.3e}"
     return err
+
+
+def fused_vjp(f, args, cotangents):
+    """(outputs, gradients) from f's fused vjp program, called directly."""
+    from revdiff.function import run
+    spec = f.specialize(f.argument_types(args))
+    types = spec.types
+    grads = [np.array(c, dtype=np.asarray(a).dtype) if c is not None else np.zeros_like(np.asarray(a))
+             for a, c, t in zip(args, cotangents, types) if t.differentiable]
+    modified = sorted(f.modified_positions())
+    saved = [np.zeros(np.shape(args[k]) or (1,), np.asarray(args[k]).dtype) for k in modified]
+    result = run(spec.callable("vjp"), tuple(copy_args(args)) + tuple(g if g.ndim else g.item() for g in grads)
+                 + tuple(saved))
+    n = len(args)
+    return saved, result[n:n + len(grads)]

@@ -5,7 +5,7 @@ and asserts the error points exactly there."""
 import numpy as np
 import pytest
 
-from revdiff import ReversibilityError, reversible, routine, zero
+from revdiff import ReversibilityError, reversible, routine, zero, zeros
 
 THIS_FILE = __file__
 
@@ -414,3 +414,38 @@ def test_index_checks_follow_conditional_evaluation():
     np.testing.assert_array_equal(out, [1.0, 2.0, 4.0, 1.0])
     with pytest.raises(IndexError, match=r"index i \+ 1 is out of bounds for axis 0 of 'x' \(index = 4, size = 4\)"):
         shifted(np.zeros(4), np.arange(4.0))
+
+
+def test_failure_codes_name_function_and_check_exactly():
+    """A failed check writes one code (function key and check index) into a float64 record: exact
+    for every key (below 2**31) and index, and an index past the limit is refused when lowering."""
+    from revdiff.errors import SourceLocation
+    from revdiff.runtime import checks
+    for fkey, idx in ((0, 1), (2**31 - 1, 2**20 - 1), (123456789, 4321)):
+        code = float(checks.failure_code(fkey, idx))
+        assert code != 0.0 and checks.decode(code) == (fkey, idx)
+    info = checks.CheckInfo("m", SourceLocation("f.py", 1, 0, "x += 1"))
+    with pytest.raises(ValueError, match="cannot have more than"):
+        checks.register(5, 2**20, info)
+
+
+@reversible
+def ancilla_in_a_column(A, y):
+    t = zeros(len(y), float)
+    with routine:
+        t[:] += A[:, 1]
+    y[:] += t  # the scale of t's zero check: the largest magnitude of the column it held
+    ~routine
+    del t
+
+
+def test_ancilla_scales_are_the_largest_magnitude_of_what_was_written():
+    from revdiff.runtime.host import largest_magnitude
+    A = np.arange(12.0).reshape(4, 3) - 6.0
+    for view in (A, A[:, 1], A[1:3, ::2], A.T, A.astype(np.float32)[:, 2], A * (1 - 2j)):
+        assert largest_magnitude(0.5, view) == max(0.5, np.abs(view).max())
+    assert largest_magnitude(100.0, A) == 100.0
+    src = ancilla_in_a_column.source("forward", A, np.zeros(4))
+    assert "_scale_t = _host_largest_magnitude(_scale_t, t)" in src
+    y = ancilla_in_a_column(A, np.zeros(4))[1]
+    np.testing.assert_array_equal(y, A[:, 1])

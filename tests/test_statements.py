@@ -256,8 +256,8 @@ def test_inverse_of_inverse_is_forward():
 
 def test_check_false_drops_runtime_checks():
     fast = mul_div.with_options(check=False)
-    assert "_err[0] = 1.0" not in fast.source("forward")
-    assert "_err[0] = 1.0" in mul_div.source("forward")
+    assert "_err[0] = " not in fast.source("forward")
+    assert "_err[0] = " in mul_div.source("forward")
     assert fast(3.0, 0.4) == pytest.approx(mul_div(3.0, 0.4))
 
 
@@ -267,11 +267,11 @@ def test_check_false_reaches_callees():
     args = (np.zeros((6, 3)), np.zeros((3, 3)), A)
     fast = cgs2.with_options(check=False)
     spec = fast.specialize(fast.argument_types(args))
-    assert "_err[0] = 1.0" not in spec.source("adjoint")
+    assert "_err[0] = " not in spec.source("adjoint")
     assert spec.dependencies and all(not dep.options.check for dep, _ in spec.dependencies.values())
     for dep, program in spec.dependencies.values():
-        assert "_err[0] = 1.0" not in dep.source(program), program
-    assert "_err[0] = 1.0" in cgs2.specialize(cgs2.argument_types(args)).source("forward")
+        assert "_err[0] = " not in dep.source(program), program
+    assert "_err[0] = " in cgs2.specialize(cgs2.argument_types(args)).source("forward")
     np.testing.assert_array_equal(fast(*args)[0], cgs2(*args)[0])
 
 

@@ -104,7 +104,7 @@ def lane_batch_source(entry: str, program: str, params: list, grads: list, heade
             lines.append(f"            if _b + {k} < _n:")
             lines.append(f"                {name}[_b + {k}] = _r[{at + k}]")
     lines += ["            if _e[0] != 0.0:  # a failed check: its lane names the element",
-              "                _errors[min(_b + int(_e[3]), _n - 1), :] = _e",
+              "                _errors[min(_b + int(_e[1]), _n - 1), :] = _e",
               "                _e[:] = 0.0",
               f"    return ({', '.join(names)},)"]
     return "\n".join(lines) + "\n"

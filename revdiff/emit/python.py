@@ -5,6 +5,7 @@ from ..ir import BinOp, BoolOp, Call, Compare, Const, Index, Name, Select, Shape
 from ..lowir import (Assign, AugAssign, Branch, Check, Comment, HostCall, Invoke, Local, LowFunction, Loop,
                      Repeat, Zero, host_symbol)
 from ..primitives import FUNCTIONS
+from ..runtime.checks import failure_code
 
 # Python precedence, higher binds tighter.
 _PREC = {"or": 1, "and": 2, "not": 3, "cmp": 4, "+": 9, "-": 9, "*": 10, "/": 10, "//": 10, "%": 10,
@@ -100,8 +101,8 @@ class PythonEmitter:
         self.lines: list = []
 
     def function(self, f: LowFunction) -> str:
-        """``def name(params..., _err)``: a failed check writes (1, function key, check index, -,
-        value, value) into the float64 record ``_err`` and returns at once; callers test it after
+        """``def name(params..., _err)``: a failed check writes (failure code, lane, value, value)
+        into the float64 record ``_err`` (``runtime.checks``) and returns at once; callers test it after
         every call. No exceptions: they would be lost inside a parallel (prange) batch loop."""
         self.lines = [f"def {f.name}({', '.join(list(f.params) + ['_err'])}):"]
         rets = ", ".join(f.returns)
@@ -143,17 +144,22 @@ class PythonEmitter:
                 self.block(s.orelse, d + 1)
         elif isinstance(s, HostCall):  # the routine returns False when it declines: run the loops
             call = f"{host_symbol(s.routine)}({', '.join(expr_source(a) for a in s.args)})"
+            if s.result is not None:
+                self.out(d, f"{s.result} = {call}")
+                return
             self.out(d, f"if not ({expr_source(s.when)} and {call}):" if s.when is not None else f"if not {call}:")
             self.block(s.fallback, d + 1)
         elif isinstance(s, Repeat):
             self.out(d, f"while {expr_source(s.cond)}:")
             self.block(s.body, d + 1)
-        elif isinstance(s, Check):
-            vals = [expr_source(v) for v in s.values] + ["0.0"] * (2 - len(s.values))
+        elif isinstance(s, Check):  # the record starts zeroed: only nonzero fields are written
+            stores = [f"_err[0] = {failure_code(s.fkey, s.idx)}.0"]
+            if s.lane:
+                stores.append(f"_err[1] = {s.lane}")
+            stores += [f"_err[{2 + k}] = {expr_source(v)}" for k, v in enumerate(s.values)
+                       if not (isinstance(v, Const) and v.value == 0)]
             self.out(d, f"if not ({expr_source(s.ok)}):")
-            lane = f"_err[3] = {s.lane}; " if s.lane is not None else ""
-            self.out(d + 1, f"_err[0] = 1.0; _err[1] = {s.fkey}; _err[2] = {s.idx}; {lane}_err[4] = {vals[0]}; "
-                            f"_err[5] = {vals[1]}")
+            self.out(d + 1, "; ".join(stores))
             self.out(d + 1, self.ret)
         elif isinstance(s, Invoke):
             call = f"{s.fn}({', '.join([expr_source(a) for a in s.args] + ['_err'])})"

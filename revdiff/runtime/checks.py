@@ -16,9 +16,28 @@ class CheckInfo:
 
 _CHECKS: dict = {}
 
+# The error record generated CPU code writes on a failed check (float64, zero until then):
+# [failure code, SIMD lane, value, value]. One code names the function and the check, so a failure
+# costs three stores, not five: each is code Numba must type and compile, at every check.
+RECORD_SIZE = 4
+_CHECK_BITS = 20  # function keys stay below 2**31, so codes below 2**51 are exact in float64
+
 
 def register(fkey: int, idx: int, info: CheckInfo) -> None:
+    if not 0 < idx < 1 << _CHECK_BITS:
+        raise ValueError(f"{info.loc}: a generated function cannot have more than {(1 << _CHECK_BITS) - 1} "
+                         "runtime checks; split the reversible function")
     _CHECKS[(fkey, idx)] = info
+
+
+def failure_code(fkey: int, idx: int) -> int:
+    """The nonzero number a failed check ``idx`` of function ``fkey`` writes into its record."""
+    return fkey << _CHECK_BITS | idx
+
+
+def decode(code: float) -> tuple:
+    """(function key, check index) of a failure code."""
+    return int(code) >> _CHECK_BITS, int(code) & ((1 << _CHECK_BITS) - 1)
 
 
 def to_error(exc: BaseException, batch_element: int | None = None) -> Exception:

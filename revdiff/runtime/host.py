@@ -1,4 +1,5 @@
-"""Host BLAS routines that the generated CPU code calls for vector instructions on large views.
+"""Host routines that generated CPU code calls: BLAS for vector instructions on large views, and the
+largest magnitude of a view (the scale of an ancilla's zero check).
 
 Each routine returns False, touching nothing, when its operands do not suit BLAS (a dtype other
 than float32/float64, mixed dtypes, a matrix strided along both axes, an empty view); the
@@ -186,7 +187,17 @@ def matmat(Y, A, B, transpose_a, transpose_b, sign) -> bool:
     return True
 
 
-ROUTINES = {"matvec": matvec, "matvec_input_gradient": matvec_input_gradient, "outer_update": outer_update,
+@_jit
+def largest_magnitude(scale, V):
+    """max(scale, |x|) over every element x of view ``V``: the scale of an ancilla's zero check,
+    raised after a statement wrote the ancilla. One call in place of a loop per write keeps the
+    checks' generated code small (Numba compiles one statement, not a loop, at each write)."""
+    for x in V.flat:
+        scale = max(scale, abs(x))
+    return scale
+
+
+ROUTINES = {"largest_magnitude": largest_magnitude, "matvec": matvec, "matvec_input_gradient": matvec_input_gradient, "outer_update": outer_update,
             "matmat": matmat}
 
 

@@ -259,7 +259,8 @@ class Lowerer:
             body = [Assign((scale,), (Call("max", (scale, Call("abs", (element,)))),))]
             for axis in reversed(range(len(lengths))):
                 body = [Loop(idx[axis], Const(0), lengths[axis], Const(1), body)]
-            self.out.extend(body)
+            whole = isinstance(x, Index) and all(i == Slice(None, None, None) for i in x.indices)
+            self.emit(HostCall("largest_magnitude", (scale, Name(x.base) if whole else x), body, result=scale.id))
 
     def track_call_scales(self, s: CallFn, modified: set) -> None:
         """After a call, a modified ancilla's scale rises to its own magnitude, to that of the scalars

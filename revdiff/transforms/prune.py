@@ -128,7 +128,7 @@ def _conjuncts(e) -> list:
     return [e]
 
 
-def _written(s) -> set:
+def written_names(s) -> set:
     """Names statement ``s`` (with its nested blocks) may reassign: scalars, loop variables,
     reallocated arrays. Element writes do not count (facts never read elements)."""
     out = set()
@@ -146,7 +146,7 @@ def _written(s) -> set:
         out |= {r.id for r in s.results if isinstance(r, Name)}
     for block in nested_blocks(s):
         for t in block:
-            out |= _written(t)
+            out |= written_names(t)
     return out
 
 
@@ -165,21 +165,21 @@ def _block(body: list, facts: _Facts) -> list:
             continue
         if isinstance(s, Loop):
             inner = facts.copy()
-            inner.forget(_written(s))
+            inner.forget(written_names(s))
             rng = inner.loop_range(s)
-            if rng is not None and not any(_names(b) & _written(s)
+            if rng is not None and not any(_names(b) & written_names(s)
                                            for b in (s.start, s.stop) if b is not None):
                 inner.ranges[s.var] = rng
             s = replace(s, body=_block(s.body, inner))
         elif isinstance(s, Repeat):
             inner = facts.copy()
-            inner.forget(_written(s))
+            inner.forget(written_names(s))
             s = replace(s, body=_block(s.body, inner))
         elif isinstance(s, Branch):
             s = replace(s, then=_block(s.then, facts.copy()), orelse=_block(s.orelse, facts.copy()))
         elif isinstance(s, HostCall):
             s = replace(s, fallback=_block(s.fallback, facts.copy()))
-        facts.forget(_written(s))
+        facts.forget(written_names(s))
         if isinstance(s, Local) and not _reads_elements(s.expr):
             facts.locals[s.name] = s.expr
         out.append(s)
