@@ -197,8 +197,8 @@ def largest_magnitude(scale, V):
     return scale
 
 
-ROUTINES = {"largest_magnitude": largest_magnitude, "matvec": matvec, "matvec_input_gradient": matvec_input_gradient, "outer_update": outer_update,
-            "matmat": matmat}
+ROUTINES = {"largest_magnitude": largest_magnitude, "matvec": matvec, "matvec_input_gradient": matvec_input_gradient,
+            "outer_update": outer_update, "matmat": matmat}
 
 
 def routines_called(source: str) -> dict:

@@ -144,6 +144,8 @@ def written_names(s) -> set:
         out.add(s.var)
     elif isinstance(s, Invoke):
         out |= {r.id for r in s.results if isinstance(r, Name)}
+    elif isinstance(s, HostCall) and s.result is not None:
+        out.add(s.result)
     for block in nested_blocks(s):
         for t in block:
             out |= written_names(t)
