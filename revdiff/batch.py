@@ -195,11 +195,11 @@ class BatchedFunction:
             with slp_vectorized() if not getattr(entry, "signatures", True) else nullcontext():
                 return run(entry, arrays, self._errors(arrays))
         entry = self.entry(kind, types, self._blas(arrays))
-        # the batch's threads share the cores, so BLAS calls must not add theirs; element 0 too, whose
-        # BLAS threads would otherwise spin beside the batch's workers after it (measured: 25.8 -> 20.9 ms per
-        # 500x250 block-CGS2 projection gradient in batches of 10)
+        # the batch's threads share the cores, so BLAS calls must not add theirs (threads BLAS woke
+        # earlier would spin beside the batch's workers: measured 25.8 -> 20.9 ms per 500x250 block-CGS2
+        # projection gradient in batches of 10). A failed check, a division by zero and a negative
+        # ancilla size included, lands in the element's error record: nothing raises inside the loop.
         with blas_single_threaded():
-            self._first_element(arrays[:len(self.f.params)])
             return run(entry, arrays, self._errors(arrays))
 
     def _blas(self, arrays: tuple) -> bool:
@@ -239,12 +239,6 @@ class BatchedFunction:
             if p in self.batched and scalar[k]:
                 params[k][0] = result[k]
         return arrays
-
-    def _first_element(self, args: tuple) -> None:
-        """Run element 0 alone first: an index out of bounds (arguments of the wrong shape) raises
-        there, where it can, rather than in a parallel loop that cannot raise."""
-        if self.f.forward_function.options.check:
-            self.f(*(_copy(a[0]) if p in self.batched else _copy(a) for p, a in zip(self.f.params, args)))
 
     def vjp(self, args: Sequence, cotangents: Sequence) -> tuple:
         """``(outs, grads)``: final values and, from ``cotangents`` of the final values (None: zero),

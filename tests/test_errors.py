@@ -5,7 +5,10 @@ and asserts the error points exactly there."""
 import numpy as np
 import pytest
 
+import revdiff
 from revdiff import ReversibilityError, reversible, routine, zero, zeros
+
+from helpers import fused_vjp
 
 THIS_FILE = __file__
 
@@ -416,6 +419,74 @@ def test_index_checks_follow_conditional_evaluation():
         shifted(np.zeros(4), np.arange(4.0))
 
 
+@reversible
+def ancilla_inside_a_routine(s, A):
+    c = zero(float)
+    with routine:
+        u = zeros(A.shape[0], float)
+        u[:] += A[:, 0]
+        u[:] += A[:, 1]
+        c += u[0]
+        u[:] -= A[:, 1]  # (a + b) - b differs from a by rounding of b's size
+        u[:] -= A[:, 0]
+        del u
+    s += c
+    ~routine
+    del c
+
+
+def test_an_ancilla_allocated_inside_a_routine_is_measured_again_when_uncomputed():
+    """The uncompute of a routine does not rescan the ancillas that outlive it (the compute saw the
+    same magnitudes), but one allocated inside restarts from zero there: its zero check still
+    scales with the 1e8 it held, in the inverse and the adjoint alike."""
+    A = np.array([[0.1, 1e8], [0.3, -1e8]])
+    assert "_scale_u = _host_largest_magnitude(_scale_u, u)" in ancilla_inside_a_routine.source("inverse", 0.0, A)
+    s = ancilla_inside_a_routine(0.0, A)[0]
+    assert s == pytest.approx(1e8)
+    assert ancilla_inside_a_routine.inverse(s, A)[0] == pytest.approx(0.0, abs=1e-6)
+    for gA in (revdiff.vjp(ancilla_inside_a_routine, 0.0, A)[1](1.0, None)[1],
+               fused_vjp(ancilla_inside_a_routine, (0.0, A), (1.0, None))[1][1]):
+        np.testing.assert_array_equal(gA, [[1.0, 1.0], [0.0, 0.0]])
+
+
+@reversible
+def ratios(y, x, d):
+    for i in range(len(x)):
+        y[i] += x[i] / d[i]  # E:expression_division
+        y[i] += x[i] / d[i] if d[i] != 0 else 0.0  # evaluated only where d[i] is not zero
+
+
+@reversible
+def window(y, x, k):
+    t = zeros(k - 1, float)  # E:negative_size
+    for i in range(k - 1):
+        t[i] += x[i]
+    for i in range(k - 1):
+        y[i] += t[i]
+    for i in range(k - 1):
+        t[i] -= x[i]
+    del t
+
+
+def test_division_by_zero_and_negative_sizes_name_the_line_in_every_batch_element():
+    """Python raises ZeroDivisionError for x / 0; generated code says so with the user's line, also
+    in batch element 2 of a parallel loop, where an exception Numba raised would be lost (the batch
+    once returned element 2 half computed). A guarded division is checked only under its guard."""
+    d = np.array([[1.0, 2.0], [4.0, 0.5], [1.0, 0.0], [2.0, 2.0]])
+    x = np.ones((4, 2))
+    with pytest.raises(ZeroDivisionError, match=r"division by zero: d\[i\] is 0") as e:
+        ratios(np.zeros(2), x[2], d[2])
+    assert f"{THIS_FILE}\", line {line_of('expression_division')}" in str(e.value)
+    bf = revdiff.batched(ratios, ("y", "x", "d"))
+    with pytest.raises(ZeroDivisionError, match=r"d\[i\] is 0 in batch element 2"):
+        bf(np.zeros((4, 2)), x, d)
+    np.testing.assert_array_equal(bf(np.zeros((2, 2)), x[:2], d[:2])[0], 2 / d[:2])
+    with pytest.raises(ValueError, match=r"ancilla 't' gets a negative size k - 1 \(size = -1\)") as e:
+        window(np.zeros(3), np.ones(3), 0)
+    assert f"{THIS_FILE}\", line {line_of('negative_size')}" in str(e.value)
+    np.testing.assert_array_equal(window(np.zeros(3), np.ones(3), 3)[0], [1.0, 1.0, 0.0])
+
+
 def test_failure_codes_name_function_and_check_exactly():
     """A failed check writes one code (function key and check index) into a float64 record: exact
     for every key (below 2**31) and index, and an index past the limit is refused when lowering."""
@@ -446,6 +517,6 @@ def test_ancilla_scales_are_the_largest_magnitude_of_what_was_written():
         assert largest_magnitude(0.5, view) == max(0.5, np.abs(view).max())
     assert largest_magnitude(100.0, A) == 100.0
     src = ancilla_in_a_column.source("forward", A, np.zeros(4))
-    assert "_scale_t = _host_largest_magnitude(_scale_t, t)" in src
+    assert src.count("_scale_t = _host_largest_magnitude(_scale_t, t)") == 1  # the uncompute rescans nothing
     y = ancilla_in_a_column(A, np.zeros(4))[1]
     np.testing.assert_array_equal(y, A[:, 1])

@@ -6,7 +6,7 @@ import pytest
 
 from helpers import assert_gradient, assert_round_trip
 from revdiff import reversible, routine, zeros
-from revdiff.ir import BoolOp, Compare, Const, Index, Name, Shape
+from revdiff.ir import BoolOp, Compare, Const, Index, Name, Shape, Unary
 from revdiff.lowir import AugAssign, Check, LowFunction, Loop, nested_blocks
 from revdiff.transforms.prune import prune_checks
 
@@ -106,10 +106,47 @@ def test_pass_keeps_checks_whose_facts_were_reassigned():
     assert len(prune_checks(LowFunction("f", [], repeated, [])).body) == 2  # element writes change no fact
     inside = [Loop("i", Const(0), n, Const(1), [_check(ok_k, 1)]), _check(ok_k, 2)]
     out = prune_checks(LowFunction("f", [], inside, [])).body
-    assert len(out) == 2 and isinstance(out[1], Check)
+    assert isinstance(out[-1], Check) and out[-1].ok == ok_k  # the loop may run zero times
     partly = [_check(Compare("<=", Const(0), k), 1), _check(BoolOp("and", (Compare("<=", Const(0), k), ok_k)), 2)]
     out = prune_checks(LowFunction("f", [], partly, [])).body
     assert out[1].ok == ok_k  # the implied conjunct is dropped, the other kept
+
+
+def test_loop_invariant_checks_run_once_before_the_loop():
+    """A check that reads nothing the loop writes and no element moves before the loop, guarded by
+    the loop running at all; one that reads the loop variable, an element or a name the body
+    writes stays in the body."""
+    i, n, d = Name("i"), Name("n"), Name("d")
+    nonzero = Compare("!=", d, Const(0))
+    in_z = Compare("<", i, Shape("z", 0))
+    body = [AugAssign(Index("y", (i,)), "+", Const(1.0)), _check(nonzero, 1), _check(in_z, 2)]
+    out = prune_checks(LowFunction("f", [], [Loop("i", Const(0), n, Const(1), body)], [])).body
+    assert out[0] == _check(BoolOp("or", (Unary("not", Compare("<", Const(0), n)), nonzero)), 1)
+    assert [s for s in out[1].body if isinstance(s, Check)] == [_check(in_z, 2)]
+    backwards = prune_checks(LowFunction("f", [], [Loop("i", n, Const(-1), Const(-1), body)], [])).body
+    assert backwards[0].ok == BoolOp("or", (Unary("not", Compare(">", n, Const(-1))), nonzero))
+    element = _check(Compare("!=", Index("y", (Const(0),)), Const(0)), 3)
+    stays = [element, AugAssign(d, "+", Const(1.0)), _check(nonzero, 4)]
+    out = prune_checks(LowFunction("f", [], [Loop("i", Const(0), n, Const(1), stays)], [])).body
+    assert len(out) == 1 and out[0].body == stays
+
+
+@reversible
+def divide_all(y, x, d):
+    for i in range(len(x)):
+        y[i] += x[i] / d  # E:divide_all
+
+
+def test_a_hoisted_division_check_fails_only_when_the_loop_runs():
+    src = divide_all.source("forward", np.zeros(3), np.ones(3), 2.0)
+    assert src.index("d != 0") < src.index("for i in range(0, x.shape[0], 1):")
+    assert divide_all(np.zeros(0), np.ones(0), 0.0)[0].size == 0  # no iteration divides
+    with open(THIS_FILE) as fh:
+        line = next(n for n, text in enumerate(fh, 1) if text.rstrip().endswith("# E:divide_all"))
+    with pytest.raises(ZeroDivisionError, match="division by zero: d is 0") as e:
+        divide_all(np.zeros(3), np.ones(3), 0.0)
+    assert f"line {line}" in str(e.value)
+    np.testing.assert_array_equal(divide_all(np.zeros(3), np.ones(3), 2.0)[0], [0.5, 0.5, 0.5])
 
 
 @reversible

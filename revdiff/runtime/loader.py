@@ -86,7 +86,9 @@ def load(source: str, stem: str, backend: str) -> ModuleType:
 def compiled(module: ModuleType, name: str, backend: str, dependencies: dict, parallel: bool = False):
     """The callable for ``module.name``: the plain function, or its Numba dispatcher. Numba's own
     bounds checks stay off: the generated code checks its indices itself (``Lowerer.index_checks``),
-    naming the user's line, and leaves the loops of vector instructions unchecked."""
+    naming the user's line, and leaves the loops of vector instructions unchecked. Its divisions are
+    checked the same way, so Numba's error model is NumPy's: no exception (a parallel loop would
+    lose it) and no second zero test per division."""
     module.__dict__.update(dependencies)
     key = (module.__name__, name)
     fn = _COMPILED.get(key)
@@ -94,6 +96,7 @@ def compiled(module: ModuleType, name: str, backend: str, dependencies: dict, pa
         fn = getattr(module, name)
         if backend == "numba":
             import numba
-            fn = numba.njit(cache=True, fastmath=False, nogil=True, boundscheck=False, parallel=parallel)(fn)
+            fn = numba.njit(cache=True, fastmath=False, nogil=True, boundscheck=False, error_model="numpy",
+                             parallel=parallel)(fn)
         _COMPILED[key] = fn
     return fn

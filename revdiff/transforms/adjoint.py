@@ -173,7 +173,8 @@ class AdjointLowerer(Lowerer):
         self.emit_while(s, s.post, s.pre, lambda: self.adjoint_block(s.body))
 
     def _adjoint_Compute(self, s: Compute) -> None:
-        self.out.extend(self.adjoint_block(s.body))
+        with self.scales_measured_by_compute(s.body):  # measured by the (re)compute before it
+            self.out.extend(self.adjoint_block(s.body))
 
     def _adjoint_Uncompute(self, s: Uncompute) -> None:
         self.out.extend(self.adjoint_block(invert_block(s.body)))

@@ -1,5 +1,6 @@
-"""Index checks of generated code: for each low-level statement, the condition under which every
-integer index it evaluates lies inside its array (Python's range, -size <= i < size).
+"""Index and division checks of generated code: for each low-level statement, the condition under
+which every integer index it evaluates lies inside its array (Python's range, -size <= i < size),
+and the divisors of its divisions (``/``, ``//``, ``%``) that must not be zero.
 
 Revdiff compiles without Numba's bounds checks and emits these instead, so that an out-of-range
 index names the user's line, and so that the loops of vector instructions, whose views are checked
@@ -9,7 +10,7 @@ once before the loop, run without a check per element. An index read only under 
 from __future__ import annotations
 
 from .. import algebra as A
-from ..ir import BoolOp, Compare, Index, Select, Shape, Slice, Unary, children
+from ..ir import BinOp, BoolOp, Compare, Const, Index, Select, Shape, Slice, Unary, children
 from ..lowir import Assign, AugAssign, Branch, Invoke, Local, Loop, Repeat
 
 
@@ -17,7 +18,7 @@ def index_conditions(stmt) -> list:
     """(condition, element access, axis) for every integer index ``stmt`` itself evaluates."""
     out, seen = [], set()
     for e in _own_exprs(stmt):
-        for node, guard in _indexed(e, None):
+        for node, guard in _guarded(e, None, lambda n: isinstance(n, Index)):
             if (node, guard) in seen:
                 continue
             seen.add((node, guard))
@@ -31,20 +32,40 @@ def index_conditions(stmt) -> list:
     return out
 
 
+def division_conditions(stmt) -> list:
+    """(condition, divisor) for every division ``stmt`` itself evaluates by a divisor not known to be
+    nonzero: Python raises ZeroDivisionError there, and generated code must say so with the user's
+    line rather than let Numba raise inside a parallel loop, which loses the exception."""
+    out, seen = [], set()
+    for e in _own_exprs(stmt):
+        for node, guard in _guarded(e, None, _is_division):
+            ok = Compare("!=", node.right, Const(0))
+            if guard is not None:
+                ok = BoolOp("or", (Unary("not", guard), ok))
+            if ok not in seen:
+                seen.add(ok)
+                out.append((ok, node.right))
+    return out
+
+
+def _is_division(e) -> bool:
+    return isinstance(e, BinOp) and e.op in ("/", "//", "%") and not (isinstance(e.right, Const) and e.right.value != 0)
+
+
 def in_bounds(i, size):
     """Python's range of an index into an axis of ``size`` elements: -size <= i < size."""
     return BoolOp("and", (Compare("<=", A.neg(size), i), Compare("<", i, size)))
 
 
-def _indexed(e, guard):
-    """(element access, condition under which it is evaluated or None) for every Index in ``e``:
-    the arms of ``a if c else b`` and the later operands of ``and``/``or`` are conditional."""
-    if isinstance(e, Index):
+def _guarded(e, guard, wanted):
+    """(node, condition under which it is evaluated or None) for every node of ``e`` that ``wanted``
+    accepts: the arms of ``a if c else b`` and the later operands of ``and``/``or`` are conditional."""
+    if wanted(e):
         yield e, guard
     if isinstance(e, Select):
-        yield from _indexed(e.cond, guard)
-        yield from _indexed(e.a, _conjunction(guard, e.cond))
-        yield from _indexed(e.b, _conjunction(guard, Unary("not", e.cond)))
+        yield from _guarded(e.cond, guard, wanted)
+        yield from _guarded(e.a, _conjunction(guard, e.cond), wanted)
+        yield from _guarded(e.b, _conjunction(guard, Unary("not", e.cond)), wanted)
         return
     if isinstance(e, BoolOp):
         for k, v in enumerate(e.values):
@@ -53,10 +74,10 @@ def _indexed(e, guard):
             g = guard
             for c in conds:
                 g = _conjunction(g, c)
-            yield from _indexed(v, g)
+            yield from _guarded(v, g, wanted)
         return
     for c in children(e):
-        yield from _indexed(c, guard)
+        yield from _guarded(c, guard, wanted)
 
 
 def _conjunction(guard, cond):

@@ -18,7 +18,7 @@ from ..lowir import Assign, Branch, Check, Comment, HostCall, Invoke, Local, Loo
 from ..primitives import INSTRUCTIONS
 from ..runtime.checks import CheckInfo, register
 from ..types import VarType
-from .bounds import in_bounds, index_conditions
+from .bounds import division_conditions, in_bounds, index_conditions
 from .infer import TypeEnv, alloc_type, expr_type
 from .invert import invert_block
 
@@ -52,12 +52,16 @@ class Lowerer:
         self.out: list = []
         self.loc = None
         self.proven_in_bounds = False  # set while a vector instruction emits loops over checked views
+        self.scales_known: frozenset = frozenset()  # ancillas whose scales need no new measurement here
 
     # ---------------------------------------------------------------- RuleContext
 
     def emit(self, stmt) -> None:
-        if self.options.check and not self.proven_in_bounds:
-            self.index_checks(stmt)
+        if self.options.check:
+            if not self.proven_in_bounds:
+                self.index_checks(stmt)
+            for ok, divisor in division_conditions(stmt):
+                self.require(ok, f"division by zero: {expr_source(divisor)} is 0", error=ZeroDivisionError)
         self.out.append(stmt)
 
     def index_checks(self, stmt) -> None:
@@ -190,6 +194,10 @@ class Lowerer:
 
     def _Alloc(self, s: Alloc) -> None:
         t = alloc_type(s, self.env)
+        for size in s.shape or ():
+            if not (isinstance(size, Const) and size.value >= 0):
+                self.require(Compare(">=", size, Const(0)), f"ancilla '{s.name}' gets a negative size "
+                             f"{expr_source(size)}", size, labels=("size",), error=ValueError)
         self.emit(Zero(s.name, s.shape, t.dtype))
         if self.options.check:
             self.emit(Local(f"_scale_{s.name}", Const(0.0)))
@@ -239,7 +247,7 @@ class Lowerer:
         """Raise ancilla ``t``'s scale to the magnitude of ``t`` (element) or of every element of
         ``t``, and of the scalars ``sources`` (after a call, whose terms are as large as what it read)."""
         name = base_name(t)
-        if not self.options.check or name not in self.ancillas or self.env[name].kind in ("int", "bool"):
+        if not self.tracks_scale(name):
             return
         scale = Name(f"_scale_{name}")
         for x in (t,) + tuple(sources):
@@ -262,6 +270,11 @@ class Lowerer:
             whole = isinstance(x, Index) and all(i == Slice(None, None, None) for i in x.indices)
             self.emit(HostCall("largest_magnitude", (scale, Name(x.base) if whole else x), body, result=scale.id))
 
+    def tracks_scale(self, name: str) -> bool:
+        """Whether writes to ``name`` here raise a scale: a float ancilla, checks on, not being uncomputed."""
+        return (self.options.check and name in self.ancillas and name not in self.scales_known
+                and self.env[name].kind not in ("int", "bool"))
+
     def track_call_scales(self, s: CallFn, modified: set) -> None:
         """After a call, a modified ancilla's scale rises to its own magnitude, to that of the scalars
         the call read, and to the scales of the ancilla arrays it read: a coefficient computed from
@@ -279,7 +292,7 @@ class Lowerer:
     def inherit_scales(self, target, sources: list) -> None:
         """Raise ancilla ``target``'s scale to the scales of the ancilla arrays among ``sources``."""
         name = base_name(target)
-        if not self.options.check or name not in self.ancillas or self.env[name].kind in ("int", "bool"):
+        if not self.tracks_scale(name):
             return
         scale = Name(f"_scale_{name}")
         for src in sorted({base_name(x) for x in sources} - {name}):  # sorted: the same source every time
@@ -356,7 +369,20 @@ class Lowerer:
         self.out.extend(self.lower_block(s.body))
 
     def _Uncompute(self, s: Uncompute) -> None:
-        self.out.extend(self.lower_block(invert_block(s.body)))
+        with self.scales_measured_by_compute(s.body):
+            self.out.extend(self.lower_block(invert_block(s.body)))
+
+    @contextmanager
+    def scales_measured_by_compute(self, body: list):
+        """While a compute block is undone, the ancillas that outlive it pass back through the states
+        its compute gave them, whose largest magnitudes their scales already hold: no new scans. Those
+        allocated inside the block restart from zero there and are measured again."""
+        saved = self.scales_known
+        self.scales_known = saved | (frozenset(self.ancillas) - ancilla_names(body))
+        try:
+            yield
+        finally:
+            self.scales_known = saved
 
     def _CallFn(self, s: CallFn) -> None:
         self.call_alias_checks(s)
