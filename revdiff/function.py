@@ -31,7 +31,7 @@ from .transforms.invert import invert_block
 from .transforms.lower import Lowerer, Options, ancilla_names
 from .types import VarType, type_of_value
 
-PROGRAMS = ("forward", "inverse", "adjoint", "inverse_adjoint", "vjp", "inverse_vjp")
+PROGRAMS = ("forward", "inverse", "adjoint", "inverse_adjoint", "vjp", "inverse_vjp", "vjp_forward")
 BACKENDS = ("numba", "python")
 
 
@@ -183,7 +183,8 @@ class ReversibleFunction:
 
     def source(self, program: str = "forward", *example_args: Any, backend: str = "numba") -> str:
         """Generated source of ``program`` ("forward", "inverse", "adjoint", "inverse_adjoint", "vjp",
-        "inverse_vjp": forward and adjoint fused),
+        "inverse_vjp": forward and adjoint fused; "vjp_forward": the forward program as a fused vjp's
+        forward half runs it, without the uncomputes its adjoint half repeats),
         specialised on the types of ``example_args`` (default: every parameter a float64 array or
         float) and, for Numba, on their sizes (``blas_for``: without example arguments, the version
         with BLAS branches); or with ``backend="cuda"`` CUDA C device functions for any shapes."""
@@ -342,13 +343,14 @@ class Specialization:
         calls once inlined (CPU code; ``transforms/inline.py``); ``hoist``: allocations in loops hoisted."""
         from .transforms.adjoint import AdjointLowerer
         env = TypeEnv(self.env.types)
-        body = self.func.body if program in ("forward", "adjoint", "vjp") else invert_block(self.func.body)
+        body = self.func.body if program in ("forward", "adjoint", "vjp", "vjp_forward") else invert_block(self.func.body)
         params = list(self.rf.params)
         args = (env, self.options, self.fkey * 8 + PROGRAMS.index(program), self.callee_symbol(env),
                 ancilla_names(self.func.body), params)
         twins = {}  # gradient parameter -> its primal (same shape)
-        if program in ("forward", "inverse"):
-            low, all_params = Lowerer(*args).lower_block(body), params
+        if program in ("forward", "inverse", "vjp_forward"):
+            lowerer = Lowerer(*args, callee_modifies=self.rf._callee_modifies, vjp_forward=program == "vjp_forward")
+            low, all_params = lowerer.lower_block(body), params
         else:
             lowerer = AdjointLowerer(*args, callee_modifies=self.rf._callee_modifies)
             if program in ("vjp", "inverse_vjp"):

@@ -135,3 +135,26 @@ def test_qr_adjoints_call_no_inverse_adjoint():
         assert not any(c.endswith("_inverse_adjoint") for c in calls), (qr, calls)
         if qr is P.cgs2:  # each column's projections are recomputed by the forward program
             assert any(c.startswith("classical_pass_") and c.endswith("_forward") for c in calls), calls
+
+
+def test_the_forward_half_leaves_out_uncomputes_of_ancillas_it_frees():
+    """In a fused vjp the adjoint half recomputes and uncomputes every routine whose ancillas are
+    freed right after it, on the same values, and checks them there: the forward half (and the
+    callees it runs, as `vjp_forward` programs) leaves those uncomputes and their checks out."""
+    m, n = 70, 40  # two block-CGS2 panels
+    args = (np.zeros(m), rng.standard_normal((m, n)), rng.standard_normal(m))
+    src = P.project_bcgs2.source("vjp", *args)
+    assert "left out in the vjp's forward half" in src
+    assert re.search(r"\bcgs2_[0-9a-f]{8}_vjp_forward\(", src) and not re.search(r"\bcgs2_[0-9a-f]{8}_forward\(", src)
+    assert re.search(r"abs\(bcgs2_adjoint_V\[", src)  # the adjoint half still checks its panel ancillas
+    assert not re.search(r"abs\(bcgs2_forward_V\[", src)
+    panel = P.cgs2.source("vjp_forward", np.zeros((m, 32)), np.zeros((32, 32)), rng.standard_normal((m, 32)))
+    full = P.cgs2.source("forward", np.zeros((m, 32)), np.zeros((32, 32)), rng.standard_normal((m, 32)))
+    assert "classical_pass" in panel and "_inverse(" not in panel and "_inverse(" in full
+    gz = rng.standard_normal(m)
+    outs, pullback = revdiff.vjp(P.project_bcgs2, *copy_args(args))
+    saved, got = fused_vjp(P.project_bcgs2, args, (gz, None, None))
+    np.testing.assert_allclose(saved[0], outs[0], rtol=1e-13, atol=1e-13)
+    for g, w in zip(got, pullback(gz, None, None)):
+        np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-11)
+    assert_gradient(P.project_bcgs2, *args)

@@ -29,8 +29,7 @@ from .lower import Lowerer
 
 class AdjointLowerer(Lowerer):
     def __init__(self, *args, callee_modifies, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.callee_modifies = callee_modifies  # callee name -> positions of the parameters it modifies
+        super().__init__(*args, callee_modifies=callee_modifies, **kwargs)
         taken = set(self.env.types) | set(self.params)
         self.prefix = "g_"
         while any(n.startswith(self.prefix) for n in taken):

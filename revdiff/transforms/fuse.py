@@ -50,7 +50,9 @@ def lower_fused_vjp(lowerer, body: list, modified: list) -> tuple[list, list]:
     scalar is saved as a one-element array)."""
     prefix, kept = split_for_fused_vjp(body, lowerer.callee_modifies)
     env = lowerer.env
+    lowerer.vjp_forward = True  # its freed ancillas' uncomputes are the adjoint half's to run and check
     forward = lowerer.lower_block(prefix)
+    lowerer.vjp_forward = False
     gradients = lowerer.gradient_params()
     saved_out, lowerer.out = lowerer.out, []
     saved = []

@@ -41,7 +41,7 @@ class Lowerer:
     """Lowers statements into ``self.out``; implements the RuleContext the instruction table uses."""
 
     def __init__(self, env: TypeEnv, options: Options, fkey: int, callee_symbol, ancillas: set,
-                 params: list, counter: list | None = None):
+                 params: list, counter: list | None = None, callee_modifies=None, vjp_forward: bool = False):
         self.env = env
         self.options = options
         self.fkey = fkey
@@ -53,6 +53,11 @@ class Lowerer:
         self.loc = None
         self.proven_in_bounds = False  # set while a vector instruction emits loops over checked views
         self.scales_known: frozenset = frozenset()  # ancillas whose scales need no new measurement here
+        self.callee_modifies = callee_modifies  # callee name -> positions of the parameters it modifies
+        # lowering the forward half of a fused vjp: uncomputes of ancillas freed right after them are
+        # left out (the adjoint half recomputes and uncomputes them, checked), and so are their checks
+        self.vjp_forward = vjp_forward
+        self.unverified: frozenset = frozenset()
 
     # ---------------------------------------------------------------- RuleContext
 
@@ -156,10 +161,41 @@ class Lowerer:
 
     def lower_block(self, body: list) -> list:
         saved, self.out = self.out, []
-        for s in body:
-            self.statement(s)
+        left_out, freed = self.uncomputes_left_out(body)
+        saved_unverified, self.unverified = self.unverified, self.unverified | freed
+        for pos, s in enumerate(body):
+            if pos in left_out:
+                self.comment(s)
+                self.emit(Comment("left out in the vjp's forward half: the ancillas it would restore are freed "
+                                  "here, and the adjoint half recomputes and uncomputes them, checked"))
+            else:
+                self.statement(s)
+        self.unverified = saved_unverified
         result, self.out = self.out, saved
         return result
+
+    def uncomputes_left_out(self, body: list) -> tuple[set, frozenset]:
+        """(positions, ancillas) of the uncomputes in ``body`` that the forward half of a fused vjp
+        leaves out, and of the ancillas they would restore. Such an uncompute only returns ancillas to
+        zero that are freed right after it; the adjoint half runs the same compute and uncompute on the
+        same values (what the compute read is restored, not changed, by then) and checks them there."""
+        if not self.vjp_forward:
+            return set(), frozenset()
+        from ..analysis import restores_only_freed
+        allocated = [s.name for s in body if isinstance(s, Alloc)]
+        positions, freed = set(), set()
+        for pos, s in enumerate(body):
+            if not (isinstance(s, Uncompute) and restores_only_freed(body, pos, self.callee_modifies)):
+                continue
+            names = set()
+            for t in body[pos + 1:]:
+                if not isinstance(t, Dealloc):
+                    break
+                names.add(t.name)
+            if all(allocated.count(n) == 1 for n in names):  # one lifetime each in this block
+                positions.add(pos)
+                freed |= names
+        return positions, frozenset(freed)
 
     def comment(self, s) -> None:
         self.loc = s.loc
@@ -203,7 +239,8 @@ class Lowerer:
             self.emit(Local(f"_scale_{s.name}", Const(0.0)))
 
     def _Dealloc(self, s: Dealloc) -> None:
-        self.check_zero(s.name)
+        if s.name not in self.unverified:
+            self.check_zero(s.name)
 
     def check_zero(self, name: str) -> None:
         """Runtime check that an ancilla is back to zero, within atol + rtol * (largest magnitude held)."""
@@ -273,7 +310,7 @@ class Lowerer:
     def tracks_scale(self, name: str) -> bool:
         """Whether writes to ``name`` here raise a scale: a float ancilla, checks on, not being uncomputed."""
         return (self.options.check and name in self.ancillas and name not in self.scales_known
-                and self.env[name].kind not in ("int", "bool"))
+                and name not in self.unverified and self.env[name].kind not in ("int", "bool"))
 
     def track_call_scales(self, s: CallFn, modified: set) -> None:
         """After a call, a modified ancilla's scale rises to its own magnitude, to that of the scalars
@@ -386,7 +423,7 @@ class Lowerer:
 
     def _CallFn(self, s: CallFn) -> None:
         self.call_alias_checks(s)
-        fn, modified = self.callee_symbol(s, "inverse" if s.inverse else "forward")
+        fn, modified = self.callee_symbol(s, "inverse" if s.inverse else "vjp_forward" if self.vjp_forward else "forward")
         self.emit(Invoke(fn, s.args, self.call_results(s.args, modified)))
         self.track_call_scales(s, modified)
 
