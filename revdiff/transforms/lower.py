@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from .. import algebra as A
 from .. import views
+from ..analysis import restores_only_freed
 from ..emit.python import expr_source
 from ..ir import (Alloc, Bind, BoolOp, Call, CallFn, Compare, Compute, Const, Dealloc, For, If, Index, Instr,
                   Name, Shape, Slice, Uncompute, Unary, While, base_name, names_read, walk_expr)
@@ -181,7 +182,6 @@ class Lowerer:
         same values (what the compute read is restored, not changed, by then) and checks them there."""
         if not self.vjp_forward:
             return set(), frozenset()
-        from ..analysis import restores_only_freed
         allocated = [s.name for s in body if isinstance(s, Alloc)]
         positions, freed = set(), set()
         for pos, s in enumerate(body):
@@ -308,7 +308,8 @@ class Lowerer:
             self.emit(HostCall("largest_magnitude", (scale, Name(x.base) if whole else x), body, result=scale.id))
 
     def tracks_scale(self, name: str) -> bool:
-        """Whether writes to ``name`` here raise a scale: a float ancilla, checks on, not being uncomputed."""
+        """Whether writes to ``name`` here raise a scale: a float ancilla, checks on, neither being
+        uncomputed nor left unchecked by a vjp's forward half."""
         return (self.options.check and name in self.ancillas and name not in self.scales_known
                 and name not in self.unverified and self.env[name].kind not in ("int", "bool"))
 
