@@ -7,21 +7,32 @@ Needs CuPy and a CUDA GPU (PyTorch with CUDA for its column). Prints medians and
 """
 import argparse
 import statistics
+import sys
 import time
 
 import numpy as np
 
 
-def timed(fn, repeats, sync):
-    fn()
+def timed(fn, repeats, sync, budget_s=20.0):
+    """Median seconds of up to ``repeats`` calls after one warm-up call (which also compiles), and
+    the warm-up's result; fewer repeats when they would run past ``budget_s``."""
+    t0 = time.perf_counter()
+    result = fn()
     sync()
+    progress(f"  first call {time.perf_counter() - t0:.2f} s")
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn()
         sync()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        if sum(times) * (len(times) + 1) / len(times) > budget_s:
+            break
+    return statistics.median(times), result
+
+
+def progress(message):
+    print(message, file=sys.stderr, flush=True)
 
 
 def main():
@@ -57,8 +68,8 @@ def main():
                 gR = cupy.triu(cupy.asarray(rng.standard_normal((args.batch, 16, 16)).astype(dtype)))
                 mine = lambda: P.qr_vjp(A, gQ, gR)
                 theirs = lambda: formulas.qr_vjp(A, gQ, gR)
-            t_mine, t_cupy = timed(mine, args.repeats, sync), timed(theirs, args.repeats, sync)
-            diff = float(cupy.abs(mine() - theirs()).max())
+            t_mine, got = timed(mine, args.repeats, sync)
+            progress(f"{loss} {np.dtype(dtype).name}: revdiff {t_mine * 1e3:.2f} ms")
             t_torch = float("nan")
             if has_torch:
                 At = torch.as_tensor(A, device="cuda")
@@ -75,9 +86,13 @@ def main():
                         ((torch.as_tensor(gQ, device="cuda") * Q).sum()
                          + (torch.as_tensor(gR, device="cuda") * R).sum()).backward()
                     return a.grad
-                t_torch = timed(torch_grad, args.repeats, torch.cuda.synchronize)
+                t_torch = timed(torch_grad, args.repeats, torch.cuda.synchronize)[0]
+                progress(f"{loss} {np.dtype(dtype).name}: torch {t_torch * 1e3:.2f} ms")
+            t_cupy, want = timed(theirs, args.repeats, sync)
+            progress(f"{loss} {np.dtype(dtype).name}: cupy formula {t_cupy * 1e3:.2f} ms")
+            diff = float(cupy.abs(got - want).max())
             print(f"| {loss} | {np.dtype(dtype).name} | {t_mine * 1e3:.1f} ms | {t_cupy * 1e3:.1f} ms | "
-                  f"{t_torch * 1e3:.1f} ms | {t_torch / t_mine:.1f} | {diff:.1e} |")
+                  f"{t_torch * 1e3:.1f} ms | {t_torch / t_mine:.1f} | {diff:.1e} |", flush=True)
 
 
 if __name__ == "__main__":
