@@ -21,8 +21,13 @@ def qr_positive(A: np.ndarray) -> tuple:
 def _copyltu(M: np.ndarray) -> np.ndarray:
     """Hermitian matrix from the lower triangle of M, with a real diagonal."""
     low = np.tril(M, -1)
-    diag = np.real(np.diagonal(M, axis1=-2, axis2=-1))
-    return low + _h(low) + diag[..., None] * np.eye(M.shape[-1])
+    return low + _h(low) + np.real(np.triu(np.tril(M)))
+
+
+def _identity_like(X: np.ndarray) -> np.ndarray:
+    """The identity of X's (square) shape and type, also for CuPy arrays (np.eye(like=) passes
+    CuPy arguments it does not take)."""
+    return np.triu(np.tril(np.ones_like(X)))
 
 
 def _solve_right_h(B: np.ndarray, R: np.ndarray) -> np.ndarray:
@@ -67,11 +72,11 @@ def project_vjp_pinv(A: np.ndarray, y: np.ndarray, gz: np.ndarray) -> tuple:
     gx = (_h(A) @ gz[..., None])[..., 0]
     G = gx[..., :, None] * np.conj(y)[..., None, :]  # cotangent of A^+
     gy = (_h(P_plus) @ gx[..., None])[..., 0]
-    m, n = A.shape[-2:]
+    AP, PA = A @ P_plus, P_plus @ A
     Ppl_h = _h(P_plus)
     gA = gA - Ppl_h @ G @ Ppl_h \
-        + (np.eye(m) - A @ P_plus) @ _h(G) @ P_plus @ Ppl_h \
-        + Ppl_h @ P_plus @ _h(G) @ (np.eye(n) - P_plus @ A)
+        + (_identity_like(AP) - AP) @ _h(G) @ P_plus @ Ppl_h \
+        + Ppl_h @ P_plus @ _h(G) @ (_identity_like(PA) - PA)
     return gA, gy
 
 
