@@ -2,8 +2,8 @@
 a function modifies (through its own instructions and its calls)."""
 from __future__ import annotations
 
-from .ir import (Alloc, CallFn, Compute, Dealloc, Expr, For, If, Index, Instr, Name, Uncompute, While,
-                 base_name, names_read)
+from .ir import (Alloc, CallFn, Compute, Dealloc, Expr, For, If, Index, Instr, Name, Stmt, Uncompute, While,
+                 base_name, names_read, stmt_exprs, sub_blocks)
 from .primitives import INSTRUCTIONS
 
 
@@ -47,3 +47,42 @@ def restores_only_freed(body: list, pos: int, callee_modifies) -> bool:
 
 def reads_any(e: Expr, names: set) -> set:
     return names_read(e) & names
+
+
+def mentioned_names(s: Stmt) -> set:
+    """Base names of every variable a statement reads, writes, allocates or frees, nested blocks
+    (uncomputes too) included; shapes do not count (they never change)."""
+    out = {s.name} if isinstance(s, (Alloc, Dealloc)) else set()
+    for e in stmt_exprs(s):
+        out |= names_read(e)
+    for block in sub_blocks(s) + ([s.body] if isinstance(s, Uncompute) else []):
+        for t in block:
+            out |= mentioned_names(t)
+    return out
+
+
+def first_writes_of_ancillas(body: list, wanted=lambda s: True) -> dict:
+    """{id(instruction): (instruction, allocation)} for each additive instruction (of those ``wanted``
+    accepts) that is the first statement to mention an ancilla allocated in ``body`` (computes, which
+    run once, taken in order). An adjoint running ``body`` backwards reaches that allocation right
+    after the instruction, with nothing in between that reads the ancilla: the undo is dead."""
+    found: dict = {}
+    untouched: dict = {}  # ancilla -> its allocation, until a statement mentions it
+
+    def visit(block: list, top: bool) -> None:
+        for s in block:
+            if isinstance(s, Compute):
+                visit(s.body, False)
+                continue
+            if top and isinstance(s, Alloc):
+                untouched[s.name] = s
+                continue
+            if isinstance(s, Instr) and INSTRUCTIONS[s.op].additive and wanted(s):
+                target = base_name(s.operands[INSTRUCTIONS[s.op].targets[0]])
+                if target in untouched:
+                    found[id(s)] = (s, untouched[target])
+            for name in mentioned_names(s):
+                untouched.pop(name, None)
+
+    visit(body, True)
+    return found

@@ -39,8 +39,8 @@ def _sub_gradient(ops, ctx):
         ctx.push(ops[1], A.neg(gt))
 
 
-instruction(Instruction("add", "t += e", ("target", "expr"), "sub", _add_forward, _add_gradient))
-instruction(Instruction("sub", "t -= e", ("target", "expr"), "add", _sub_forward, _sub_gradient))
+instruction(Instruction("add", "t += e", ("target", "expr"), "sub", _add_forward, _add_gradient, additive=True))
+instruction(Instruction("sub", "t -= e", ("target", "expr"), "add", _sub_forward, _sub_gradient, additive=True))
 
 # ---------------------------------------------------------------- t *= e, t /= e
 

@@ -53,7 +53,9 @@ Rule = Callable[[tuple, RuleContext], None]
 class Instruction:
     """One instruction. ``roles`` names each operand: "target" (written) or "expr" (read only).
     ``operand_ranks`` (vector instructions only): the rank each operand must have (0: a number,
-    1: a vector view, 2: a matrix view)."""
+    1: a vector view, 2: a matrix view). ``additive``: the instruction is ``target += f(reads)`` and
+    its gradient reads the target's cotangent, never its value, so an adjoint need not restore a
+    target that nothing reads afterwards."""
 
     name: str
     syntax: str  # how users write it, for messages: "t += e"
@@ -63,6 +65,7 @@ class Instruction:
     gradient: Rule
     target_kinds: tuple = ("bool", "int", "float", "complex")
     operand_ranks: tuple | None = None
+    additive: bool = False
 
     @property
     def is_vector(self) -> bool:

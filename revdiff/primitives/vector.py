@@ -408,7 +408,7 @@ def _add_and_sub(stem: str, syntax: str, forward, gradient, ranks: tuple) -> Non
     for op, inverse, sign in (("add", "sub", 1), ("sub", "add", -1)):
         instruction(Instruction(f"{stem}_{op}", syntax if sign > 0 else syntax.replace("+=", "-="),
                                 ("target", "expr", "expr"), f"{stem}_{inverse}", forward(sign), gradient(sign),
-                                _NUMERIC, operand_ranks=ranks))
+                                _NUMERIC, operand_ranks=ranks, additive=True))
 
 
 for _form, _syntax in _MATVEC_SYNTAX.items():

@@ -9,6 +9,11 @@ An uncompute (``~routine``) that writes only ancillas freed right after it resto
 reads afterwards, so their cotangents are zero there and its adjoint pushes only zeros: it is lowered
 as the recompute alone (no gradient work, and no ``0 * inf``), the same reasoning as the fused vjp's.
 
+Dead undos: a matrix product ``S += Q^H V`` that is the first statement to touch an ancilla S of its
+block needs no undo in the adjoint, which reaches S's allocation next with nothing in between that
+reads S (``analysis.first_writes_of_ancillas``). Only its gradient is emitted, and S's zero check at
+that allocation is dropped. Cheaper undos are kept, and with them their checks.
+
 Gradient variables are named ``g_<name>``; a gradient ancilla lives exactly as long as its value
 ancilla. Constant bindings get a gradient accumulator pushed to what they read at the end of
 their block (which in backward time is where the binding happened).
@@ -16,7 +21,7 @@ their block (which in backward time is where the binding happened).
 from __future__ import annotations
 
 from .. import algebra as A
-from ..analysis import restores_only_freed
+from ..analysis import first_writes_of_ancillas, restores_only_freed
 from ..ir import (Alloc, Bind, BinOp, BoolOp, Call, CallFn, Compute, Const, Dealloc, For, If, Index, Instr, Name,
                   Select, Shape, Unary, Uncompute, While, base_name, walk_stmts)
 from ..lowir import AugAssign, Branch, Invoke, Local, Zero
@@ -34,6 +39,8 @@ class AdjointLowerer(Lowerer):
         self.prefix = "g_"
         while any(n.startswith(self.prefix) for n in taken):
             self.prefix = "g" + self.prefix
+        self._dead_undos: dict = {}  # id(instruction) -> (it, allocation of the ancilla it first writes)
+        self._unchecked: set = set()  # ids of allocations whose ancilla an adjoint left un-restored
 
     # ---------------------------------------------------------------- gradient storage
 
@@ -115,6 +122,7 @@ class AdjointLowerer(Lowerer):
 
     def adjoint_block(self, body: list) -> list:
         saved, self.out = self.out, []
+        self._dead_undos.update(first_writes_of_ancillas(body, undo_is_a_matrix_product))
         bindings = [s for s in body if isinstance(s, Bind)]
         for b in bindings:
             self.comment(b)
@@ -141,14 +149,18 @@ class AdjointLowerer(Lowerer):
     def _adjoint_Instr(self, s: Instr) -> None:
         entry = INSTRUCTIONS[s.op]
         self.alias_checks(s)
-        with self.vector_loops(s):
-            INSTRUCTIONS[entry.inverse].forward(s.operands, self)
-        self.track_scales(s)
+        if id(s) in self._dead_undos:
+            self._unchecked.add(id(self._dead_undos[id(s)][1]))
+        else:
+            with self.vector_loops(s):
+                INSTRUCTIONS[entry.inverse].forward(s.operands, self)
+            self.track_scales(s)
         with self.vector_loops(s):
             entry.gradient(s.operands, self)
 
     def _adjoint_Alloc(self, s: Alloc) -> None:
-        self.check_zero(s.name)  # the value ancilla is back to zero; its gradient is dropped
+        if id(s) not in self._unchecked:
+            self.check_zero(s.name)  # the value ancilla is back to zero; its gradient is dropped
 
     def _adjoint_Dealloc(self, s: Dealloc) -> None:
         alloc = self._allocs[s.name]
@@ -201,6 +213,12 @@ class AdjointLowerer(Lowerer):
         for a, g in pushes:
             self.push(a, g)
 
+
+
+def undo_is_a_matrix_product(s: Instr) -> bool:
+    """Matrix-vector and matrix-matrix products: the undos worth leaving out."""
+    entry = INSTRUCTIONS[s.op]
+    return entry.is_vector and 2 in entry.operand_ranks
 
 
 def _both(guard, cond):
