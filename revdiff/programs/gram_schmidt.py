@@ -57,12 +57,10 @@ def cgs2(Q, R, A):
         r1 = zeros(p, A.dtype)
         r2 = zeros(p, A.dtype)
         nrm = zero(float)
-        with routine:  # two classical passes, written out so the adjoint leaves the undos of r1, r2 out
+        with routine:
             v[:] += A[:, k]
-            r1[:k] += Q[:, :k].conj().T @ v
-            v[:] -= Q[:, :k] @ r1[:k]
-            r2[:k] += Q[:, :k].conj().T @ v
-            v[:] -= Q[:, :k] @ r2[:k]
+            classical_pass(v, r1, Q, k)
+            classical_pass(v, r2, Q, k)
             norm2(nrm, v)
         R[:k, k] += r1[:k]
         R[:k, k] += r2[:k]
