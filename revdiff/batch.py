@@ -136,7 +136,7 @@ class BatchedFunction:
         fn = self._entries.get(key)
         if fn is None:
             src, name, deps = self.source(kind, types, with_dependencies=True, blas=blas)
-            module = loader.load(src, name, self.f.backend)
+            module = loader.load(src, name, self.f.backend, deps)
             fn = loader.compiled(module, name, self.f.backend, deps,
                                      parallel=True)
             self._entries[key] = fn

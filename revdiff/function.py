@@ -400,12 +400,12 @@ class Specialization:
         if fn is None:
             src = self.source(program)
             backend = self.rf.backend
-            module = loader.load(src, f"{self.rf.__name__}_{program}", backend)
             deps = {name: spec.callable(prog) for name, (spec, prog) in self.dependencies.items()
                     if name + "(" in src}
             if "_host_" in src:  # BLAS routines (imported only when used: they load Numba)
                 from .runtime.host import routines_called
                 deps.update(routines_called(src))
+            module = loader.load(src, f"{self.rf.__name__}_{program}", backend, deps)
             fn = loader.compiled(module, self.symbol(program), backend, deps)
             self._callables[program] = fn
         return fn

@@ -68,9 +68,24 @@ def source_file(source: str, stem: str) -> Path:
     return path
 
 
-def load(source: str, stem: str, backend: str) -> ModuleType:
-    """Import generated source as a module (one module object per file and backend)."""
-    path = source_file(source, stem)
+def linked_source(source: str, dependencies: dict) -> str:
+    """``source`` with a last comment naming the module of every function it links. Files are
+    content-addressed, and a caller's text can stay the same while a callee's changes (a program
+    deeper down edited): the comment gives such a caller a file, and a Numba cache, of its own,
+    never one compiled against the old callees."""
+    links = sorted(f"{name}={_origin(fn)}" for name, fn in dependencies.items())
+    return source + ("\n# Links: " + ", ".join(links) + "\n" if links else "")
+
+
+def _origin(fn) -> str:
+    f = getattr(fn, "py_func", fn)
+    return f"{getattr(f, '__module__', '?')}.{getattr(f, '__qualname__', '?')}"
+
+
+def load(source: str, stem: str, backend: str, dependencies: dict | None = None) -> ModuleType:
+    """Import generated source (with the links to ``dependencies``) as a module, one module object
+    per file and backend."""
+    path = source_file(linked_source(source, dependencies or {}), stem)
     key = (str(path), backend)
     module = _MODULES.get(key)
     if module is None:
