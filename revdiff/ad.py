@@ -13,8 +13,8 @@ def _copy(value: Any) -> Any:
 
 
 def _zero_like(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        return np.zeros_like(value)
+    if isinstance(value, np.ndarray):  # calloc'd: no pass that writes zeros over a large gradient
+        return np.zeros(value.shape, value.dtype)
     return type(value)(0)
 
 

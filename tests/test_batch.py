@@ -62,6 +62,35 @@ def copy_into(y, x):
         y[i] += x[i]
 
 
+def test_donated_arguments_are_run_on_in_place_and_give_the_same_results():
+    y, x, gy = np.zeros((3, 5)), rng.standard_normal((3, 5)), rng.standard_normal((3, 5))
+    bf = revdiff.batched(copy_into, ("y", "x"))
+    expected = bf(y, x)
+    assert not expected[0] is y and not y.any()  # not donated: the caller's arrays are copies
+    out = bf(y, x, donate=True)
+    assert out[0] is y and out[1] is x
+    np.testing.assert_array_equal(y, expected[0])
+    y2 = np.zeros((3, 5))
+    (outs, grads), (expected_outs, expected_grads) = bf.vjp((y2, x), (gy, None), donate=True), \
+        bf.vjp((np.zeros((3, 5)), x), (gy, None))
+    np.testing.assert_array_equal(outs[0], expected_outs[0])
+    np.testing.assert_array_equal(grads[1], expected_grads[1])
+
+
+def test_high_level_functions_leave_their_inputs_untouched():
+    """They donate only the outputs they allocate; the programs never write A, y, x, g or z.
+    300 elements run in SIMD lanes, the first 10 one element per iteration."""
+    A, y, gz = rng.standard_normal((300, 8, 4)), rng.standard_normal((300, 8)), rng.standard_normal((300, 8))
+    saved = [a.copy() for a in (A, y, gz)]
+    gA, gy = P.project_vjp(A, y, gz)
+    P.qr_vjp(A[:10], gz[:10, :, None] * np.ones(4), None)
+    P.lstsq_vjp(A[:10], y[:10], gz[:10, :4])
+    P.tangent_project_vjp(y[:10], gz[:10], y[:10])
+    for a, b in zip((A, y, gz), saved):
+        np.testing.assert_array_equal(a, b)
+    assert not np.shares_memory(gA, A) and not np.shares_memory(gy, y)
+
+
 def test_argument_errors():
     bf = revdiff.batched(copy_into, ("y", "x"))
     with pytest.raises(IndexError, match="index i is out of bounds for axis 0 of 'y'"):

@@ -21,8 +21,8 @@ def _equal(first: tuple, second: tuple) -> None:
 
 
 def test_projection_gradient_in_lanes_equals_one_element_at_a_time():
-    """7 float64 elements: one full group of 4 lanes and one group whose last lane repeats element 6."""
-    B, m, n = 7, 12, 5
+    """11 float64 elements: one full group of 8 lanes and one group whose last lanes repeat element 10."""
+    B, m, n = 11, 12, 5
     args = (np.zeros((B, m)), rng.standard_normal((B, m, n)), rng.standard_normal((B, m)))
     gz = rng.standard_normal((B, m))
     lanes = revdiff.batched(P.project_cgs2, ("z", "A", "y"), layout="lanes")

@@ -80,6 +80,8 @@ def _check_rank(R: np.ndarray, A: np.ndarray, batch_shape: tuple, tol: float) ->
 def _zero_columns(A: np.ndarray, batch_shape: tuple) -> None:
     xp = _xp(A)
     p = min(A.shape[-2:])
+    if A.size == 0 or bool(xp.all(A[..., 0, :p] != 0)):  # a nonzero first row settles every column
+        return
     zero = ~xp.any(A[..., :p] != 0, axis=-2)
     if bool(xp.any(zero)):
         b, k = (int(i) for i in xp.argwhere(zero)[0])
@@ -96,6 +98,8 @@ _BATCHED: dict = {}
 
 
 def _batched(program, names: tuple) -> BatchedFunction:
+    """The batched program (cached). Calls here donate their arguments (``donate=True``): the
+    outputs are fresh zeros, and the programs never write the user's inputs (A, y, x, g, z)."""
     key = (program, tuple(names))
     if key not in _BATCHED:
         _BATCHED[key] = BatchedFunction(program, names)
@@ -127,7 +131,7 @@ def qr(A, method: str = "cgs2", rank_tol: float | None = None) -> tuple:
     flat = _flat(A, 2)
     program, outputs = _qr_program(method, flat)
     _zero_columns(flat, batch)
-    Q, R = program(*outputs, flat)[:2]
+    Q, R = program(*outputs, flat, donate=True)[:2]
     _check_rank(R, flat, batch, _rank_tolerance(A.dtype, rank_tol))
     return Q.reshape(batch + Q.shape[1:]), R.reshape(batch + R.shape[1:])
 
@@ -146,7 +150,7 @@ def qr_vjp(A, gQ, gR, method: str = "cgs2", rank_tol: float | None = None) -> np
     program, outputs = _qr_program(method, flat)
     _zero_columns(flat, batch)
     cotangents = (_flat(gQ.astype(A.dtype, copy=False), 2), _flat(gR.astype(A.dtype, copy=False), 2))
-    outs, grads = program.vjp(outputs + (flat,), cotangents + (None,) * (len(outputs) - 1))
+    outs, grads = program.vjp(outputs + (flat,), cotangents + (None,) * (len(outputs) - 1), donate=True)
     _check_rank(outs[1], flat, batch, _rank_tolerance(A.dtype, rank_tol))
     return grads[-1].reshape(A.shape)
 
@@ -171,7 +175,7 @@ def project(A, y, method: str = "cgs2", rank_tol: float | None = None) -> np.nda
     """z = Q Q^H y, the orthogonal projection of y onto the column space of A."""
     program, A, y = _vector_program(PROJECT_METHODS, method, A, y)
     _rank_check_by_qr(A, method, rank_tol)
-    z = program(_zeros_like(_flat(y, 1)), _flat(A, 2), _flat(y, 1))[0]
+    z = program(_zeros_like(_flat(y, 1)), _flat(A, 2), _flat(y, 1), donate=True)[0]
     return z.reshape(y.shape)
 
 
@@ -183,7 +187,7 @@ def project_vjp(A, y, gz, method: str = "cgs2", rank_tol: float | None = None) -
         raise ValueError(f"gz has shape {gz.shape}, expected {y.shape}")
     _rank_check_by_qr(A, method, rank_tol)
     _, (_, gA, gy) = program.vjp((_zeros_like(_flat(y, 1)), _flat(A, 2), _flat(y, 1)),
-                                 (_flat(gz.astype(A.dtype, copy=False), 1), None, None))
+                                 (_flat(gz.astype(A.dtype, copy=False), 1), None, None), donate=True)
     return gA.reshape(A.shape), gy.reshape(y.shape)
 
 
@@ -191,7 +195,7 @@ def lstsq(A, y, method: str = "cgs2") -> np.ndarray:
     """x minimising |A x - y| (A of full column rank, m >= n), through the QR program."""
     program, A, y = _vector_program(LSTSQ_METHODS, method, A, y)
     flat = _flat(A, 2)
-    x = program(_xp(A).zeros((flat.shape[0], A.shape[-1]), A.dtype), flat, _flat(y, 1))[0]
+    x = program(_xp(A).zeros((flat.shape[0], A.shape[-1]), A.dtype), flat, _flat(y, 1), donate=True)[0]
     return x.reshape(A.shape[:-2] + (A.shape[-1],))
 
 
@@ -203,7 +207,7 @@ def lstsq_vjp(A, y, gx, method: str = "cgs2") -> tuple:
         raise ValueError(f"gx has shape {gx.shape}, expected {A.shape[:-2] + (A.shape[-1],)}")
     flat = _flat(A, 2)
     _, (_, gA, gy) = program.vjp((_xp(A).zeros((flat.shape[0], A.shape[-1]), A.dtype), flat, _flat(y, 1)),
-                                 (_flat(gx.astype(A.dtype, copy=False), 1), None, None))
+                                 (_flat(gx.astype(A.dtype, copy=False), 1), None, None), donate=True)
     return gA.reshape(A.shape), gy.reshape(y.shape)
 
 
@@ -220,7 +224,7 @@ def normalize(x) -> np.ndarray:
     x = _array("x", x, 1)
     _nonzero_vectors(x)
     program = _batched(sphere.normalize, ("y", "x"))
-    return program(_zeros_like(_flat(x, 1)), _flat(x, 1))[0].reshape(x.shape)
+    return program(_zeros_like(_flat(x, 1)), _flat(x, 1), donate=True)[0].reshape(x.shape)
 
 
 def normalize_vjp(x, gy) -> np.ndarray:
@@ -228,7 +232,7 @@ def normalize_vjp(x, gy) -> np.ndarray:
     gy = _array("gy", gy, 1, x.dtype)
     _nonzero_vectors(x)
     program = _batched(sphere.normalize, ("y", "x"))
-    _, (_, gx) = program.vjp((_zeros_like(_flat(x, 1)), _flat(x, 1)), (_flat(gy.astype(x.dtype, copy=False), 1), None))
+    _, (_, gx) = program.vjp((_zeros_like(_flat(x, 1)), _flat(x, 1)), (_flat(gy.astype(x.dtype, copy=False), 1), None), donate=True)
     return gx.reshape(x.shape)
 
 
@@ -245,7 +249,7 @@ def tangent_project(g, z) -> np.ndarray:
     """g - (z_hat^H g) z_hat along the last axis, z_hat = z / |z|."""
     g, z = _tangent_arguments(g, z)
     program = _batched(sphere.tangent_project, ("out", "g", "z"))
-    return program(_zeros_like(_flat(g, 1)), _flat(g, 1), _flat(z, 1))[0].reshape(g.shape)
+    return program(_zeros_like(_flat(g, 1)), _flat(g, 1), _flat(z, 1), donate=True)[0].reshape(g.shape)
 
 
 def tangent_project_vjp(g, z, gout) -> tuple:
@@ -253,5 +257,5 @@ def tangent_project_vjp(g, z, gout) -> tuple:
     gout = _array("gout", gout, 1, g.dtype)
     program = _batched(sphere.tangent_project, ("out", "g", "z"))
     _, (_, gg, gz) = program.vjp((_zeros_like(_flat(g, 1)), _flat(g, 1), _flat(z, 1)),
-                                 (_flat(gout.astype(g.dtype, copy=False), 1), None, None))
+                                 (_flat(gout.astype(g.dtype, copy=False), 1), None, None), donate=True)
     return gg.reshape(g.shape), gz.reshape(z.shape)
