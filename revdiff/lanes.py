@@ -25,7 +25,8 @@ LANES = 8
 #: lanes never call, so lanes would no longer equal it bit for bit
 LANE_MAX_ELEMENTS = BLAS_MIN_ELEMENTS
 #: the smallest batch run in lanes by default: the lane programs are a second set of compiled
-#: programs (cold, about 1.4x the compile time of the one-element set), which small batches never repay
+#: programs (cold, 29 s for the float64 projection gradient against 7 s for the one-element set),
+#: which small batches never repay
 LANE_MIN_BATCH = 256
 
 
