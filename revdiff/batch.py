@@ -220,8 +220,9 @@ class BatchedFunction:
         params, rest = arrays[:n], arrays[n:]
         element = [a[0] if p in self.batched else a for p, a in zip(self.f.params, params)]
         if kind == "call":
-            for p, a, out in zip(self.f.params, params, self.f(*element)):
-                if p in self.batched:
+            modified = self.f.forward_function.modified_positions()
+            for k, (p, a, out) in enumerate(zip(self.f.params, params, self.f(*element))):
+                if p in self.batched and k in modified:
                     a[0] = out
             return arrays
         # the fused vjp program, on element 0 of every batched array (scalars travel as 1-element views)
@@ -310,8 +311,11 @@ def _shared_sum(per_element: np.ndarray, like: Any) -> Any:
 
 
 def _copies(args: tuple, donate: bool) -> tuple:
-    """The arrays the programs run on in place: ``args`` themselves when donated, else copies."""
-    return tuple(args) if donate else tuple(a.copy() if _is_array(a) else a for a in args)
+    """The arrays the programs run on in place: ``args`` themselves when donated (read-only NumPy
+    arrays, such as JAX hands its callbacks, are still copied: the entries write back), else copies."""
+    def read_only(a: Any) -> bool:
+        return isinstance(a, np.ndarray) and not a.flags.writeable
+    return tuple(a.copy() if _is_array(a) and (not donate or read_only(a)) else a for a in args)
 
 
 def batched(f: ReversibleFunction, batched: Sequence[str], layout: str = "auto") -> BatchedFunction:
