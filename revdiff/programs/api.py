@@ -232,7 +232,8 @@ def normalize_vjp(x, gy) -> np.ndarray:
     gy = _array("gy", gy, 1, x.dtype)
     _nonzero_vectors(x)
     program = _batched(sphere.normalize, ("y", "x"))
-    _, (_, gx) = program.vjp((_zeros_like(_flat(x, 1)), _flat(x, 1)), (_flat(gy.astype(x.dtype, copy=False), 1), None), donate=True)
+    _, (_, gx) = program.vjp((_zeros_like(_flat(x, 1)), _flat(x, 1)), (_flat(gy.astype(x.dtype, copy=False), 1), None),
+                             donate=True)
     return gx.reshape(x.shape)
 
 
