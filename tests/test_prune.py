@@ -169,8 +169,8 @@ def test_small_arguments_compile_without_blas_branches():
     x = rng.standard_normal(40)
     src = gram.source("adjoint", np.zeros(40), x)
     assert "_host_" not in src and "blas=False" in src
-    big = rng.standard_normal(1100)
-    assert "_host_matvec(" in gram.source("forward", np.zeros(1100), big)
+    big = rng.standard_normal(2100)
+    assert "_host_matvec(" in gram.source("forward", np.zeros(2100), big)
     out = gram(np.zeros(40), x.copy())
     np.testing.assert_allclose(out[0], np.outer(x, x) @ x, rtol=1e-12)
     assert_round_trip(gram, np.zeros(40), x)
@@ -183,10 +183,10 @@ def apply_shared(y, M, x):
 
 
 def test_a_large_shared_array_keeps_a_batch_out_of_lanes():
-    """A shared 40 x 40 matrix makes each element's programs call BLAS: "auto" then runs one element
+    """A shared 50 x 50 matrix makes each element's programs call BLAS: "auto" then runs one element
     per iteration (lanes never call BLAS), and equals single calls bit for bit."""
     import revdiff
-    B, n = 300, 40
+    B, n = 300, 50
     M, X = rng.standard_normal((n, n)), rng.standard_normal((B, n))
     bf = revdiff.batched(apply_shared, ("y", "x"))
     arrays = (np.zeros((B, n)), M, X)

@@ -193,7 +193,7 @@ def test_matvec_round_trip_and_gradient_any_shape(m, n, k, cplx, seed):
 
 # ----------------------------------------------------------------------------- host BLAS
 
-BIG = (48, 40)  # 1920 elements: above BLAS_MIN_ELEMENTS, so real A @ x calls BLAS on the CPU
+BIG = (64, 40)  # 2560 elements: above BLAS_MIN_ELEMENTS, so real A @ x calls BLAS on the CPU
 
 
 def _layouts(dtype):

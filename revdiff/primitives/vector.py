@@ -33,7 +33,11 @@ SMALL_MATRIX = 1024
 # falling back to the column loops for layouts BLAS cannot take. Measured (benchmarks/profile.py, one
 # thread): the fused projection vjp on 500x250 takes 68 ms against 150 ms with the loops, on 64x32
 # 311 us against 386; a threshold of 256 made 32x16 slower (cgs2 forward + adjoint 72 us against 61).
-BLAS_MIN_ELEMENTS = 1024
+# It is also the largest element run in SIMD lanes (lanes.LANE_MAX_ELEMENTS: lanes never call BLAS, and
+# a batch must equal one element at a time bit for bit). 2048, not 1024, since session 11: batches of
+# 1000 x 64x32 projection gradients run 2-3x faster in lanes than one element at a time with BLAS
+# (float64 127 -> 64 ms, float32 117 -> 41); at 4096 lanes tie on 128x32 and lose on 64x64 (156 -> 229).
+BLAS_MIN_ELEMENTS = 2048
 
 
 # ---------------------------------------------------------------- helpers shared by the rules
