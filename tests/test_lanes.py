@@ -118,3 +118,20 @@ def test_data_dependent_control_flow_is_refused_with_the_reason():
         revdiff.batched(divide, ("x", "y"), layout="lanes")(np.ones(4, complex), np.ones(4, complex))
     with pytest.raises(ValueError, match="layout must be one of"):
         revdiff.batched(divide, ("x", "y"), layout="simd")
+
+
+def test_elements_up_to_the_blas_threshold_run_in_lanes_and_equal_single_calls():
+    """48 x 32 = 1536 entries: above the old 1024-entry limit, below BLAS_MIN_ELEMENTS, so the
+    high-level function's batch runs in lanes and single calls compile without BLAS branches."""
+    from revdiff.lanes import LANE_MAX_ELEMENTS, LANE_MIN_BATCH
+    B, m, n = LANE_MIN_BATCH + 3, 48, 32
+    assert 1024 < m * n <= LANE_MAX_ELEMENTS
+    A, y, gz = rng.standard_normal((B, m, n)), rng.standard_normal((B, m)), rng.standard_normal((B, m))
+    bf = revdiff.batched(P.project_cgs2, ("z", "A", "y"))
+    assert bf.lanes("vjp", P.project_cgs2.argument_types((np.zeros(m), A[0], y[0])), (np.zeros((B, m)), A, y))
+    gA, gy = P.project_vjp(A, y, gz)
+    for b in (0, B - 1):
+        _, pullback = revdiff.vjp(P.project_cgs2, np.zeros(m), A[b], y[b])
+        _, g_A, g_y = pullback(gz[b], None, None)
+        np.testing.assert_array_equal(gA[b], g_A)
+        np.testing.assert_array_equal(gy[b], g_y)
