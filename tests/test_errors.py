@@ -390,7 +390,8 @@ def test_argument_too_small_raises_instead_of_crashing():
         for i in range(len(x)):
             y[i] += x[i]  # E:index
 
-    with pytest.raises(IndexError, match=r"index i is out of bounds for axis 0 of 'y' \(index = 2, size = 2\)"
+    # the bound check runs once before the loop, for the largest index the loop reaches
+    with pytest.raises(IndexError, match=r"index i is out of bounds for axis 0 of 'y' \(index = 4, size = 2\)"
                                          r".*shapes: \(2,\), \(5,\)") as e:
         copy_into(np.zeros(2), np.ones(5))
     assert f"{THIS_FILE}\", line {line_of('index')}" in str(e.value)

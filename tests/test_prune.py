@@ -6,7 +6,7 @@ import pytest
 
 from helpers import assert_gradient, assert_round_trip
 from revdiff import reversible, routine, zeros
-from revdiff.ir import BoolOp, Compare, Const, Index, Name, Shape, Unary
+from revdiff.ir import BinOp, BoolOp, Compare, Const, Index, Name, Shape, Unary
 from revdiff.lowir import AugAssign, Check, LowFunction, Loop, nested_blocks
 from revdiff.transforms.prune import prune_checks
 
@@ -114,11 +114,11 @@ def test_pass_keeps_checks_whose_facts_were_reassigned():
 
 def test_loop_invariant_checks_run_once_before_the_loop():
     """A check that reads nothing the loop writes and no element moves before the loop, guarded by
-    the loop running at all; one that reads the loop variable, an element or a name the body
-    writes stays in the body."""
+    the loop running at all; one that reads an element or a name the body writes, or reads the
+    loop variable other than through sums and differences, stays in the body."""
     i, n, d = Name("i"), Name("n"), Name("d")
     nonzero = Compare("!=", d, Const(0))
-    in_z = Compare("<", i, Shape("z", 0))
+    in_z = Compare("<", BinOp("*", i, i), Shape("z", 0))
     body = [AugAssign(Index("y", (i,)), "+", Const(1.0)), _check(nonzero, 1), _check(in_z, 2)]
     out = prune_checks(LowFunction("f", [], [Loop("i", Const(0), n, Const(1), body)], [])).body
     assert out[0] == _check(BoolOp("or", (Unary("not", Compare("<", Const(0), n)), nonzero)), 1)
@@ -129,6 +129,55 @@ def test_loop_invariant_checks_run_once_before_the_loop():
     stays = [element, AugAssign(d, "+", Const(1.0)), _check(nonzero, 4)]
     out = prune_checks(LowFunction("f", [], [Loop("i", Const(0), n, Const(1), stays)], [])).body
     assert len(out) == 1 and out[0].body == stays
+
+
+def test_bound_checks_monotone_in_the_loop_variable_run_once_at_the_extreme_iteration():
+    """``k + i < s`` holds for every i of range(a, n) when it holds for i = n - 1, and ``-s <= k + i``
+    when it holds for i = a; a reversed loop range(last, -1, -1) swaps the ends. Each moves before
+    the loop as its own check (same error), reporting the extreme index."""
+    i, k, n, last = Name("i"), Name("k"), Name("n"), Name("last")
+    size = Shape("z", 0)
+    index = BinOp("+", k, i)
+    both = Check(BoolOp("and", (Compare("<=", Unary("-", size), index), Compare("<", index, size))), 1, 7,
+                 (index, size))
+    body = [AugAssign(Index("z", (index,)), "+", Const(1.0)), both]
+    out = prune_checks(LowFunction("f", [], [Loop("i", Name("a"), n, Const(1), body)], [])).body
+    runs = Unary("not", Compare("<", Name("a"), n))
+    low, high = BinOp("+", k, Name("a")), BinOp("+", k, BinOp("-", n, Const(1)))
+    assert out[:2] == [Check(BoolOp("or", (runs, Compare("<=", Unary("-", size), low))), 1, 7, (low, size)),
+                       Check(BoolOp("or", (runs, Compare("<", high, size))), 1, 7, (high, size))]
+    assert [s for s in out[2].body if isinstance(s, Check)] == []
+    out = prune_checks(LowFunction("f", [], [Loop("i", last, Const(-1), Const(-1), body)], [])).body
+    runs = Unary("not", Compare(">", last, Const(-1)))
+    assert out[:2] == [Check(BoolOp("or", (runs, Compare("<=", Unary("-", size), k))), 1, 7, (k, size)),
+                       Check(BoolOp("or", (runs, Compare("<", BinOp("+", k, last), size))), 1, 7,
+                             (BinOp("+", k, last), size))]
+    shrinking = Check(Compare("<", BinOp("-", k, i), size), 1, 8, ())  # largest at the smallest i
+    out = prune_checks(LowFunction("f", [], [Loop("i", Const(0), n, Const(1), [shrinking])], [])).body
+    assert out[0].ok == BoolOp("or", (Unary("not", Compare("<", Const(0), n)), Compare("<", k, size)))
+    moving_both = Check(Compare("<", i, BinOp("+", k, i)), 1, 9, ())  # both sides move: stays
+    out = prune_checks(LowFunction("f", [], [Loop("i", Const(0), n, Const(1), [moving_both])], [])).body
+    assert out[0].body == [moving_both]
+
+
+@reversible
+def shifted_copy(y, x, k):
+    for j in range(len(x)):
+        y[k + j] += x[j]  # E:shifted_copy
+
+
+def test_a_hoisted_bound_check_names_the_line_and_the_last_index():
+    src = shifted_copy.source("forward", np.zeros(5), np.ones(3), 1)
+    assert src.index("k + (x.shape[0] - 1) < y.shape[0]") < src.index("for j in range(0, ")
+    np.testing.assert_array_equal(shifted_copy(np.zeros(5), np.ones(3), 2)[0], [0, 0, 1, 1, 1])
+    assert shifted_copy(np.zeros(1), np.ones(0), 5)[0].size == 1  # no iteration, no index
+    with open(THIS_FILE) as fh:
+        line = next(n for n, text in enumerate(fh, 1) if text.rstrip().endswith("# E:shifted_copy"))
+    with pytest.raises(IndexError, match=r"out of bounds for axis 0 of 'y' \(index = 5, size = 5\)") as e:
+        shifted_copy(np.zeros(5), np.ones(3), 3)
+    assert f"line {line}" in str(e.value)
+    assert_round_trip(shifted_copy, np.zeros(6), rng.standard_normal(3), 2)
+    assert_gradient(shifted_copy, rng.standard_normal(6), rng.standard_normal(3), 2)
 
 
 @reversible

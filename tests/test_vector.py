@@ -319,6 +319,25 @@ def test_host_routines_decline_what_blas_cannot_take():
     assert host.outer_update(G, u, v, -1) and (G == -np.outer(u, v)).all()
 
 
+def test_matrix_product_gradients_accumulate_into_the_gradient():
+    """``G += sign op(A) op(B)`` straight into G (BLAS beta = 1, no scratch): every transpose,
+    G and the operands in C or F order, against NumPy; a G strided along both axes is declined."""
+    from revdiff.runtime import host
+    for g_order, operand_order in (("C", "C"), ("F", "C"), ("C", "F"), ("F", "F")):
+        for ta in (False, True):
+            for tb in (False, True):
+                A = np.asarray(rng.standard_normal((4, 5) if ta else (5, 4)), order=operand_order)
+                B = np.asarray(rng.standard_normal((3, 4) if tb else (4, 3)), order=operand_order)
+                G0 = np.asarray(rng.standard_normal((5, 3)), order=g_order)
+                G = G0.copy(order=g_order)
+                assert host.matmat_gradient(G, A, B, ta, tb, -1)
+                want = G0 - (A.T if ta else A) @ (B.T if tb else B)
+                np.testing.assert_allclose(G, want, rtol=1e-13, atol=1e-13)
+    strided = np.zeros((5, 6))[:, ::2]
+    assert not host.matmat_gradient(strided, np.ones((5, 4)), np.ones((4, 3)), False, False, 1)
+    assert (strided == 0).all()
+
+
 # ----------------------------------------------------------------------------- errors
 
 

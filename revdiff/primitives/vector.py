@@ -315,10 +315,10 @@ def _matmat_gradient(form: str, sign: int):
             return
         if gM is not None:  # real: gA += sign gY B^T (A @ B) or sign B gY^T (A.T @ B)
             args = (gY, B, Const(False), Const(True)) if form == "n" else (B, gY, Const(False), Const(True))
-            ctx.host_call("matmat", (_view(ctx, gM), _view(ctx, args[0]), _view(ctx, args[1]), args[2], args[3],
+            ctx.host_call("matmat_gradient", (_view(ctx, gM), _view(ctx, args[0]), _view(ctx, args[1]), args[2], args[3],
                                      Const(sign)), lambda: loops(True, False), large)
         if gB is not None:  # real: gB += sign op(A)^T gY
-            ctx.host_call("matmat", (_view(ctx, gB), _view(ctx, M), _view(ctx, gY), Const(form == "n"), Const(False),
+            ctx.host_call("matmat_gradient", (_view(ctx, gB), _view(ctx, M), _view(ctx, gY), Const(form == "n"), Const(False),
                                      Const(sign)), lambda: loops(False, True), large)
 
     return rule

@@ -188,6 +188,37 @@ def matmat(Y, A, B, transpose_a, transpose_b, sign) -> bool:
 
 
 @_jit
+def matmat_gradient(G, A, B, transpose_a, transpose_b, sign) -> bool:
+    """Gradient of a matrix product (real): ``G += sign * op(A) @ op(B)`` accumulated by BLAS straight
+    into G (``beta = 1``): gradients are never inverted, so no scratch product is needed."""
+    if not (_usable(G, A, B)):
+        return False
+    stored_transposed, ldg = _column_major(G)
+    if ldg == 0:
+        return False
+    rows, cols = G.shape
+    inner = A.shape[0] if transpose_a else A.shape[1]
+    scalars = np.empty(2, G.dtype)
+    scalars[0] = sign
+    scalars[1] = 1.0
+    if stored_transposed:  # column-major G.T += sign op(B).T op(A).T
+        trans_b, ldb = _as_stored(B, not transpose_b)
+        trans_a, lda = _as_stored(A, not transpose_a)
+        if ldb == 0 or lda == 0:
+            return False
+        status = _GEMM(blas_kind(G), trans_b, trans_a, cols, rows, inner, scalars[0:].ctypes, B.ctypes, ldb,
+                       A.ctypes, lda, scalars[1:].ctypes, G.ctypes, ldg)
+    else:  # column-major G += sign op(A) op(B)
+        trans_a, lda = _as_stored(A, transpose_a)
+        trans_b, ldb = _as_stored(B, transpose_b)
+        if ldb == 0 or lda == 0:
+            return False
+        status = _GEMM(blas_kind(G), trans_a, trans_b, rows, cols, inner, scalars[0:].ctypes, A.ctypes, lda,
+                       B.ctypes, ldb, scalars[1:].ctypes, G.ctypes, ldg)
+    return status == 0
+
+
+@_jit
 def largest_magnitude(scale, V):
     """max(scale, |x|) over every element x of view ``V``: the scale of an ancilla's zero check,
     raised after a statement wrote the ancilla. One call in place of a loop per write keeps the
@@ -198,7 +229,7 @@ def largest_magnitude(scale, V):
 
 
 ROUTINES = {"largest_magnitude": largest_magnitude, "matvec": matvec, "matvec_input_gradient": matvec_input_gradient,
-            "outer_update": outer_update, "matmat": matmat}
+            "outer_update": outer_update, "matmat": matmat, "matmat_gradient": matmat_gradient}
 
 
 def routines_called(source: str) -> dict:

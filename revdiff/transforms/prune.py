@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, is_dataclass, replace
 
+from .. import algebra as A
 from ..ir import BinOp, BoolOp, Call, Compare, Const, Index, Name, Shape, Unary, walk_expr
 from ..lowir import (Assign, AugAssign, Branch, Check, HostCall, Invoke, LowFunction, Local, Loop, Repeat,
                      Zero, nested_blocks)
@@ -195,38 +196,148 @@ def hoist_invariant_checks(loop: Loop) -> tuple[list, Loop]:
     """(checks to run before ``loop``, the loop without them). A check of the body (not under a
     branch) that reads no array element and nothing the loop writes, its variable included, has
     the same outcome in every iteration: it runs once, before the loop, when the loop runs at all
-    (``d != 0`` of ``x[i] / d``, once instead of per element and per SIMD lane). Only which error
-    comes first can differ, where an iteration would have failed two checks."""
-    step = loop.step.value if isinstance(loop.step, Const) else 0
-    if isinstance(step, bool) or not isinstance(step, int) or step == 0:
+    (``d != 0`` of ``x[i] / d``, once instead of per element and per SIMD lane). So does a bound
+    check whose sides move monotonically with the loop variable (``k + j < A.shape[1]`` in
+    ``for j in range(w)``): it holds in every iteration exactly when it holds in the one extreme
+    iteration that could fail it, so that iteration's check runs before the loop. Only which error
+    comes first (and which out-of-range index it reports) can differ, where several iterations
+    would have failed."""
+    extremes = _extreme_values(loop)
+    if extremes is None:
         return [], loop
-    written = written_names(loop)
-    runs = Compare("<" if step > 0 else ">", loop.start, loop.stop)
+    written = written_names(loop) - {loop.var}
+    runs = Compare("<" if loop.step.value > 0 else ">", loop.start, loop.stop)
     hoisted, kept = [], []
     for s in loop.body:
-        if isinstance(s, Check) and s.lane is None and not any(
-                _reads_elements(e) or _names(e) & written for e in (s.ok,) + tuple(s.values)):
-            hoisted.append(replace(s, ok=BoolOp("or", (Unary("not", runs), s.ok))))
-        else:
+        moved = _hoisted(s, loop.var, written, extremes) if isinstance(s, Check) else None
+        if moved is None:
             kept.append(s)
+        else:
+            hoisted += [replace(c, ok=BoolOp("or", (Unary("not", runs), c.ok))) for c in moved]
     if not hoisted:
         return [], loop
     return hoisted, replace(loop, body=kept)
 
 
-def _substitute_shapes(e, twins: dict):
-    if isinstance(e, Shape):
-        return Shape(twins.get(e.base, e.base), e.axis)
+def _extreme_values(loop: Loop):
+    """(smallest, largest) value of the variable of a loop of step 1 or -1 while it runs; None for
+    other steps."""
+    step = loop.step.value if isinstance(loop.step, Const) else 0
+    if isinstance(step, bool) or step not in (1, -1):
+        return None
+    if step == 1:
+        return loop.start, _plus(loop.stop, -1)
+    return _plus(loop.stop, 1), loop.start
+
+
+def _plus(e, c: int):
+    """``e + c`` for an integer constant c, folded when e is a constant."""
+    if isinstance(e, Const) and isinstance(e.value, int) and not isinstance(e.value, bool):
+        return Const(e.value + c)
+    return A.add(e, Const(c)) if c > 0 else A.sub(e, Const(-c))
+
+
+def _hoisted(check: Check, var: str, written: set, extremes: tuple) -> list | None:
+    """Checks that hold before the loop over ``var`` (whose body writes ``written``) exactly when
+    ``check`` would hold in every iteration, or None when it must stay in the loop."""
+    exprs = (check.ok,) + tuple(check.values)
+    if check.lane is not None or any(_reads_elements(e) or _names(e) & written for e in exprs):
+        return None
+    if not any(var in _names(e) for e in exprs):
+        return [check]
+    guard, cond = None, check.ok
+    if (isinstance(cond, BoolOp) and cond.op == "or" and len(cond.values) == 2
+            and isinstance(cond.values[0], Unary) and cond.values[0].op == "not"
+            and var not in _names(cond.values[0])):  # hoisted from an inner loop: "not runs or c"
+        guard, cond = cond.values
+    by_extreme: dict = {}  # 0 (smallest value) or 1 (largest) -> the conjuncts that fail first there
+    for c in _conjuncts(cond):
+        which = _failing_extreme(c, var)
+        if which is None:
+            return None
+        by_extreme.setdefault(which, []).append(c)
+    if set(by_extreme) == {"invariant"}:  # only the reported values read the variable
+        by_extreme = {1: by_extreme["invariant"]}
+    invariant = by_extreme.pop("invariant", [])
+    out = []
+    for which, conds in sorted(by_extreme.items()):
+        conds = conds + invariant
+        invariant = []
+
+        def at(e, value=extremes[which]):
+            return _substitute_name(e, var, value)
+        ok = at(conds[0] if len(conds) == 1 else BoolOp("and", tuple(conds)))
+        out.append(replace(check, ok=ok if guard is None else BoolOp("or", (guard, ok)),
+                           values=tuple(at(v) for v in check.values)))
+    return out
+
+
+def _failing_extreme(c, var: str):
+    """How conjunct ``c`` of a check depends on loop variable ``var``: "invariant" when it does not
+    read it; 0 or 1 when it holds for every value of a range exactly when it holds for the smallest
+    (0) or the largest (1); None otherwise (not a comparison of sums and differences of ``var``)."""
+    if var not in _names(c):
+        return "invariant"
+    if not isinstance(c, Compare) or c.op not in ("<", "<=", ">", ">="):
+        return None
+    low, high = (c.left, c.right) if c.op in ("<", "<=") else (c.right, c.left)  # holds: low < high
+    s_low, s_high = _slope(low, var), _slope(high, var)
+    if s_low is None or s_high is None:
+        return None
+    wanted = ({1 if s_low > 0 else 0} if s_low else set()) | ({0 if s_high > 0 else 1} if s_high else set())
+    return wanted.pop() if len(wanted) == 1 else None
+
+
+def _slope(e, var: str):
+    """+1 or -1 when integer expression ``e`` grows or shrinks with ``var`` (a sum or difference
+    of it and other terms), 0 when it does not read it, None otherwise."""
+    if var not in _names(e):
+        return 0
+    if e == Name(var):
+        return 1
+    if isinstance(e, Unary) and e.op == "-":
+        inner = _slope(e.operand, var)
+        return None if inner is None else -inner
+    if isinstance(e, BinOp) and e.op in ("+", "-"):
+        left, right = _slope(e.left, var), _slope(e.right, var)
+        if left is None or right is None:
+            return None
+        signs = {x for x in (left, right if e.op == "+" else -right) if x}
+        return signs.pop() if len(signs) == 1 else None
+    return None
+
+
+def _rewrite(e, leaf):
+    """``e`` with every node for which ``leaf`` returns an expression replaced by that expression."""
+    new = leaf(e)
+    if new is not None:
+        return new
     if not is_dataclass(e) or isinstance(e, (Const, Name)):
         return e
     changes = {}
     for f in fields(e):
         v = getattr(e, f.name)
         if isinstance(v, tuple):
-            changes[f.name] = tuple(_substitute_shapes(x, twins) for x in v)
+            changes[f.name] = tuple(_rewrite(x, leaf) for x in v)
         elif is_dataclass(v):
-            changes[f.name] = _substitute_shapes(v, twins)
+            changes[f.name] = _rewrite(v, leaf)
     return replace(e, **changes)
+
+
+def _substitute_shapes(e, twins: dict):
+    return _rewrite(e, lambda n: Shape(twins.get(n.base, n.base), n.axis) if isinstance(n, Shape) else None)
+
+
+def _substitute_name(e, var: str, value):
+    """``e`` with ``value`` for ``var``, sums and differences refolded (``k + 0`` reads ``k``)."""
+    def leaf(n):
+        if n == Name(var):
+            return value
+        if isinstance(n, BinOp) and n.op in ("+", "-"):
+            left, right = _substitute_name(n.left, var, value), _substitute_name(n.right, var, value)
+            return A.add(left, right) if n.op == "+" else A.sub(left, right)
+        return None
+    return _rewrite(e, leaf)
 
 
 def prune_checks(fn: LowFunction, twins: dict | None = None) -> LowFunction:
