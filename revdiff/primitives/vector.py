@@ -178,23 +178,55 @@ def _matvec_gradient(form: str, sign: int):
             return
         rows, cols = V.lengths(M, _rank(ctx, M))
         if not _blas(ctx, y, M, x):
-            _matvec_gradient_loops(ctx, form, sign, ops, gy, rows, cols, True, True)
+            _matvec_gradient_rows(ctx, form, sign, ops, gy, rows, cols, True, True)
             return
+        # real: BLAS on large views; the fallback (small views, the SIMD lanes) walks columns, as the
+        # forward's does: long inner loops over the rows, and gx_j of A @ x summed in registers
         large = Compare(">", A.mul(rows, cols), Const(BLAS_MIN_ELEMENTS))
         gM, gx = ctx.grad(M), ctx.grad(x)
         if gM is not None:  # real: gA += sign * gy x^T (form n) or sign * x gy^T (A.T, A.conj().T)
             u, v = (gy, x) if form == "n" else (x, gy)
             ctx.host_call("outer_update", (_view(ctx, gM), _view(ctx, u), _view(ctx, v), Const(sign)),
-                          lambda: _matvec_gradient_loops(ctx, form, sign, ops, gy, rows, cols, True, False), large)
+                          lambda: _matvec_gradient_columns(ctx, form, sign, ops, gy, rows, cols, True, False), large)
         if gx is not None:  # real: gx += sign * op(A)^T gy
             ctx.host_call("matvec_input_gradient",
                           (_view(ctx, gx), _view(ctx, M), _view(ctx, gy), Const(form != "n"), Const(sign)),
-                          lambda: _matvec_gradient_loops(ctx, form, sign, ops, gy, rows, cols, False, True), large)
+                          lambda: _matvec_gradient_columns(ctx, form, sign, ops, gy, rows, cols, False, True), large)
 
     return rule
 
 
-def _matvec_gradient_loops(ctx, form: str, sign: int, ops, gy, rows, cols, to_matrix: bool, to_input: bool):
+def _matvec_gradient_columns(ctx, form: str, sign: int, ops, gy, rows, cols, to_matrix: bool, to_input: bool):
+    """The gradient of ``y (+/-)= op(A) @ x`` as loops over the columns of A, each a long loop over
+    its rows, pushing the cotangents of A (``to_matrix``) and/or of x (``to_input``)."""
+    y, M, x = ops
+    cplx = _complex(ctx, y, M, x)
+    conj = lambda e: A.conj_if(e, cplx)  # noqa: E731
+    if form == "n":  # y_i += A_ij x_j:  gA_ij += gy_i conj(x_j);  gx_j += sum_i conj(A_ij) gy_i
+        def column(j):
+            if to_input:
+                total = _sum(ctx, rows, lambda i: A.mul(conj(_at(ctx, M, i, j)), _at(ctx, gy, i)), gy)
+                ctx.push(_at(ctx, x, j), _signed(sign, total))
+            if to_matrix:
+                xj = ctx.temp(_signed(sign, conj(_at(ctx, x, j))), "x")
+                ctx.loop(Const(0), rows, lambda i: ctx.push(_at(ctx, M, i, j), A.mul(_at(ctx, gy, i), xj)), "i")
+    else:  # A.T:      y_j += A_ij x_i:        gA_ij += gy_j conj(x_i);  gx_i += conj(A_ij) gy_j
+        # A.conj().T: y_j += conj(A_ij) x_i:  gA_ij += conj(gy_j) x_i;  gx_i += A_ij gy_j
+        hermitian = form == "h"
+
+        def column(j):
+            gyj = ctx.temp(_signed(sign, _at(ctx, gy, j)), "gy")
+            if to_input:
+                ctx.loop(Const(0), rows, lambda i: ctx.push(
+                    _at(ctx, x, i), A.mul(_at(ctx, M, i, j) if hermitian else conj(_at(ctx, M, i, j)), gyj)), "i")
+            if to_matrix:
+                g = conj(gyj) if hermitian else gyj
+                ctx.loop(Const(0), rows, lambda i: ctx.push(
+                    _at(ctx, M, i, j), A.mul(g, _at(ctx, x, i) if hermitian else conj(_at(ctx, x, i)))), "i")
+    ctx.loop(Const(0), cols, column, "j")
+
+
+def _matvec_gradient_rows(ctx, form: str, sign: int, ops, gy, rows, cols, to_matrix: bool, to_input: bool):
     """The gradient of ``y (+/-)= op(A) @ x`` as loops over the rows of A, pushing the cotangents
     of A (``to_matrix``) and/or of x (``to_input``)."""
     y, M, x = ops
