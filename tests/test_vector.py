@@ -338,6 +338,26 @@ def test_matrix_product_gradients_accumulate_into_the_gradient():
     assert (strided == 0).all()
 
 
+def test_largest_magnitude_is_a_running_max_over_any_view():
+    """The ancillas' scale scan (four running maxima per row) equals ``max(scale, |x|)`` over the
+    elements in order, NaN elements ignored as ``max`` ignores them, for vectors, matrices in C and
+    F order, strided views, complex, empty and rank-3 arrays."""
+    import math
+    from revdiff.runtime import host
+
+    def running(scale, V):
+        for x in V.ravel():
+            scale = max(scale, abs(x))
+        return scale
+    wide = rng.standard_normal((9, 30))
+    for V in (rng.standard_normal(7), wide[:, 3], wide[:, 1:23], np.asfortranarray(rng.standard_normal((6, 5))),
+              wide[::2, ::3], rng.standard_normal((5, 3)) + 1j * rng.standard_normal((5, 3)), np.zeros((0, 3)),
+              rng.standard_normal((3, 4, 5)), np.array([1.0, math.nan, 3.0, 0.5, 2.0, -4.0])):
+        for scale in (0.0, 2.5, math.nan):
+            got, want = host.largest_magnitude(scale, V), running(scale, V)
+            assert got == want or (math.isnan(got) and math.isnan(want)), (V.shape, scale, got, want)
+
+
 # ----------------------------------------------------------------------------- errors
 
 
