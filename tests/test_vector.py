@@ -191,6 +191,24 @@ def test_matvec_round_trip_and_gradient_any_shape(m, n, k, cplx, seed):
     assert_gradient(g, *args)
 
 
+@pytest.mark.parametrize("m", [31, 32, 33, 48])
+def test_real_gradients_outside_blas_walk_columns_of_short_and_rows_of_tall_matrices(m):
+    """Real A @ x up to BLAS_MIN_ELEMENTS: the gradient walks A's columns up to 32 rows and its rows
+    above (a column walk of tall matrices in SIMD lanes thrashes the L1 cache); both walks give
+    NumPy's gradients, and the generated adjoint holds both, chosen by the number of rows."""
+    A, x, y, gy = rand(m, 10), rand(10), rand(m), rand(m)
+    _, pullback = revdiff.vjp(matvec_sub, y, A, x)
+    _, gA, gx = pullback(gy, None, None)
+    np.testing.assert_allclose(gA, -np.outer(gy, x), rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(gx, -A.T @ gy, rtol=1e-13, atol=1e-13)
+    _, pullback = revdiff.vjp(matvec_h, x, A, y, 7)
+    gx7 = rand(10)
+    _, gA, gy_, _ = pullback(gx7, None, None, None)
+    np.testing.assert_allclose(gA[:, :7], -np.outer(y, gx7[:7]), rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(gy_, -A[:, :7] @ gx7[:7], rtol=1e-13, atol=1e-13)
+    assert "A.shape[0] > 32" in matvec_sub.source("adjoint", y, A, x)
+
+
 # ----------------------------------------------------------------------------- host BLAS
 
 BIG = (64, 40)  # 2560 elements: above BLAS_MIN_ELEMENTS, so real A @ x calls BLAS on the CPU

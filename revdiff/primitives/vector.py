@@ -29,6 +29,11 @@ PARTIAL_SUMS = 4  # independent accumulators of a reduction: instruction-level p
 # 15-18 us by columns against 30 us by rows; 64x32 runs 1.7x and 500x250 3x faster by rows. The
 # choice depends only on shapes, so an instruction and its inverse always take the same one.
 SMALL_MATRIX = 1024
+# The real gradient of A @ x outside BLAS walks A column by column (change 15 in RESULTS.md: 10000 x
+# 32x16 in SIMD lanes 5 % faster than by rows) only up to this many rows. A taller column walk in lanes
+# strides whole rows of lanes: 64x32 float64 lanes move 2 KiB a row, so a column's 64 rows fall into two
+# sets of the L1 cache and evict each other (1000 x 64x32 projection gradient 20-35 % slower, change 17).
+COLUMN_WALK_MAX_ROWS = 32
 # Above this many elements, real A @ x and its gradient call BLAS on the CPU (revdiff/runtime/host.py),
 # falling back to the column loops for layouts BLAS cannot take. Measured (benchmarks/profile.py, one
 # thread): the fused projection vjp on 500x250 takes 68 ms against 150 ms with the loops, on 64x32
@@ -180,18 +185,25 @@ def _matvec_gradient(form: str, sign: int):
         if not _blas(ctx, y, M, x):
             _matvec_gradient_rows(ctx, form, sign, ops, gy, rows, cols, True, True)
             return
-        # real: BLAS on large views; the fallback (small views, the SIMD lanes) walks columns, as the
-        # forward's does: long inner loops over the rows, and gx_j of A @ x summed in registers
+        # real: BLAS on large views. The fallback (views up to BLAS_MIN_ELEMENTS, the SIMD lanes) walks
+        # the columns of matrices of few rows, as the forward does (long inner loops over the rows,
+        # gx_j of A @ x summed in registers), and the rows of taller ones (COLUMN_WALK_MAX_ROWS)
         large = Compare(">", A.mul(rows, cols), Const(BLAS_MIN_ELEMENTS))
         gM, gx = ctx.grad(M), ctx.grad(x)
+
+        def fallback(to_matrix: bool, to_input: bool):
+            args = (ctx, form, sign, ops, gy, rows, cols, to_matrix, to_input)
+            return lambda: ctx.choose(Compare(">", rows, Const(COLUMN_WALK_MAX_ROWS)),
+                                      lambda: _matvec_gradient_rows(*args), lambda: _matvec_gradient_columns(*args))
+
         if gM is not None:  # real: gA += sign * gy x^T (form n) or sign * x gy^T (A.T, A.conj().T)
             u, v = (gy, x) if form == "n" else (x, gy)
             ctx.host_call("outer_update", (_view(ctx, gM), _view(ctx, u), _view(ctx, v), Const(sign)),
-                          lambda: _matvec_gradient_columns(ctx, form, sign, ops, gy, rows, cols, True, False), large)
+                          fallback(True, False), large)
         if gx is not None:  # real: gx += sign * op(A)^T gy
             ctx.host_call("matvec_input_gradient",
                           (_view(ctx, gx), _view(ctx, M), _view(ctx, gy), Const(form != "n"), Const(sign)),
-                          lambda: _matvec_gradient_columns(ctx, form, sign, ops, gy, rows, cols, False, True), large)
+                          fallback(False, True), large)
 
     return rule
 
