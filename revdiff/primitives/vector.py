@@ -35,8 +35,8 @@ SMALL_MATRIX = 1024
 # sets of the L1 cache and evict each other (1000 x 64x32 projection gradient 20-35 % slower, change 17).
 COLUMN_WALK_MAX_ROWS = 32
 # Above this many elements, real A @ x and its gradient call BLAS on the CPU (revdiff/runtime/host.py),
-# falling back to the loops (by columns or by rows) for layouts BLAS cannot take. Measured (benchmarks/profile.py, one
-# thread): the fused projection vjp on 500x250 takes 68 ms against 150 ms with the loops, on 64x32
+# falling back to the loops (by columns or by rows) for layouts BLAS cannot take. Measured
+# (benchmarks/profile.py, one thread): the fused projection vjp on 500x250 takes 68 ms against 150 ms with the loops, on 64x32
 # 311 us against 386; a threshold of 256 made 32x16 slower (cgs2 forward + adjoint 72 us against 61).
 # It is also the largest element run in SIMD lanes (lanes.LANE_MAX_ELEMENTS: lanes never call BLAS, and
 # a batch must equal one element at a time bit for bit). 2048, not 1024, since session 11: batches of
