@@ -6,12 +6,12 @@ Write a reversible function under ``@reversible``; run it forward (``f(*args)``)
 from .ad import check_grad, grad, vjp
 from .batch import BatchedFunction, batched
 from .diagnostics import Drift, peak_memory_growth, roundtrip_error
-from .errors import RankDeficientError, ReversibilityError
+from .errors import RankDeficientError, ResultOverflowError, ReversibilityError
 from .function import InverseFunction, ReversibleFunction, reversible
 from .language import irot, rot, routine, zero, zeros
 
 __version__ = "0.1.0"
 
-__all__ = ["reversible", "ReversibleFunction", "InverseFunction", "ReversibilityError", "RankDeficientError",
+__all__ = ["reversible", "ReversibleFunction", "InverseFunction", "ReversibilityError", "RankDeficientError", "ResultOverflowError",
            "rot", "irot", "zero", "zeros", "routine", "vjp", "grad", "check_grad",
            "roundtrip_error", "Drift", "peak_memory_growth", "batched", "BatchedFunction"]

@@ -37,3 +37,8 @@ class ReversibilityError(Exception):
 
 class RankDeficientError(ValueError):
     """A matrix column became (numerically) linearly dependent on the previous ones."""
+
+
+class ResultOverflowError(OverflowError):
+    """A result is not finite although the inputs were: its exact value, or an intermediate one,
+    overflows the dtype. Raised instead of returning it."""

@@ -204,6 +204,7 @@ class DType:
     kind: str | None = None  # "float", "complex", "int", "bool"
     np_name: str | None = None  # e.g. "float32" when spelled np.float32
     like: str | None = None  # array name for ``A.dtype``
+    real: bool = False  # ``A.real.dtype``: the real type of A's precision (float32 for complex64)
 
 
 @dataclass

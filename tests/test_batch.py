@@ -14,14 +14,15 @@ rng = np.random.default_rng(17)
 def test_batched_projection_vjp_equals_per_matrix_exactly(B, m, n):
     """64 x 40 runs the large matrix-vector products through BLAS, threads and all."""
     A, y, gz = rng.standard_normal((B, m, n)), rng.standard_normal((B, m)), rng.standard_normal((B, m))
-    bf = revdiff.batched(P.project_cgs2, ("z", "A", "y"))
-    outs, grads = bf.vjp((np.zeros((B, m)), A, y), (gz, None, None))
+    bf = revdiff.batched(P.project_cgs2, ("z", "R", "A", "y"))
+    outs, grads = bf.vjp((np.zeros((B, m)), np.zeros((B, n, n)), A, y), (gz, None, None, None))
     for b in range(B):
-        single, pullback = revdiff.vjp(P.project_cgs2, np.zeros(m), A[b], y[b])
-        g = pullback(gz[b], None, None)
+        single, pullback = revdiff.vjp(P.project_cgs2, np.zeros(m), np.zeros((n, n)), A[b], y[b])
+        g = pullback(gz[b], None, None, None)
         np.testing.assert_array_equal(outs[0][b], single[0])
-        np.testing.assert_array_equal(grads[1][b], g[1])
+        np.testing.assert_array_equal(outs[1][b], single[1])
         np.testing.assert_array_equal(grads[2][b], g[2])
+        np.testing.assert_array_equal(grads[3][b], g[3])
     Q, R = P.qr(A)
     for b in range(B):
         np.testing.assert_array_equal(Q[b], P.cgs2(np.zeros((m, n)), np.zeros((n, n)), A[b].copy())[0])
@@ -130,5 +131,6 @@ def test_a_batch_runs_every_element_with_single_threaded_blas(monkeypatch):
     monkeypatch.setattr(revdiff.batch, "run", record)
     B, m, n = 2, 64, 40
     A, y, gz = rng.standard_normal((B, m, n)), rng.standard_normal((B, m)), rng.standard_normal((B, m))
-    revdiff.batched(P.project_cgs2, ("z", "A", "y")).vjp((np.zeros((B, m)), A, y), (gz, None, None))
+    revdiff.batched(P.project_cgs2, ("z", "R", "A", "y")).vjp((np.zeros((B, m)), np.zeros((B, n, n)), A, y),
+                                                              (gz, None, None, None))
     assert seen == [1]

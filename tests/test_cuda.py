@@ -29,7 +29,9 @@ def qr_case(program, m, n, dtype, extra=0):
 
 
 def vector_case(program, m, n, dtype, out_len):
-    return program, program.params, (np.zeros((B, out_len), dtype), rand((B, m, n), dtype), rand((B, m), dtype))
+    p = min(m, n)
+    return program, program.params, (np.zeros((B, out_len), dtype), np.zeros((B, p, n), dtype),
+                                     rand((B, m, n), dtype), rand((B, m), dtype))
 
 
 CASES = {

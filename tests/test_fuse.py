@@ -16,7 +16,7 @@ rng = np.random.default_rng(3)
 
 
 def test_projection_vjp_is_fused_and_elides_one_qr_uncompute_and_recompute():
-    src = P.project_cgs2.source("vjp", np.zeros(6), np.zeros((6, 3)), np.zeros(6))
+    src = P.project_cgs2.source("vjp", np.zeros(6), np.zeros((3, 3)), np.zeros((6, 3)), np.zeros(6))
     calls = re.findall(r"\b(qr_\w+)(?:\(| inlined)", src)  # called or inlined
     assert sum(c.endswith("_forward") for c in calls) == 1, calls  # the forward QR, not its recompute
     assert sum(c.endswith("_adjoint") for c in calls) == 1, calls
@@ -25,11 +25,11 @@ def test_projection_vjp_is_fused_and_elides_one_qr_uncompute_and_recompute():
 
 def test_fused_vjp_matches_forward_then_adjoint():
     m, n = 9, 4
-    args = (np.zeros(m), rng.standard_normal((m, n)), rng.standard_normal(m))
+    args = (np.zeros(m), np.zeros((n, n)), rng.standard_normal((m, n)), rng.standard_normal(m))
     gz = rng.standard_normal(m)
     outs, pullback = revdiff.vjp(P.project_cgs2, *copy_args(args))
-    want = pullback(gz, None, None)
-    saved, got = fused_vjp(P.project_cgs2, args, (gz, None, None))
+    want = pullback(gz, None, None, None)
+    saved, got = fused_vjp(P.project_cgs2, args, (gz, None, None, None))
     np.testing.assert_allclose(saved[0], outs[0], rtol=1e-13, atol=1e-13)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-11, atol=1e-12)
@@ -83,8 +83,8 @@ def test_fused_vjp_values_with_and_without_elision():
 
 
 def test_batched_vjp_uses_the_fused_program():
-    bf = revdiff.batched(P.project_cgs2, ("z", "A", "y"))
-    types = bf._element_types((np.zeros((2, 5)), np.zeros((2, 5, 2)), np.zeros((2, 5))))
+    bf = revdiff.batched(P.project_cgs2, ("z", "R", "A", "y"))
+    types = bf._element_types((np.zeros((2, 5)), np.zeros((2, 2, 2)), np.zeros((2, 5, 2)), np.zeros((2, 5))))
     assert "project_cgs2_" in bf.source("vjp", types) and "_vjp(" in bf.source("vjp", types)
 
 
@@ -175,7 +175,7 @@ def test_the_forward_half_leaves_out_uncomputes_of_ancillas_it_frees():
     freed right after it, on the same values, and checks them there: the forward half (and the
     callees it runs, as `vjp_forward` programs) leaves those uncomputes and their checks out."""
     m, n = 70, 40  # two block-CGS2 panels
-    args = (np.zeros(m), rng.standard_normal((m, n)), rng.standard_normal(m))
+    args = (np.zeros(m), np.zeros((n, n)), rng.standard_normal((m, n)), rng.standard_normal(m))
     src = P.project_bcgs2.source("vjp", *args)
     assert "left out in the vjp's forward half" in src
     # the panel's QR (bcgs2_panel, called as panel_qr), and cgs2 below it, run as vjp_forward programs
@@ -189,8 +189,8 @@ def test_the_forward_half_leaves_out_uncomputes_of_ancillas_it_frees():
     assert "classical_pass" in panel and "_inverse(" not in panel and "_inverse(" in full
     gz = rng.standard_normal(m)
     outs, pullback = revdiff.vjp(P.project_bcgs2, *copy_args(args))
-    saved, got = fused_vjp(P.project_bcgs2, args, (gz, None, None))
+    saved, got = fused_vjp(P.project_bcgs2, args, (gz, None, None, None))
     np.testing.assert_allclose(saved[0], outs[0], rtol=1e-13, atol=1e-13)
-    for g, w in zip(got, pullback(gz, None, None)):
+    for g, w in zip(got, pullback(gz, None, None, None)):
         np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-11)
     assert_gradient(P.project_bcgs2, *args)

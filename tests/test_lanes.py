@@ -23,16 +23,16 @@ def _equal(first: tuple, second: tuple) -> None:
 def test_projection_gradient_in_lanes_equals_one_element_at_a_time():
     """11 float64 elements: one full group of 8 lanes and one group whose last lanes repeat element 10."""
     B, m, n = 11, 12, 5
-    args = (np.zeros((B, m)), rng.standard_normal((B, m, n)), rng.standard_normal((B, m)))
+    args = (np.zeros((B, m)), np.zeros((B, n, n)), rng.standard_normal((B, m, n)), rng.standard_normal((B, m)))
     gz = rng.standard_normal((B, m))
-    lanes = revdiff.batched(P.project_cgs2, ("z", "A", "y"), layout="lanes")
-    outs, grads = lanes.vjp(args, (gz, None, None))
-    elements = revdiff.batched(P.project_cgs2, ("z", "A", "y"), layout="elements")
-    expected_outs, expected_grads = elements.vjp(args, (gz, None, None))
+    lanes = revdiff.batched(P.project_cgs2, ("z", "R", "A", "y"), layout="lanes")
+    outs, grads = lanes.vjp(args, (gz, None, None, None))
+    elements = revdiff.batched(P.project_cgs2, ("z", "R", "A", "y"), layout="elements")
+    expected_outs, expected_grads = elements.vjp(args, (gz, None, None, None))
     _equal(outs, expected_outs)
     _equal(grads, expected_grads)
-    single, pullback = revdiff.vjp(P.project_cgs2, np.zeros(m), args[1][6], args[2][6])
-    np.testing.assert_array_equal(grads[1][6], pullback(gz[6], None, None)[1])
+    single, pullback = revdiff.vjp(P.project_cgs2, np.zeros(m), np.zeros((n, n)), args[2][6], args[3][6])
+    np.testing.assert_array_equal(grads[2][6], pullback(gz[6], None, None, None)[2])
 
 
 def test_float32_runs_eight_lanes_and_equals_one_element_at_a_time():
@@ -127,11 +127,12 @@ def test_elements_up_to_the_blas_threshold_run_in_lanes_and_equal_single_calls()
     B, m, n = LANE_MIN_BATCH + 3, 48, 32
     assert 1024 < m * n <= LANE_MAX_ELEMENTS
     A, y, gz = rng.standard_normal((B, m, n)), rng.standard_normal((B, m)), rng.standard_normal((B, m))
-    bf = revdiff.batched(P.project_cgs2, ("z", "A", "y"))
-    assert bf.lanes("vjp", P.project_cgs2.argument_types((np.zeros(m), A[0], y[0])), (np.zeros((B, m)), A, y))
+    bf = revdiff.batched(P.project_cgs2, ("z", "R", "A", "y"))
+    element = (np.zeros(m), np.zeros((n, n)), A[0], y[0])
+    assert bf.lanes("vjp", P.project_cgs2.argument_types(element), (np.zeros((B, m)), np.zeros((B, n, n)), A, y))
     gA, gy = P.project_vjp(A, y, gz)
     for b in (0, B - 1):
-        _, pullback = revdiff.vjp(P.project_cgs2, np.zeros(m), A[b], y[b])
-        _, g_A, g_y = pullback(gz[b], None, None)
+        _, pullback = revdiff.vjp(P.project_cgs2, np.zeros(m), np.zeros((n, n)), A[b], y[b])
+        _, _, g_A, g_y = pullback(gz[b], None, None, None)
         np.testing.assert_array_equal(gA[b], g_A)
         np.testing.assert_array_equal(gy[b], g_y)

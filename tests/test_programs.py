@@ -84,7 +84,7 @@ def test_givens_rejects_complex_input_by_name():
 def test_projection_and_lstsq_gradients(program):
     A, y = rand((7, 3)), rand(7)
     out = np.zeros(3 if program is P.lstsq_cgs2 else 7)
-    assert_gradient(program, out, A, y)
+    assert_gradient(program, out, np.zeros((3, 3)), A, y)
 
 
 def test_sphere_gradients():

@@ -199,6 +199,9 @@ class Parser:
             return DType(kind=node.id)
         if isinstance(node, ast.Attribute) and node.attr == "dtype" and isinstance(node.value, ast.Name):
             return DType(like=node.value.id)
+        if isinstance(node, ast.Attribute) and node.attr == "dtype" and isinstance(node.value, ast.Attribute) \
+                and node.value.attr == "real" and isinstance(node.value.value, ast.Name):
+            return DType(like=node.value.value.id, real=True)
         if isinstance(node, ast.Attribute) and self.expr._is_math_module(node.value):
             import numpy as np
             try:
@@ -208,7 +211,7 @@ class Parser:
             from ..types import kind_of_dtype
             return DType(kind=kind_of_dtype(dt), np_name=dt.name)
         raise self.error(s, f"the dtype {ast.unparse(node)} is not understood; use float, complex, int, bool, "
-                            "np.float32 (and other numpy types) or A.dtype")
+                            "np.float32 (and other numpy types), A.dtype or A.real.dtype")
 
     def _Delete(self, s: ast.Delete):
         if len(s.targets) != 1 or not isinstance(s.targets[0], ast.Name):

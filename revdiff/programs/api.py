@@ -1,12 +1,18 @@
-"""High-level functions over the reversible programs: allocate outputs, loop over leading batch
-dimensions, validate inputs, and differentiate by running the programs backwards."""
+"""High-level functions over the reversible programs: check the arguments, allocate the outputs,
+run every batch element (leading axes) in parallel, and differentiate by running the programs
+backwards. Every input gets the right answer or a named error (``inputs.py``): NaN or Inf inputs,
+rank deficiency (``RankDeficientError``, with the batch element and column) and results that
+overflow (``ResultOverflowError``) are refused; extreme magnitudes are scaled by powers of two;
+empty matrices and batches give empty results, as in NumPy.
+"""
 from __future__ import annotations
 
 import numpy as np
 
 from ..batch import BatchedFunction
-from ..errors import RankDeficientError
 from . import givens, gram_schmidt, householder, projection, sphere
+from .inputs import (DTYPES, array_module, as_array, batch_index, check_rank, check_result, flat, negated,
+                     rank_tolerance, require_finite, scale_exponents, times_power_of_two)
 
 QR_METHODS = {"cgs2": gram_schmidt.cgs2, "bcgs2": gram_schmidt.bcgs2, "mgs": gram_schmidt.mgs,
               "cgs": gram_schmidt.cgs, "householder": householder.householder, "givens": givens.givens}
@@ -14,249 +20,291 @@ PROJECT_METHODS = {"cgs2": projection.project_cgs2, "bcgs2": projection.project_
                    "cgs": projection.project_cgs, "householder": projection.project_householder}
 LSTSQ_METHODS = {"cgs2": projection.lstsq_cgs2, "bcgs2": projection.lstsq_bcgs2, "mgs": projection.lstsq_mgs,
                  "cgs": projection.lstsq_cgs, "householder": projection.lstsq_householder}
-DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
+
+__all__ = ["DTYPES", "QR_METHODS", "PROJECT_METHODS", "LSTSQ_METHODS", "qr", "qr_vjp", "project", "project_vjp",
+           "lstsq", "lstsq_vjp", "normalize", "normalize_vjp", "tangent_project", "tangent_project_vjp"]
 
 
-def _method(table: dict, method: str):
-    if method not in table:
+def _method(table: dict, method):
+    if not isinstance(method, str) or method not in table:
         raise ValueError(f"unknown method {method!r}; choose one of {', '.join(table)}")
     return table[method]
-
-
-def _xp(a):
-    """The array module of ``a``: CuPy for GPU arrays (the programs then run as CUDA kernels), else NumPy."""
-    if hasattr(a, "__cuda_array_interface__"):
-        from ..gpu import cupy_module
-        return cupy_module()
-    return np
-
-
-def _array(name: str, value, min_ndim: int, dtype=None) -> np.ndarray:
-    xp = _xp(value)
-    a = xp.asarray(value)
-    if a.dtype.type not in DTYPES:
-        if np.issubdtype(a.dtype, np.integer):
-            a = a.astype(np.float64)
-        else:
-            raise TypeError(f"'{name}' has dtype {a.dtype}; use float32, float64, complex64 or complex128")
-    if dtype is not None:
-        a = a.astype(np.result_type(a.dtype, dtype), copy=False)
-    if a.ndim < min_ndim:
-        raise ValueError(f"'{name}' needs at least {min_ndim} dimensions, got shape {a.shape}")
-    if not bool(xp.all(xp.isfinite(a))):
-        raise ValueError(f"'{name}' contains NaN or Inf")
-    return xp.ascontiguousarray(a)
-
-
-def _zeros_like(a):
-    return _xp(a).zeros_like(a)
-
-
-def _rank_tolerance(dtype: np.dtype, rank_tol: float | None) -> float:
-    return rank_tol if rank_tol is not None else 100 * np.finfo(dtype).eps
-
-
-def _batch_index(shape: tuple, flat: int) -> tuple:
-    return tuple(int(i) for i in np.unravel_index(flat, shape)) if shape else ()
-
-
-def _check_rank(R: np.ndarray, A: np.ndarray, batch_shape: tuple, tol: float) -> None:
-    """Raise RankDeficientError where a column's residual norm is tiny against its own norm
-    (R, A flattened to one batch axis)."""
-    xp = _xp(A)
-    p = min(A.shape[-2:])
-    norms = xp.linalg.norm(A[..., :p], axis=-2)
-    diag = xp.abs(xp.diagonal(R, axis1=-2, axis2=-1))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = xp.where(norms > 0, diag / xp.where(norms > 0, norms, 1), 0.0)
-    bad = ~(ratio > tol)  # a NaN ratio (0/0 in a degenerate column) is rank deficient too
-    if bool(xp.any(bad)):
-        b, k = (int(i) for i in xp.argwhere(bad)[0])
-        raise RankDeficientError(f"matrix at batch index {_batch_index(batch_shape, b)}: column {k} is linearly "
-                                 f"dependent on the previous ones (residual norm / column norm = "
-                                 f"{ratio[b, k]:.3e} <= {tol:.1e})")
-
-
-def _zero_columns(A: np.ndarray, batch_shape: tuple) -> None:
-    xp = _xp(A)
-    p = min(A.shape[-2:])
-    if A.size == 0 or bool(xp.all(A[..., 0, :p] != 0)):  # a nonzero first row settles every column
-        return
-    zero = ~xp.any(A[..., :p] != 0, axis=-2)
-    if bool(xp.any(zero)):
-        b, k = (int(i) for i in xp.argwhere(zero)[0])
-        raise RankDeficientError(f"matrix at batch index {_batch_index(batch_shape, b)}: column {k} is zero "
-                                 "(residual norm / column norm = 0)")
-
-
-def _flat(a: np.ndarray, core: int) -> np.ndarray:
-    """One leading batch axis (a matrix without batch dimensions gets a batch of one)."""
-    return a.reshape((-1,) + a.shape[a.ndim - core:])
 
 
 _BATCHED: dict = {}
 
 
-def _batched(program, names: tuple) -> BatchedFunction:
-    """The batched program (cached). Calls here donate their arguments (``donate=True``): the
-    outputs are fresh zeros, and the programs never write the user's inputs (A, y, x, g, z)."""
-    key = (program, tuple(names))
-    if key not in _BATCHED:
-        _BATCHED[key] = BatchedFunction(program, names)
-    return _BATCHED[key]
+def _batched(program) -> BatchedFunction:
+    """The program over a batch of every parameter (cached). Calls here donate their arguments
+    (``donate=True``): the outputs are fresh zeros, and the programs never write the inputs."""
+    if program not in _BATCHED:
+        _BATCHED[program] = BatchedFunction(program, program.params)
+    return _BATCHED[program]
 
 
-def _qr_program(method: str, A: np.ndarray) -> tuple:
-    """The QR program for method and its zero-initialised outputs for the flattened batch A."""
+class _Matrices:
+    """A checked batch of matrices A (..., m, n): flattened to one batch axis and scaled by powers
+    of two where its magnitude is extreme (``exponents``: per element, A = scaled * 2**e)."""
+
+    def __init__(self, A, dtype=None):
+        A = as_array("A", A, 2, core=" (..., m, n)")
+        if dtype is not None:
+            A = A.astype(dtype, copy=False)
+        self.xp = array_module(A)
+        self.shape, self.dtype = tuple(A.shape), A.dtype
+        self.batch, (self.m, self.n) = self.shape[:-2], self.shape[-2:]
+        self.p = min(self.m, self.n)
+        self.flat = flat(A, 2)
+        self.b = self.flat.shape[0]
+        self.exponents = scale_exponents(require_finite("A", self.flat, self.batch, self.xp), self.xp)
+        self.scaled = times_power_of_two(self.flat, negated(self.exponents), self.xp)
+
+    @property
+    def empty(self) -> bool:
+        return self.flat.size == 0
+
+    def zeros(self, *core) -> np.ndarray:
+        return self.xp.zeros((self.b,) + core, self.dtype)
+
+    def unflat(self, a, *core):
+        return a.reshape(self.batch + core)
+
+    def up(self, a):
+        """``a * 2**e``: a result scaled back (R)."""
+        return times_power_of_two(a, self.exponents, self.xp)
+
+    def down(self, a):
+        """``a * 2**-e``: a result or cotangent scaled the other way (x, gradients of A)."""
+        return times_power_of_two(a, negated(self.exponents), self.xp)
+
+
+def _vector(name: str, value, M: _Matrices, shape: tuple, dtype=None):
+    """A checked vector argument of batch shape ``shape[:-1]`` (flattened like M)."""
+    v = as_array(name, value, 1, like=dtype)
+    if tuple(v.shape) != shape:
+        raise ValueError(f"'{name}' has shape {tuple(v.shape)}; for A of shape {M.shape} it needs {shape}")
+    v = flat(v, 1)
+    require_finite(name, v, M.batch, M.xp)
+    return v
+
+
+def _qr_run(method: str, M: _Matrices):
+    """The batched QR program and its zero outputs for M."""
     program = _method(QR_METHODS, method)
-    b, m, n = A.shape
-    p = min(m, n)
-    xp = _xp(A)
-    outputs = (xp.zeros((b, m, p), A.dtype), xp.zeros((b, p, n), A.dtype))
+    outputs = (M.zeros(M.m, M.p), M.zeros(M.p, M.n))
     if program is givens.givens:
-        if not np.isrealobj(A):
-            raise TypeError(f"method 'givens' takes real matrices; 'A' has dtype {A.dtype} "
+        if np.iscomplexobj(M.flat):
+            raise TypeError(f"method 'givens' takes real matrices; 'A' has dtype {M.dtype} "
                             "(use 'householder' or 'cgs2' for complex input)")
-        outputs += (xp.zeros((b, m, p), A.dtype),)
-    return _batched(program, program.params), outputs
+        outputs += (M.zeros(M.m, M.p),)
+    return _batched(program), outputs
 
 
 def qr(A, method: str = "cgs2", rank_tol: float | None = None) -> tuple:
     """Q, R of A (..., m, n): Q (..., m, p), R (..., p, n), p = min(m, n), diag(R) real positive.
 
-    method: "cgs2" (default), "mgs", "cgs", "householder" or "givens" (real only; the rotation
-    angles are an extra output of ``revdiff.programs.givens``). Batches run in parallel."""
-    A = _array("A", A, 2)
-    batch, (m, n) = A.shape[:-2], A.shape[-2:]
-    flat = _flat(A, 2)
-    program, outputs = _qr_program(method, flat)
-    _zero_columns(flat, batch)
-    Q, R = program(*outputs, flat, donate=True)[:2]
-    _check_rank(R, flat, batch, _rank_tolerance(A.dtype, rank_tol))
-    return Q.reshape(batch + Q.shape[1:]), R.reshape(batch + R.shape[1:])
+    method: "cgs2" (default), "bcgs2", "mgs", "cgs", "householder" or "givens" (real only; the
+    rotation angles are an extra output of ``revdiff.programs.givens``). Batches run in parallel.
+    Raises RankDeficientError where a column's residual is at most ``rank_tol`` (default 100 eps)
+    of its norm: Q is not determined by A there."""
+    M = _Matrices(A)
+    tol = rank_tolerance(rank_tol, M.dtype)
+    program, outputs = _qr_run(method, M)
+    if M.empty:
+        return M.unflat(outputs[0], M.m, M.p), M.unflat(outputs[1], M.p, M.n)
+    Q, R = program(*outputs, M.scaled, donate=True)[:2]
+    check_rank(R, M.batch, tol, M.xp)
+    R = M.up(R)
+    check_result("qr", "R", R, M.batch, M.xp)
+    return M.unflat(Q, M.m, M.p), M.unflat(R, M.p, M.n)
 
 
 def qr_vjp(A, gQ, gR, method: str = "cgs2", rank_tol: float | None = None) -> np.ndarray:
     """Cotangent of A given those of Q and R (None: zero), by running the QR program backwards."""
-    A = _array("A", A, 2)
-    batch, (m, n) = A.shape[:-2], A.shape[-2:]
-    p = min(m, n)
-    gQ = _xp(A).zeros(batch + (m, p), A.dtype) if gQ is None else _array("gQ", gQ, 2, A.dtype)
-    gR = _xp(A).zeros(batch + (p, n), A.dtype) if gR is None else _array("gR", gR, 2, A.dtype)
-    if gQ.shape != batch + (m, p) or gR.shape != batch + (p, n):
-        raise ValueError(f"for A of shape {A.shape}, gQ must have shape {batch + (m, p)} (thin Q) and gR "
-                         f"{batch + (p, n)}; got {gQ.shape} and {gR.shape}")
-    flat = _flat(A, 2)
-    program, outputs = _qr_program(method, flat)
-    _zero_columns(flat, batch)
-    cotangents = (_flat(gQ.astype(A.dtype, copy=False), 2), _flat(gR.astype(A.dtype, copy=False), 2))
-    outs, grads = program.vjp(outputs + (flat,), cotangents + (None,) * (len(outputs) - 1), donate=True)
-    _check_rank(outs[1], flat, batch, _rank_tolerance(A.dtype, rank_tol))
-    return grads[-1].reshape(A.shape)
+    M = _Matrices(A)
+    tol = rank_tolerance(rank_tol, M.dtype)
+    program, outputs = _qr_run(method, M)
+    cotangents = []
+    for name, g, core in (("gQ", gQ, (M.m, M.p)), ("gR", gR, (M.p, M.n))):
+        if g is None:
+            cotangents.append(M.zeros(*core))
+            continue
+        g = as_array(name, g, 2, like=M.dtype)
+        if tuple(g.shape) != M.batch + core:
+            raise ValueError(f"for A of shape {M.shape}, '{name}' must have shape {M.batch + core} "
+                             f"({'thin Q' if name == 'gQ' else 'R'}); got {tuple(g.shape)}")
+        g = flat(g, 2)
+        require_finite(name, g, M.batch, M.xp)
+        cotangents.append(g)
+    if M.empty:
+        return M.xp.zeros(M.shape, M.dtype)
+    # Q(A) = Q(cA), R(A) = R(cA) / c for c = 2**-e, and the vjp is linear in its cotangents:
+    # gA = c vjp(cA; gQ, gR / c) = vjp(cA; c gQ, gR)
+    cotangents[0] = M.down(cotangents[0])
+    outs, grads = program.vjp(outputs + (M.scaled,), tuple(cotangents) + (None,) * (len(outputs) - 1),
+                              donate=True)
+    check_rank(outs[1], M.batch, tol, M.xp)
+    check_result("qr_vjp", "gA", grads[-1], M.batch, M.xp)
+    return M.unflat(grads[-1], M.m, M.n)
 
 
-def _vector_program(table, method, A, y):
-    program = _method(table, method)
-    A = _array("A", A, 2)
-    y = _array("y", y, 1, A.dtype)
-    A = A.astype(y.dtype, copy=False)
-    if y.shape[:-1] != A.shape[:-2] or y.shape[-1] != A.shape[-2]:
-        raise ValueError(f"y of shape {y.shape} does not match A of shape {A.shape} (need {A.shape[:-1]})")
-    _zero_columns(_flat(A, 2), A.shape[:-2])
-    return _batched(program, program.params), A, y
-
-
-def _rank_check_by_qr(A: np.ndarray, method: str, rank_tol: float | None) -> None:
-    if rank_tol is not None:
-        qr(A, method if method in QR_METHODS else "cgs2", rank_tol)
+def _with_vector(A, y):
+    """Checked (M, y) for the projection and least squares: one dtype for both."""
+    y_array = as_array("y", y, 1)
+    A_array = as_array("A", A, 2, core=" (..., m, n)")
+    M = _Matrices(A_array, np.result_type(A_array.dtype, y_array.dtype))
+    return M, _vector("y", y_array, M, M.batch + (M.m,), M.dtype)
 
 
 def project(A, y, method: str = "cgs2", rank_tol: float | None = None) -> np.ndarray:
-    """z = Q Q^H y, the orthogonal projection of y onto the column space of A."""
-    program, A, y = _vector_program(PROJECT_METHODS, method, A, y)
-    _rank_check_by_qr(A, method, rank_tol)
-    z = program(_zeros_like(_flat(y, 1)), _flat(A, 2), _flat(y, 1), donate=True)[0]
-    return z.reshape(y.shape)
+    """z = Q Q^H y, the orthogonal projection of y (..., m) onto the column space of A (..., m, n).
+    Raises RankDeficientError, as ``qr``, where a column of A is (numerically) dependent on the
+    earlier ones; a matrix without columns projects onto {0}."""
+    program = _batched(_method(PROJECT_METHODS, method))
+    M, y = _with_vector(A, y)
+    tol = rank_tolerance(rank_tol, M.dtype)
+    if M.empty:
+        return M.unflat(M.xp.zeros_like(y), M.m)
+    z, R = program(M.zeros(M.m), M.zeros(M.p, M.n), M.scaled, y, donate=True)[:2]
+    check_rank(R, M.batch, tol, M.xp)
+    return M.unflat(z, M.m)
 
 
 def project_vjp(A, y, gz, method: str = "cgs2", rank_tol: float | None = None) -> tuple:
     """(gA, gy): cotangents of A and y given that of z = Q Q^H y."""
-    program, A, y = _vector_program(PROJECT_METHODS, method, A, y)
-    gz = _array("gz", gz, 1, A.dtype)
-    if gz.shape != y.shape:
-        raise ValueError(f"gz has shape {gz.shape}, expected {y.shape}")
-    _rank_check_by_qr(A, method, rank_tol)
-    _, (_, gA, gy) = program.vjp((_zeros_like(_flat(y, 1)), _flat(A, 2), _flat(y, 1)),
-                                 (_flat(gz.astype(A.dtype, copy=False), 1), None, None), donate=True)
-    return gA.reshape(A.shape), gy.reshape(y.shape)
+    program = _batched(_method(PROJECT_METHODS, method))
+    M, y = _with_vector(A, y)
+    tol = rank_tolerance(rank_tol, M.dtype)
+    gz = _vector("gz", gz, M, M.batch + (M.m,), M.dtype)
+    if M.empty:
+        return M.xp.zeros(M.shape, M.dtype), M.unflat(M.xp.zeros_like(y), M.m)
+    outs, (_, _, gA, gy) = program.vjp((M.zeros(M.m), M.zeros(M.p, M.n), M.scaled, y), (gz, None, None, None),
+                                       donate=True)
+    check_rank(outs[1], M.batch, tol, M.xp)
+    gA = M.down(gA)  # z(A) = z(cA): gA = c gA'
+    check_result("project_vjp", "gA", gA, M.batch, M.xp)
+    check_result("project_vjp", "gy", gy, M.batch, M.xp)
+    return M.unflat(gA, M.m, M.n), M.unflat(gy, M.m)
 
 
-def lstsq(A, y, method: str = "cgs2") -> np.ndarray:
-    """x minimising |A x - y| (A of full column rank, m >= n), through the QR program."""
-    program, A, y = _vector_program(LSTSQ_METHODS, method, A, y)
-    flat = _flat(A, 2)
-    x = program(_xp(A).zeros((flat.shape[0], A.shape[-1]), A.dtype), flat, _flat(y, 1), donate=True)[0]
-    return x.reshape(A.shape[:-2] + (A.shape[-1],))
+def _least_squares(A, y, method: str, rank_tol):
+    program = _batched(_method(LSTSQ_METHODS, method))
+    M, y = _with_vector(A, y)
+    if M.m < M.n:
+        raise ValueError(f"lstsq needs a tall or square A (m >= n) of full column rank; A has shape {M.shape}, "
+                         "and a wide A's least-squares problem has infinitely many solutions, of which "
+                         "revdiff does not pick one")
+    return program, M, y, rank_tolerance(rank_tol, M.dtype)
 
 
-def lstsq_vjp(A, y, gx, method: str = "cgs2") -> tuple:
+def lstsq(A, y, method: str = "cgs2", rank_tol: float | None = None) -> np.ndarray:
+    """x minimising |A x - y| for A (..., m, n) of full column rank (m >= n), through the QR program.
+    Raises RankDeficientError, as ``qr``, where a column of A is (numerically) dependent."""
+    program, M, y, tol = _least_squares(A, y, method, rank_tol)
+    if M.empty:
+        return M.xp.zeros(M.batch + (M.n,), M.dtype)
+    x, R = program(M.zeros(M.n), M.zeros(M.n, M.n), M.scaled, y, donate=True)[:2]
+    check_rank(R, M.batch, tol, M.xp)
+    x = M.down(x)  # (cA) x' = y: x = c x'
+    check_result("lstsq", "x", x, M.batch, M.xp)
+    return M.unflat(x, M.n)
+
+
+def lstsq_vjp(A, y, gx, method: str = "cgs2", rank_tol: float | None = None) -> tuple:
     """(gA, gy) given the cotangent of the least-squares solution x."""
-    program, A, y = _vector_program(LSTSQ_METHODS, method, A, y)
-    gx = _array("gx", gx, 1, A.dtype)
-    if gx.shape != A.shape[:-2] + (A.shape[-1],):
-        raise ValueError(f"gx has shape {gx.shape}, expected {A.shape[:-2] + (A.shape[-1],)}")
-    flat = _flat(A, 2)
-    _, (_, gA, gy) = program.vjp((_xp(A).zeros((flat.shape[0], A.shape[-1]), A.dtype), flat, _flat(y, 1)),
-                                 (_flat(gx.astype(A.dtype, copy=False), 1), None, None), donate=True)
-    return gA.reshape(A.shape), gy.reshape(y.shape)
+    program, M, y, tol = _least_squares(A, y, method, rank_tol)
+    gx = _vector("gx", gx, M, M.batch + (M.n,), M.dtype)
+    if M.empty:
+        return M.xp.zeros(M.shape, M.dtype), M.unflat(M.xp.zeros_like(y), M.m)
+    # x(A, y) = c x'(cA, y): the cotangent of x' is c gx, and gA = c gA'
+    outs, (_, _, gA, gy) = program.vjp((M.zeros(M.n), M.zeros(M.n, M.n), M.scaled, y),
+                                       (M.down(gx), None, None, None), donate=True)
+    check_rank(outs[1], M.batch, tol, M.xp)
+    gA = M.down(gA)
+    check_result("lstsq_vjp", "gA", gA, M.batch, M.xp)
+    check_result("lstsq_vjp", "gy", gy, M.batch, M.xp)
+    return M.unflat(gA, M.m, M.n), M.unflat(gy, M.m)
 
 
-def _nonzero_vectors(x: np.ndarray) -> None:
-    xp = _xp(x)
-    zero = ~xp.any(_flat(x, 1) != 0, axis=-1)
-    if bool(xp.any(zero)):
-        raise ValueError(f"'x' at batch index {_batch_index(x.shape[:-1], int(xp.argmax(zero)))} is zero "
-                         "and has no direction")
+class _Vectors:
+    """A checked batch of vectors (..., n) that need a direction: none may be zero. Scaled by
+    powers of two where the magnitude is extreme, as matrices are."""
+
+    def __init__(self, name: str, value, dtype=None):
+        v = as_array(name, value, 1, like=dtype) if dtype is not None else as_array(name, value, 1)
+        self.xp = array_module(v)
+        self.shape, self.dtype = tuple(v.shape), v.dtype
+        self.batch = self.shape[:-1]
+        self.flat = flat(v, 1)
+        big = require_finite(name, self.flat, self.batch, self.xp)
+        if self.shape[-1] and bool(self.xp.any(big == 0)):
+            b = int(self.xp.argmax(big == 0))
+            raise ValueError(f"'{name}' at batch index {batch_index(self.batch, b)} is zero and has no direction")
+        self.exponents = scale_exponents(big, self.xp)
+        self.scaled = times_power_of_two(self.flat, negated(self.exponents), self.xp)
+
+    @property
+    def empty(self) -> bool:
+        return self.flat.size == 0
+
+
+def _shaped_like(name: str, value, like: _Vectors, what: str) -> np.ndarray:
+    """A checked array of the shape and dtype of ``like`` (``what`` says why, for the error)."""
+    g = as_array(name, value, 1, like=like.dtype)
+    if tuple(g.shape) != like.shape:
+        raise ValueError(f"'{name}' has shape {tuple(g.shape)}; {what}, {like.shape}")
+    g = flat(g, 1)
+    require_finite(name, g, like.batch, like.xp)
+    return g
 
 
 def normalize(x) -> np.ndarray:
-    """x / |x| along the last axis."""
-    x = _array("x", x, 1)
-    _nonzero_vectors(x)
-    program = _batched(sphere.normalize, ("y", "x"))
-    return program(_zeros_like(_flat(x, 1)), _flat(x, 1), donate=True)[0].reshape(x.shape)
+    """x / |x| along the last axis (ValueError for a zero vector, which has no direction)."""
+    X = _Vectors("x", x)
+    if X.empty:
+        return X.xp.zeros(X.shape, X.dtype)
+    return _batched(sphere.normalize)(X.xp.zeros_like(X.flat), X.scaled, donate=True)[0].reshape(X.shape)
 
 
 def normalize_vjp(x, gy) -> np.ndarray:
-    x = _array("x", x, 1)
-    gy = _array("gy", gy, 1, x.dtype)
-    _nonzero_vectors(x)
-    program = _batched(sphere.normalize, ("y", "x"))
-    _, (_, gx) = program.vjp((_zeros_like(_flat(x, 1)), _flat(x, 1)), (_flat(gy.astype(x.dtype, copy=False), 1), None),
-                             donate=True)
-    return gx.reshape(x.shape)
+    """The cotangent of x given that of y = x / |x|."""
+    X = _Vectors("x", x)
+    gy = _shaped_like("gy", gy, X, "as the cotangent of y = x / |x| it needs the shape of x")
+    if X.empty:
+        return X.xp.zeros(X.shape, X.dtype)
+    _, (_, gx) = _batched(sphere.normalize).vjp((X.xp.zeros_like(X.flat), X.scaled), (gy, None), donate=True)
+    gx = times_power_of_two(gx, negated(X.exponents), X.xp)  # y(x) = y(cx): gx = c gx'
+    check_result("normalize_vjp", "gx", gx, X.batch, X.xp)
+    return gx.reshape(X.shape)
 
 
 def _tangent_arguments(g, z) -> tuple:
-    g, z = _array("g", g, 1), _array("z", z, 1)
-    dtype = np.result_type(g.dtype, z.dtype)
-    if g.shape != z.shape:
-        raise ValueError(f"g of shape {g.shape} and z of shape {z.shape} differ")
-    _nonzero_vectors(z)
-    return g.astype(dtype, copy=False), z.astype(dtype, copy=False)
+    g_array, z_array = as_array("g", g, 1), as_array("z", z, 1)
+    dtype = np.result_type(g_array.dtype, z_array.dtype)
+    if tuple(g_array.shape) != tuple(z_array.shape):
+        raise ValueError(f"g of shape {tuple(g_array.shape)} and z of shape {tuple(z_array.shape)} differ")
+    Z = _Vectors("z", z_array.astype(dtype, copy=False))
+    return _shaped_like("g", g_array.astype(dtype, copy=False), Z, "it needs the shape of z"), Z
 
 
 def tangent_project(g, z) -> np.ndarray:
-    """g - (z_hat^H g) z_hat along the last axis, z_hat = z / |z|."""
-    g, z = _tangent_arguments(g, z)
-    program = _batched(sphere.tangent_project, ("out", "g", "z"))
-    return program(_zeros_like(_flat(g, 1)), _flat(g, 1), _flat(z, 1), donate=True)[0].reshape(g.shape)
+    """g - (z_hat^H g) z_hat along the last axis, z_hat = z / |z| (ValueError for a zero z)."""
+    g, Z = _tangent_arguments(g, z)
+    if Z.empty:
+        return Z.xp.zeros(Z.shape, Z.dtype)
+    out = _batched(sphere.tangent_project)(Z.xp.zeros_like(g), g, Z.scaled, donate=True)[0]
+    return out.reshape(Z.shape)
 
 
 def tangent_project_vjp(g, z, gout) -> tuple:
-    g, z = _tangent_arguments(g, z)
-    gout = _array("gout", gout, 1, g.dtype)
-    program = _batched(sphere.tangent_project, ("out", "g", "z"))
-    _, (_, gg, gz) = program.vjp((_zeros_like(_flat(g, 1)), _flat(g, 1), _flat(z, 1)),
-                                 (_flat(gout.astype(g.dtype, copy=False), 1), None, None), donate=True)
-    return gg.reshape(g.shape), gz.reshape(z.shape)
+    """(gg, gz) given the cotangent of the tangent projection."""
+    g, Z = _tangent_arguments(g, z)
+    gout = _shaped_like("gout", gout, Z, "as the cotangent of the projection it needs the shape of g and z")
+    if Z.empty:
+        return Z.xp.zeros(Z.shape, Z.dtype), Z.xp.zeros(Z.shape, Z.dtype)
+    _, (_, gg, gz) = _batched(sphere.tangent_project).vjp((Z.xp.zeros_like(g), g, Z.scaled), (gout, None, None),
+                                                          donate=True)
+    gz = times_power_of_two(gz, negated(Z.exponents), Z.xp)
+    for name, value in (("gg", gg), ("gz", gz)):
+        check_result("tangent_project_vjp", name, value, Z.batch, Z.xp)
+    return gg.reshape(Z.shape), gz.reshape(Z.shape)

@@ -3,7 +3,10 @@ classical with re-orthogonalisation (cgs2, "twice is enough").
 
 Each column is computed, copied into Q and R, and uncomputed, so no garbage is kept beyond Q and R.
 For A of shape (m, n) and p = min(m, n): Q is (m, p) and R is (p, n), zero on entry; R has a
-positive real diagonal. Wide matrices (m < n) get R's extra columns as Q^H A[:, p:].
+real nonnegative diagonal. Wide matrices (m < n) get R's extra columns as Q^H A[:, p:]. A column
+whose residual is exactly zero (dependent on the earlier ones) gets R[k, k] = 0 and a zero column
+of Q instead of a division by zero: the programs are defined for every input, and the high-level
+functions (``revdiff.programs.qr``, ...) read rank deficiency off R's diagonal and raise.
 """
 import numpy as np
 
@@ -28,14 +31,23 @@ def modified_pass(v, r, Q, k):
 
 @reversible
 def norm2(nrm, v):
-    """nrm += ||v||_2 (the sum of squares lives in an ancilla, uncomputed)."""
-    s = zero(float)
+    """nrm += ||v||_2 at any finite magnitude: the squares are summed as |v_i / t|^2 with t the
+    mean magnitude of v, so none overflows or underflows (as LAPACK's nrm2 scales), and
+    ||v|| = t sqrt(s). The scale t is computed and uncomputed like the sum, so the norm stays
+    reversible and differentiable (its derivative through t is zero and cancels). The derivative
+    at v = 0, where the norm has none, is taken as 0 (PyTorch's choice)."""
+    n = len(v)
+    t = zero(v.real.dtype)
+    s = zero(v.real.dtype)
     with routine:
-        for i in range(len(v)):
-            s += (v[i] * np.conj(v[i])).real
-    nrm += np.sqrt(s)
+        for i in range(n):
+            t += abs(v[i]) / n
+        for i in range(n):
+            s += (v[i] / t * np.conj(v[i] / t)).real if t > 0 else 0.0
+    nrm += t * np.sqrt(s) if s > 0 else 0.0
     ~routine
     del s
+    del t
 
 
 @reversible
@@ -56,7 +68,7 @@ def cgs2(Q, R, A):
         v = zeros(m, A.dtype)
         r1 = zeros(p, A.dtype)
         r2 = zeros(p, A.dtype)
-        nrm = zero(float)
+        nrm = zero(A.real.dtype)
         with routine:
             v[:] += A[:, k]
             classical_pass(v, r1, Q, k)
@@ -66,7 +78,7 @@ def cgs2(Q, R, A):
         R[:k, k] += r2[:k]
         R[k, k] += nrm
         for i in range(m):
-            Q[i, k] += v[i] / nrm
+            Q[i, k] += v[i] / nrm if nrm != 0 else 0.0  # a dependent column: R[k, k] = 0
         ~routine
         del nrm
         del r2
@@ -138,7 +150,7 @@ def _one_pass_qr(name: str, project_out, doc: str):
         for k in range(p):
             v = zeros(m, A.dtype)
             r = zeros(p, A.dtype)
-            nrm = zero(float)
+            nrm = zero(A.real.dtype)
             with routine:
                 for i in range(m):
                     v[i] += A[i, k]
@@ -147,7 +159,7 @@ def _one_pass_qr(name: str, project_out, doc: str):
             R[:k, k] += r[:k]
             R[k, k] += nrm
             for i in range(m):
-                Q[i, k] += v[i] / nrm
+                Q[i, k] += v[i] / nrm if nrm != 0 else 0.0  # a dependent column: R[k, k] = 0
             ~routine
             del nrm
             del r

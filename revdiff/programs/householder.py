@@ -1,10 +1,13 @@
 """Householder QR written in the reversible language.
 
-A reflection H = I - 2 v v^H / (v^H v) is its own inverse: the coefficient d = v^H x / v^H v that
-it subtracts is recomputed from the reflected x, where it equals -d, and so uncomputes itself.
+Each reflector is stored as a unit vector u, so a reflection H = I - 2 u u^H needs no norm: the
+coefficient d = u^H x that it subtracts is recomputed from the reflected x, where it equals -d,
+and so uncomputes itself; u = 0 (a zero column) reflects nothing. Unit reflectors also keep every
+intermediate at the magnitude of A: the squares of v^H v would overflow or underflow at entries
+beyond about 1e154 or below 1e-154.
 The triangularisation runs in a work copy of A and is uncomputed after Q and R are copied out
 (compute-copy-uncompute), so, as with Gram-Schmidt, nothing is kept beyond Q and R.
-Shapes and conventions as in ``gram_schmidt``: Q (m, p), R (p, n), diag(R) real positive.
+Shapes and conventions as in ``gram_schmidt``: Q (m, p), R (p, n), diag(R) real nonnegative.
 """
 import numpy as np
 
@@ -15,41 +18,38 @@ from .gram_schmidt import norm2
 
 
 @reversible
-def reflect(x, v):
-    """x <- (I - 2 v v^H / v^H v) x; the identity when v = 0."""
-    vv = zero(float)
+def reflect(x, u):
+    """x <- (I - 2 u u^H) x for a unit (or zero) vector u."""
     d = zero(x.dtype)
-    with routine:
-        for i in range(len(v)):
-            vv += (v[i] * np.conj(v[i])).real
-    if vv > 0:
-        for i in range(len(v)):
-            d += np.conj(v[i]) * x[i] / vv
-        for i in range(len(v)):
-            x[i] -= 2 * v[i] * d
-        for i in range(len(v)):
-            d += np.conj(v[i]) * x[i] / vv
-    ~routine
+    for i in range(len(u)):
+        d += np.conj(u[i]) * x[i]
+    for i in range(len(u)):
+        x[i] -= 2 * u[i] * d
+    for i in range(len(u)):
+        d += np.conj(u[i]) * x[i]
     del d
-    del vv
 
 
 @reversible
-def householder_vector(v, x):
-    """v += x + phase(x[0]) |x| e_1: the reflection along v maps x to -phase(x[0]) |x| e_1."""
-    nrm = zero(float)
+def householder_vector(u, x):
+    """u += v / |v| for v = x + phase(x[0]) |x| e_1, whose reflection maps x to -phase(x[0]) |x| e_1;
+    u stays 0 when x = 0. |v| = sqrt(2 |x| (|x| + |x[0]|)), written so that it cannot overflow."""
+    nrm = zero(x.real.dtype)
+    nv = zero(x.real.dtype)
     with routine:
         norm2(nrm, x)
+        nv += 2 * np.sqrt(nrm) * np.sqrt(0.5 * nrm + 0.5 * abs(x[0])) if nrm > 0 else 0.0
     for i in range(len(x)):
-        v[i] += x[i]
-    v[0] += nrm * (x[0] / abs(x[0]) if x[0] != 0 else 1)
+        u[i] += x[i] / nv if nv > 0 else 0.0
+    u[0] += nrm / nv * (x[0] / abs(x[0]) if x[0] != 0 else 1) if nv > 0 else 0.0
     ~routine
+    del nv
     del nrm
 
 
 @reversible
 def householder_triangularize(W, V):
-    """Reduce W to upper triangular form in place; column k of V receives the k-th reflector."""
+    """Reduce W to upper triangular form in place; column k of V receives the k-th unit reflector."""
     m, n = W.shape
     p = min(m, n)
     for k in range(p):
@@ -69,7 +69,7 @@ def householder(Q, R, A):
     with routine:
         add_into(W, A)
         householder_triangularize(W, V)
-        # Q = H_0 ... H_{p-1} E_p D with D the phases of diag(W), so that R = D^H W has a positive diagonal
+        # Q = H_0 ... H_{p-1} E_p D with D the phases of diag(W), so that R = D^H W has a nonnegative diagonal
         for k in range(p):
             X[k, k] += W[k, k] / abs(W[k, k]) if W[k, k] != 0 else 1
         for k in range(p - 1, -1, -1):

@@ -1,27 +1,37 @@
-"""Orthogonal projection onto the column space of A, written in the reversible language:
-z += Q Q^H y, with Q from a Gram-Schmidt or Householder QR computed and uncomputed around the copy."""
+"""Orthogonal projection onto the column space of A and least squares, written in the reversible
+language: z += Q Q^H y and x += R^-1 Q^H y, with Q and R from a Gram-Schmidt or Householder QR
+computed and uncomputed around the result.
+
+Both also copy out R, the triangular factor, so that callers can tell the rank: a column of A
+dependent on the earlier ones shows as a zero (exactly dependent) or tiny R[k, k], and then the
+projection is onto the span of the other columns and the solution meaningless. The high-level
+functions (``revdiff.programs.project``, ``lstsq``) read it and raise ``RankDeficientError``.
+"""
 
 from ..function import reversible
 from ..language import routine, zeros
+from .elementwise import add_into
 from .gram_schmidt import bcgs2, cgs, cgs2, mgs
 from .householder import householder
 
 
 def _projection(name: str, qr):
     @reversible
-    def project(z, A, y):
+    def project(z, R, A, y):
+        """z += Q Q^H y, the projection of y onto the column space of A; R += A's triangular factor."""
         m, n = A.shape
         p = min(m, n)
         Q = zeros((m, p), A.dtype)
-        R = zeros((p, n), A.dtype)
+        T = zeros((p, n), A.dtype)
         c = zeros(p, A.dtype)
         with routine:
-            qr(Q, R, A)
+            qr(Q, T, A)
             c[:] += Q.conj().T @ y
         z[:] += Q @ c
+        add_into(R, T)
         ~routine
         del c
-        del R
+        del T
         del Q
 
     project.__name__ = project.__qualname__ = name
@@ -37,22 +47,24 @@ project_householder = _projection("project_householder", householder)
 
 def _least_squares(name: str, qr):
     @reversible
-    def lstsq(x, A, y):
-        """x += argmin |A x - y| = R^-1 Q^H y for A of full column rank (m >= n)."""
+    def lstsq(x, R, A, y):
+        """x += argmin |A x - y| = R^-1 Q^H y for A of full column rank (m >= n); R += A's
+        triangular factor. A zero R[i, i] contributes nothing to x (no division by zero)."""
         m, n = A.shape
         Q = zeros((m, n), A.dtype)
-        R = zeros((n, n), A.dtype)
+        T = zeros((n, n), A.dtype)
         c = zeros(n, A.dtype)
         with routine:
-            qr(Q, R, A)
+            qr(Q, T, A)
             c[:] += Q.conj().T @ y
         for i in range(n - 1, -1, -1):  # back substitution, each x[i] written once
             for j in range(i + 1, n):
-                x[i] -= R[i, j] * x[j] / R[i, i]
-            x[i] += c[i] / R[i, i]
+                x[i] -= T[i, j] * x[j] / T[i, i] if T[i, i] != 0 else 0.0
+            x[i] += c[i] / T[i, i] if T[i, i] != 0 else 0.0
+        add_into(R, T)
         ~routine
         del c
-        del R
+        del T
         del Q
 
     lstsq.__name__ = lstsq.__qualname__ = name

@@ -10,7 +10,7 @@ from .gram_schmidt import norm2
 @reversible
 def normalize(y, x):
     """y += x / |x|."""
-    nrm = zero(float)
+    nrm = zero(x.real.dtype)
     with routine:
         norm2(nrm, x)
     for i in range(len(x)):

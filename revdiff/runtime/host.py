@@ -23,6 +23,7 @@ from numba import types
 from numba.extending import overload
 
 from ..lowir import host_symbol
+from .cache import cached_njit
 
 _VOID = types.voidptr
 _GEMV = types.ExternalFunction(  # y = alpha op(A) x + beta y, A column-major; x, y contiguous
@@ -45,7 +46,7 @@ def _blas_kind(a):
     return lambda a: code
 
 
-_jit = numba.njit(cache=True, nogil=True, fastmath=False)
+_jit = cached_njit(nogil=True, fastmath=False)
 
 
 @_jit

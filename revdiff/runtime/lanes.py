@@ -10,10 +10,12 @@ from typing import Iterator
 import numba
 import numpy as np
 
+from .cache import cached_njit
+
 _SLP_LOCK = threading.Lock()
 
 
-@numba.njit(cache=True, nogil=True, boundscheck=False)
+@cached_njit(nogil=True, boundscheck=False)
 def _lanes_gather(buffer: np.ndarray, batch: np.ndarray, start: int) -> None:
     """Lane l of ``buffer`` (element axes, then lanes) := element ``start + l`` of ``batch`` (the
     last element where the batch ends, so every lane holds valid data)."""
@@ -27,7 +29,7 @@ def _lanes_gather(buffer: np.ndarray, batch: np.ndarray, start: int) -> None:
             lanes[t, lane] = elements[b, t]
 
 
-@numba.njit(cache=True, nogil=True, boundscheck=False)
+@cached_njit(nogil=True, boundscheck=False)
 def _lanes_scatter(buffer: np.ndarray, batch: np.ndarray, start: int) -> None:
     """Element ``start + l`` of ``batch`` := lane l of ``buffer``, for the elements that exist."""
     width = buffer.shape[-1]

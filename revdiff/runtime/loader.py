@@ -1,17 +1,18 @@
 """Write generated source to a content-addressed file in the cache directory, import it, and
 compile it with Numba (whose on-disk cache then lives beside it and survives between processes).
 
-Generated code has a real file, so tracebacks, ``inspect`` and Numba's cache all work.
+Generated code has a real file, so tracebacks, ``inspect`` and Numba's cache all work. The module
+is executed from the text revdiff generated, never from bytecode or a file it did not verify
+(``runtime/cache.py``).
 """
 from __future__ import annotations
 
 import hashlib
-import importlib.util
-import os
 import sys
-import tempfile
 from pathlib import Path
 from types import ModuleType
+
+from .cache import cache_dir, ensure_file, verify_cache
 
 _MODULES: dict = {}
 _COMPILED: dict = {}
@@ -44,27 +45,11 @@ def compiler_fingerprint() -> str:
     return _FINGERPRINT[0]
 
 
-def cache_dir() -> Path:
-    """``$REVDIFF_CACHE_DIR``, else ``$XDG_CACHE_HOME/revdiff``, else ``~/.cache/revdiff``."""
-    env = os.environ.get("REVDIFF_CACHE_DIR")
-    if env:
-        path = Path(env)
-    else:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        path = Path(base) / "revdiff"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def source_file(source: str, stem: str) -> Path:
-    """The cache file holding ``source`` (written once, atomically)."""
+    """The cache file holding ``source``, written (atomically) when missing or not holding it."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:20]
     path = cache_dir() / f"{stem}_{digest}.py"
-    if not path.exists():
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            f.write(source)
-        os.replace(tmp, path)
+    ensure_file(path, source.encode())
     return path
 
 
@@ -85,15 +70,16 @@ def _origin(fn) -> str:
 def load(source: str, stem: str, backend: str, dependencies: dict | None = None) -> ModuleType:
     """Import generated source (with the links to ``dependencies``) as a module, one module object
     per file and backend."""
-    path = source_file(linked_source(source, dependencies or {}), stem)
+    text = linked_source(source, dependencies or {})
+    path = source_file(text, stem)
     key = (str(path), backend)
     module = _MODULES.get(key)
     if module is None:
         name = f"revdiff_generated.{path.stem}_{backend}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        module = ModuleType(name)
+        module.__file__ = str(path)
         sys.modules[name] = module
+        exec(compile(text, str(path), "exec"), module.__dict__)
         _MODULES[key] = module
     return module
 
@@ -113,5 +99,6 @@ def compiled(module: ModuleType, name: str, backend: str, dependencies: dict, pa
             import numba
             fn = numba.njit(cache=True, fastmath=False, nogil=True, boundscheck=False, error_model="numpy",
                              parallel=parallel)(fn)
+            verify_cache(fn)
         _COMPILED[key] = fn
     return fn

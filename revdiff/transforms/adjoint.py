@@ -88,7 +88,7 @@ class AdjointLowerer(Lowerer):
         if isinstance(e, (Const, Shape)):
             return
         if isinstance(e, Select):
-            if not isinstance(c, (Name, Const)):
+            if guard is None and not isinstance(c, (Name, Const)):
                 c = self.temp(c, "cot")  # computed once, outside the guarded updates
             self._contributions(e.a, c, acc, _both(guard, e.cond))
             self._contributions(e.b, c, acc, _both(guard, Unary("not", e.cond)))
@@ -104,8 +104,10 @@ class AdjointLowerer(Lowerer):
         if fn.cotangents is None:
             return
         live = [a for a in args if self.kind(a) in ("float", "complex")]
-        if len(live) > 1 and not isinstance(c, (Name, Const)):
-            c = self.temp(c, "cot")  # shared by several arguments: compute once
+        if len(live) > 1 and guard is None and not isinstance(c, (Name, Const)):
+            # shared by several arguments: computed once (a temporary under a guard would be
+            # evaluated, and its divisions checked, where the guarded arm is not taken)
+            c = self.temp(c, "cot")
         for arg, cot in zip(args, fn.cotangents(c, args, self.kind)):
             if cot is not None:
                 self._contributions(arg, cot, acc, guard)

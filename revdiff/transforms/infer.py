@@ -151,6 +151,8 @@ def alloc_type(s: Alloc, env: TypeEnv) -> VarType:
     if d.like is not None:
         t = env[d.like]
         kind, dtype = t.kind, t.dtype
+        if d.real and kind == "complex":
+            kind, dtype = "float", dtype_for("float", dtype)
     else:
         kind, dtype = d.kind, d.np_name or dtype_for(d.kind)
     return VarType(kind, len(s.shape) if s.shape is not None else 0, dtype)

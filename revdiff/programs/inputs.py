@@ -1,0 +1,143 @@
+"""Arguments and results of the high-level functions: dtypes, shapes, finiteness, the power-of-two
+scaling of extreme magnitudes, rank checks and non-finite results, each refused with a named error
+that says which argument, batch element and column.
+
+Scaling: a batch element whose largest magnitude lies outside [2**-500, 2**500] is multiplied by a
+power of two that brings it to [0.5, 1) before the programs run, and the results are scaled back.
+Multiplying by a power of two is exact, so the results are those of the unscaled matrix, computed
+where no intermediate overflows or underflows; elements inside the range are left as they are.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from ..errors import RankDeficientError, ResultOverflowError
+from ..runtime.scan import largest_per_element, rank_ratios
+
+DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
+SAFE_EXPONENT = 500
+
+
+def array_module(a):
+    """The array module of ``a``: CuPy for GPU arrays (the programs then run as CUDA kernels), else NumPy."""
+    if hasattr(a, "__cuda_array_interface__"):
+        from ..gpu import cupy_module
+        return cupy_module()
+    return np
+
+
+def as_array(name: str, value, min_ndim: int, like: np.dtype | None = None, core: str = ""):
+    """``value`` as a contiguous array of a supported dtype with at least ``min_ndim`` axes
+    (``core`` names them in the error). Integers and bools become float64, as in NumPy's linalg.
+    ``like``: the dtype of the primal this array is the cotangent of; the result has that dtype,
+    and a complex cotangent of a real primal is refused (its imaginary part would be dropped)."""
+    xp = array_module(value)
+    try:
+        a = xp.asarray(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"'{name}' is not a numeric array: {exc}") from None
+    if a.dtype.type not in DTYPES:
+        if a.dtype == np.bool_ or np.issubdtype(a.dtype, np.integer):
+            a = a.astype(np.float64)
+        else:
+            raise TypeError(f"'{name}' has dtype {a.dtype}; revdiff's programs run in float32, float64, "
+                            "complex64 and complex128 (convert it, e.g. with .astype(np.float32))")
+    if like is not None:
+        if np.iscomplexobj(a) and not np.issubdtype(like, np.complexfloating):
+            raise TypeError(f"'{name}' is complex but the value it is the cotangent of is real ({like}); "
+                            "pass its real part")
+        a = a.astype(like, copy=False)
+    if a.ndim < min_ndim:
+        raise ValueError(f"'{name}' needs at least {min_ndim} dimension(s){core}, got shape {tuple(a.shape)}")
+    return xp.ascontiguousarray(a)
+
+
+def batch_index(shape: tuple, flat: int) -> tuple:
+    return tuple(int(i) for i in np.unravel_index(flat, shape)) if shape else ()
+
+
+def flat(a, core: int):
+    """``a`` with its batch axes merged into one (a single matrix becomes a batch of one)."""
+    batch = a.shape[:a.ndim - core]
+    return a.reshape((int(np.prod(batch, dtype=np.int64)),) + tuple(a.shape[a.ndim - core:]))
+
+
+def require_finite(name: str, a, batch_shape: tuple, xp) -> np.ndarray:
+    """The largest magnitude of each batch element of ``a`` (flattened to one batch axis);
+    ValueError naming the first element that holds a NaN or an infinity."""
+    big = largest_per_element(a, xp) if a.shape[0] else xp.zeros(0)
+    bad = ~xp.isfinite(big)
+    if bool(xp.any(bad)):
+        b = int(xp.argmax(bad))
+        raise ValueError(f"'{name}' contains NaN or Inf (at batch index {batch_index(batch_shape, b)})")
+    return big
+
+
+def scale_exponents(big, xp):
+    """Per batch element, the exponent e with big * 2**-e in [0.5, 1) where ``big`` lies outside
+    [2**-SAFE_EXPONENT, 2**SAFE_EXPONENT] (0 elsewhere), or None when every element lies inside."""
+    outside = (big > 2.0 ** SAFE_EXPONENT) | ((big < 2.0 ** -SAFE_EXPONENT) & (big > 0))
+    if not bool(xp.any(outside)):
+        return None
+    return xp.where(outside, xp.frexp(big)[1], 0).astype(np.int32)
+
+
+def times_power_of_two(a, e, xp):
+    """a * 2**e per batch element (axis 0), exactly: ldexp on the real and imaginary parts."""
+    if e is None:
+        return a
+    e = e.reshape((-1,) + (1,) * (a.ndim - 1))
+    if not xp.iscomplexobj(a):
+        return xp.ldexp(a, e).astype(a.dtype, copy=False)
+    out = xp.empty_like(a)
+    out.real = xp.ldexp(a.real, e)
+    out.imag = xp.ldexp(a.imag, e)
+    return out
+
+
+def negated(e):
+    return None if e is None else -e
+
+
+def rank_tolerance(rank_tol, dtype) -> float:
+    """``rank_tol`` checked (a finite number in [0, 1)), or 100 eps of ``dtype``."""
+    if rank_tol is None:
+        return 100 * float(np.finfo(dtype).eps)
+    if isinstance(rank_tol, bool) or not isinstance(rank_tol, numbers.Real):
+        raise TypeError(f"rank_tol must be a real number or None, got {rank_tol!r}")
+    if not 0 <= float(rank_tol) < 1:  # NaN fails both comparisons
+        raise ValueError(f"rank_tol must lie in [0, 1), got {rank_tol!r}")
+    return float(rank_tol)
+
+
+def check_rank(R, batch_shape: tuple, tol: float, xp) -> None:
+    """RankDeficientError for the first batch element and column k < min(m, n) of A = Q R whose
+    distance from the span of the earlier columns, relative to its own norm (|R[k, k]| / ||R[:, k]||),
+    is at most ``tol``: there the projection, the least-squares solution and the gradients are not
+    determined by A to working precision (R flattened to one batch axis)."""
+    if R.size == 0:
+        return
+    ratios = rank_ratios(R, xp)
+    bad = ~(ratios > tol)  # a NaN ratio counts as deficient
+    if bool(xp.any(bad)):
+        b, k = (int(i) for i in xp.argwhere(bad)[0])
+        what = "is zero" if float(ratios[b, k]) == 0 and not bool(xp.any(R[b, :, k])) else \
+            "is linearly dependent on the previous ones"
+        raise RankDeficientError(f"matrix at batch index {batch_index(batch_shape, b)}: column {k} {what} "
+                                 f"(residual norm / column norm = {float(ratios[b, k]):.3e} <= {tol:.1e})")
+
+
+def check_result(function: str, name: str, a, batch_shape: tuple, xp) -> None:
+    """ResultOverflowError naming the first batch element where result ``name`` is not finite
+    although the inputs were: the exact value overflows its dtype, or an intermediate does."""
+    if a.size == 0:
+        return
+    big = largest_per_element(a, xp)
+    bad = ~xp.isfinite(big)
+    if bool(xp.any(bad)):
+        b = int(xp.argmax(bad))
+        raise ResultOverflowError(f"{function}: '{name}' at batch index {batch_index(batch_shape, b)} is not "
+                                  f"finite although the inputs are: its value overflows {a.dtype} (or an "
+                                  "intermediate does); nothing was returned")

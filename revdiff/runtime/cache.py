@@ -1,0 +1,177 @@
+"""The on-disk cache: where it lives, and why a damaged one is rebuilt rather than trusted.
+
+Generated sources are content-addressed files (their name holds a hash of their text); a file whose
+text differs from what its name promises (truncated, edited) is written anew before it is used.
+Numba's compiled objects are stored with a SHA-256 digest of their bytes and checked before they are
+unpickled, so a flipped byte means a recompilation, not a crash; an index that cannot be read counts
+as empty. Files are written atomically and readable by others (the umask decides), so a cache can be
+shared. revdiff's own Numba helpers cache in the same directory when the install directory is not
+writable, and compile without a disk cache when no directory is.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Callable
+
+import numba
+
+
+class CacheDirectoryError(OSError):
+    """The cache directory cannot be created or written (the message names the setting to change)."""
+
+
+def cache_dir() -> Path:
+    """``$REVDIFF_CACHE_DIR``, else ``$XDG_CACHE_HOME/revdiff``, else ``~/.cache/revdiff``; created if
+    missing. Raises CacheDirectoryError when it cannot be created or written."""
+    env = os.environ.get("REVDIFF_CACHE_DIR")
+    if env:
+        path, source = Path(env), "REVDIFF_CACHE_DIR"
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        path, source = Path(base) / "revdiff", "the default location (set REVDIFF_CACHE_DIR to change it)"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise PermissionError(f"[Errno 13] Permission denied: '{path}'")
+    except OSError as exc:
+        raise CacheDirectoryError(f"revdiff's cache directory {path} ({source}) cannot be used: {exc}. "
+                                  "Set REVDIFF_CACHE_DIR to a writable directory.") from None
+    return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_MODE = 0o666 & ~_umask()
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename, so that no reader sees a
+    partial file; the file gets the permissions of an ordinary new file (0666 less the umask)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, _MODE)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def ensure_file(path: Path, data: bytes) -> None:
+    """``path`` holds exactly ``data`` afterwards: written when missing or when its bytes differ."""
+    try:
+        with open(path, "rb") as f:
+            if f.read() == data:
+                return
+    except OSError:
+        pass
+    write_atomically(path, data)
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# ---------------------------------------------------------------------------- Numba's cache
+
+_caching = numba.core.caching
+_MAGIC = b"revdiff-verified-1\n"
+
+
+class VerifiedCacheFile(_caching.IndexDataCacheFile):
+    """Numba's index and data files, with a digest in front of every data file that is checked
+    before the data is unpickled: a damaged entry is removed and counts as a miss."""
+
+    def _load_index(self):
+        try:
+            return super()._load_index()
+        except Exception:  # a truncated or overwritten index: start afresh
+            return {}
+
+    def _save_data(self, name, data):
+        payload = self._dump(data)
+        with self._open_for_write(self._data_path(name)) as f:
+            f.write(_MAGIC + hashlib.sha256(payload).digest() + payload)
+
+    def _load_data(self, name):
+        path = self._data_path(name)
+        with open(path, "rb") as f:
+            data = f.read()
+        head, stored, payload = data[:len(_MAGIC)], data[len(_MAGIC):len(_MAGIC) + 32], data[len(_MAGIC) + 32:]
+        if head != _MAGIC or hashlib.sha256(payload).digest() != stored:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            return None  # a miss: Numba compiles again and saves a sound entry
+        return pickle.loads(payload)
+
+
+def verify_cache(dispatcher) -> None:
+    """Give a Numba dispatcher compiled with ``cache=True`` the verified cache files."""
+    cache = getattr(dispatcher, "_cache", None)
+    old = getattr(cache, "_cache_file", None)
+    if isinstance(old, _caching.IndexDataCacheFile) and not isinstance(old, VerifiedCacheFile):
+        verified = VerifiedCacheFile.__new__(VerifiedCacheFile)
+        verified.__dict__.update(old.__dict__)
+        cache._cache_file = verified
+
+
+_PACKAGE = str(Path(__file__).resolve().parent.parent)
+_IN_TREE = getattr(_caching, "InTreeCacheLocator", None) or getattr(_caching, "_InTreeCacheLocator")
+
+
+class _RevdiffCacheLocator(_IN_TREE):
+    """Caches revdiff's own Numba helpers in revdiff's cache directory when the install directory
+    is not writable (consulted after Numba's in-tree locator, before its user-wide one)."""
+
+    def __init__(self, py_func, py_file):
+        super().__init__(py_func, py_file)
+        self._cache_path = str(cache_dir() / "numba" / self.get_suitable_cache_subpath(py_file))
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        if not os.path.abspath(py_file).startswith(_PACKAGE):
+            return None
+        try:
+            return super().from_function(py_func, py_file)
+        except OSError:  # CacheDirectoryError included: then the next locator, or no cache
+            return None
+
+
+def _register_locator() -> None:
+    impl = getattr(_caching, "CacheImpl", None) or getattr(_caching, "_CacheImpl")
+    locators = impl._locator_classes
+    if _RevdiffCacheLocator not in locators:
+        locators.insert(locators.index(_IN_TREE) + 1 if _IN_TREE in locators else 0, _RevdiffCacheLocator)
+
+
+_register_locator()
+
+
+def cached_njit(**options) -> Callable:
+    """``numba.njit(cache=True, **options)`` with verified cache files; without a disk cache when
+    no cache directory is writable (Numba refuses ``cache=True`` there)."""
+    def wrap(fn):
+        try:
+            dispatcher = numba.njit(cache=True, **options)(fn)
+        except RuntimeError:  # "no locator available": no writable directory anywhere
+            warnings.warn(f"revdiff compiles {fn.__qualname__} without a disk cache: no cache directory "
+                          "is writable (set REVDIFF_CACHE_DIR)", RuntimeWarning, stacklevel=2)
+            return numba.njit(cache=False, **options)(fn)
+        verify_cache(dispatcher)
+        return dispatcher
+    return wrap
