@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .ad import _cotangent
-from .emit.batch import BatchParam, batch_source
+from .emit.batch import BatchParam, batch_source, lane_records
 from .function import ERROR_RECORD, ReversibleFunction, blas_for, run
 from .lanes import LANE_MIN_BATCH, NotLaneable, compile_lanes, lane_module_source, lane_width
 from .runtime import loader
@@ -81,8 +81,6 @@ class BatchedFunction:
                     types.append(type_of_value(a))
                 except TypeError as exc:
                     raise TypeError(f"argument '{name}' of {f.__qualname__}(): {exc}") from None
-        if size[1] == 0:
-            raise ValueError("the batch is empty")
         modified = f.forward_function.modified_positions()
         for k, name in enumerate(f.params):
             if k in modified and name not in self.batched:
@@ -109,7 +107,7 @@ class BatchedFunction:
         if self.layout == "auto" and (width is None or self._blas(arrays)  # lanes never call BLAS
                                       or self._size(arrays) < LANE_MIN_BATCH):
             return None
-        key = ("lanes", kind, types)
+        key = ("lanes", kind, types, self.f.forward_function.version())
         if key not in self._entries:
             try:
                 self._entries[key] = (compile_lanes(self, kind, types, width), width)
@@ -118,6 +116,12 @@ class BatchedFunction:
                     raise self._refusal(exc) from None
                 self._entries[key] = (None, None)
         return self._entries[key][1]
+
+    def _lane_entry(self, kind: str, types: tuple):
+        return self._entries[("lanes", kind, types, self.f.forward_function.version())][0]
+
+    def _lanes_of(self, kind: str, types: tuple) -> int:
+        return self._entries[("lanes", kind, types, self.f.forward_function.version())][1]
 
     def _lane_width(self, types: tuple, required: bool) -> int | None:
         width = lane_width(types, tuple(p in self.batched for p in self.f.params))
@@ -132,13 +136,14 @@ class BatchedFunction:
     def entry(self, kind: str, types: tuple, blas: bool = True):
         """The compiled batched entry ``kind`` ("call" or "vjp") for element types ``types``, one
         element per iteration; ``blas``: programs with BLAS branches (``function.blas_for``)."""
-        key = (kind, types, blas)
+        key = (kind, types, blas, self.f.forward_function.version())  # a changed global compiles anew
         fn = self._entries.get(key)
         if fn is None:
             src, name, deps = self.source(kind, types, with_dependencies=True, blas=blas)
             module = loader.load(src, name, self.f.backend, deps)
-            fn = loader.compiled(module, name, self.f.backend, deps,
-                                     parallel=True)
+            fn = loader.compiled(module, name, self.f.backend, deps, parallel=True)
+            if any(getattr(d, "revdiff_loops", False) for d in deps.values()):
+                fn.revdiff_loops = True
             self._entries[key] = fn
         return fn
 
@@ -165,7 +170,7 @@ class BatchedFunction:
                   f"{', '.join(sorted(self.batched))} (leading axis), in parallel; element types "
                   f"({', '.join(f'{p}: {t.describe()}' for p, t in zip(self.f.params, types))}).")
         src = batch_source(entry, name, params, grads if kind == "vjp" else [], header,
-                           self._saved(types) if kind == "vjp" else ())
+                           self._saved(types) if kind == "vjp" else (), catch=self.f.backend == "numba")
         if not with_dependencies:
             return src
         return src, entry, {name: spec.callable(program)}
@@ -182,7 +187,10 @@ class BatchedFunction:
         return self._execute("call", types, _copies(args, donate), xp)
 
     def _execute(self, kind: str, types: tuple, arrays: tuple, xp) -> tuple:
-        """Run an entry in place on ``arrays`` (CPU: Numba prange; GPU: one thread per element)."""
+        """Run an entry in place on ``arrays`` (CPU: Numba prange; GPU: one thread per element). An
+        empty batch has nothing to run: its final values are its initial ones, its gradients zero."""
+        if self._size(arrays) == 0:
+            return arrays
         if xp is not np:
             from .gpu import run_device
             run_device(self, kind, list(arrays), types)
@@ -191,10 +199,12 @@ class BatchedFunction:
         if self._size(arrays) == 1:  # no parallel entry to compile for a single element
             return self._execute_one(kind, types, arrays)
         if self.lanes(kind, types, arrays):  # index checks run uniformly for every lane group
-            entry = self._entries[("lanes", kind, types)][0]
+            entry = self._lane_entry(kind, types)
             arrays = tuple(np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in arrays)
             with slp_vectorized() if not getattr(entry, "signatures", True) else nullcontext():
-                return run(entry, arrays, self._errors(arrays))
+                n = self._size(arrays)
+                return run(entry, arrays, np.zeros((lane_records(n, self._lanes_of(kind, types)), ERROR_RECORD)),
+                           elements=n)
         entry = self.entry(kind, types, self._blas(arrays))
         # the batch's threads share the cores, so BLAS calls must not add theirs (threads BLAS woke
         # earlier would spin beside the batch's workers: measured 25.8 -> 20.9 ms per 500x250 block-CGS2

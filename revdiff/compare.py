@@ -212,23 +212,93 @@ def _plot(results, path, shape, loss) -> None:
     fig.savefig(path, dpi=120)
 
 
+class UsageError(ValueError):
+    """A command-line value ``revdiff compare`` cannot run on (the message says which and why)."""
+
+
+METHOD_NAMES = ("cgs2", "bcgs2", "mgs", "cgs", "householder", "givens", "formula", "pinv", "torch", "jax")
+
+
+def parse_shape(text: str, loss: str) -> tuple:
+    """(m, n) from "MxN"; the sphere loss also takes a vector length "N" (its n is unused)."""
+    parts = text.lower().split("x")
+    try:
+        dims = tuple(int(p) for p in parts)
+    except ValueError:
+        dims = ()
+    if len(dims) == 1 and loss == "sphere":
+        dims = (dims[0], 1)
+    if len(dims) != 2 or min(dims) < 1:
+        raise UsageError(f"--shape takes MxN with positive integers (e.g. 32x16){' or N for the sphere' if loss == 'sphere' else ''}, "
+                         f"got {text!r}")
+    if loss == "projection" and dims[0] <= dims[1]:
+        raise UsageError(f"--shape {text}: the projection loss needs a tall A (m > n); onto the column space of "
+                         "a square or wide A of full rank the projection is the identity, whose gradient is zero")
+    return dims
+
+
+def parse_methods(text: str | None) -> list | None:
+    if text is None:
+        return None
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in METHOD_NAMES]
+    if unknown or not names:
+        raise UsageError(f"--methods: unknown {', '.join(map(repr, unknown)) or 'empty list'}; choose from "
+                         f"{','.join(METHOD_NAMES)}")
+    return names
+
+
+def parse_conds(text: str | None) -> tuple:
+    if text is None:
+        return DEFAULT_CONDS
+    try:
+        conds = tuple(float(c) for c in text.split(","))
+    except ValueError:
+        conds = ()
+    if not conds or not all(1 <= c < float("inf") for c in conds):
+        raise UsageError(f"--conds takes condition numbers >= 1 separated by commas (e.g. 1,1e6,1e12), got {text!r}")
+    return conds
+
+
+def check_plot_dependency(plot: str | None) -> None:
+    """Before the run: --plot needs matplotlib, and the install hint names the right extra."""
+    if plot is None:
+        return
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise UsageError("--plot needs matplotlib: pip install matplotlib (or, from a checkout, "
+                         "pip install \".[plot]\")") from None
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--shape", default="32x16", help="m x n of A (default 32x16)")
+    p.add_argument("--shape", default="32x16", help="m x n of A (default 32x16; tall for the projection loss; "
+                                                    "the vector length N for the sphere)")
     p.add_argument("--dtype", default="float64", choices=["float32", "float64", "complex64", "complex128"])
     p.add_argument("--loss", default="projection", choices=list(LOSSES),
                    help="projection: Re<1, Q Q^H y> (seed 000); qr: Re<gQ, Q> + Re<gR, R>; sphere: x / |x|")
-    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--batch", type=int, default=1, help="matrices per condition number, timed as one batch "
+                                                        "(default 1)")
     p.add_argument("--methods", default=None,
                    help="comma-separated: cgs2,bcgs2,mgs,cgs,householder,givens,formula,pinv,torch,jax "
                         "(default: all but bcgs2, householder and givens, those that apply and are installed)")
     p.add_argument("--conds", default=None, help="comma-separated condition numbers (default 1,1e2,...,1e12)")
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeats", type=int, default=3, help="timed runs per method; the table shows the median "
+                                                          "(default 3)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random matrices (default 0)")
     p.add_argument("--plot", default=None, metavar="FILE.png", help="draw error against condition number")
 
 
 def main_from_args(args: argparse.Namespace) -> None:
-    m, n = (int(v) for v in args.shape.lower().split("x"))
-    conds = tuple(float(c) for c in args.conds.split(",")) if args.conds else DEFAULT_CONDS
-    methods = args.methods.split(",") if args.methods else None
-    run((m, n), args.dtype, args.loss, args.batch, methods, conds, args.repeats, args.seed, args.plot)
+    """Check every option (UsageError, before any work), then run."""
+    shape = parse_shape(args.shape, args.loss)
+    conds = parse_conds(args.conds)
+    methods = parse_methods(args.methods)
+    for name in ("batch", "repeats"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name} must be at least 1, got {getattr(args, name)}")
+    check_plot_dependency(args.plot)
+    if methods is not None and not LOSSES[args.loss].methods(methods):
+        raise UsageError(f"--methods {args.methods}: none of them applies to the {args.loss} loss here (or their "
+                         "frameworks are not installed)")
+    run(shape, args.dtype, args.loss, args.batch, methods, conds, args.repeats, args.seed, args.plot)

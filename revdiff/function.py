@@ -6,8 +6,11 @@ it with Numba (default) or as plain Python (``backend="python"``, for debugging)
 """
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import hashlib
+import numbers
+import threading
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -31,6 +34,15 @@ from .transforms.invert import invert_block
 from .transforms.lower import Lowerer, Options, ancilla_names
 from .types import VarType, type_of_value
 
+_MISSING = object()
+
+
+class _Undefined(ReversibilityError):
+    """A called name that is not (yet) defined; ``function``: the function whose body calls it."""
+
+    def __init__(self, message: str, loc, function=None):
+        super().__init__(message, loc)
+        self.function = function
 PROGRAMS = ("forward", "inverse", "adjoint", "inverse_adjoint", "vjp", "inverse_vjp", "vjp_forward")
 BACKENDS = ("numba", "python")
 
@@ -44,6 +56,13 @@ class ReversibleFunction:
                  atol: float = 1e-12, rtol: float | None = None, fmad: bool = False):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        for name, value, optional in (("atol", atol, False), ("rtol", rtol, True)):
+            if not (optional and value is None) and (isinstance(value, bool) or not isinstance(value, numbers.Real)
+                                                     or not 0 <= float(value) < float("inf")):
+                raise ValueError(f"{name} must be a finite number >= 0{' or None' if optional else ''}, got {value!r}")
+        for name, value in (("check", check), ("fmad", fmad)):
+            if not isinstance(value, bool):
+                raise TypeError(f"{name} must be True or False, got {value!r}")
         self.py_function = fn
         self.__name__ = fn.__name__
         self.__qualname__ = fn.__qualname__
@@ -59,16 +78,55 @@ class ReversibleFunction:
         self._inverse = InverseFunction(self)
         self._try_check()
 
+    # ---------------------------------------------------------------- globals read at parse time
+
+    def _lookup(self, name: str) -> Any:
+        """The current value of global (or closure) ``name`` as the function body would read it."""
+        fn = self.py_function
+        code = fn.__code__
+        if name in code.co_freevars and fn.__closure__:
+            try:
+                return fn.__closure__[code.co_freevars.index(name)].cell_contents
+            except ValueError:  # an empty cell
+                return _MISSING
+        if name in fn.__globals__:
+            return fn.__globals__[name]
+        return getattr(builtins, name, _MISSING)
+
+    def _stale(self) -> bool:
+        """Whether a number the body reads from a global or closure variable (compiled in as a
+        constant) or a reversible function it calls has been rebound since it was parsed."""
+        for name, value in self.ir.constants.items():
+            now = self._lookup(name)
+            if now is not value and not (type(now) is type(value) and now == value):
+                return True
+        return any(self._lookup(name) is not obj for name, obj in self.ir.globals_names.items())
+
+    def version(self) -> tuple:
+        """The constants and callees this function and everything it calls compile in, as they are
+        now; a function whose globals changed is parsed again first (a later call sees the new
+        values, as Python would). Specialisations are keyed by it."""
+        if self._stale():
+            self.ir = parse_function(self.py_function)
+            self._specs, self._checked, self._modified = {}, False, None
+            self._try_check()
+        callees = tuple((name, self._callee(name).version()) for name in sorted(self.ir.globals_names))
+        return tuple(sorted(self.ir.constants.items())), callees
+
     # ---------------------------------------------------------------- static analysis
 
     def _callee(self, name: str, loc=None) -> "ReversibleFunction":
         obj = self.ir.globals_names.get(name)
         if obj is None:
-            obj = self.py_function.__globals__.get(name)
-            if obj is None or not is_reversible_function(obj):
-                what = "not defined" if obj is None else "not a reversible function"
-                raise ReversibilityError(f"'{name}' is {what}: only functions decorated with @reversible can be "
-                                         "called as statements", loc)
+            obj = self._lookup(name)
+            if obj is _MISSING or not is_reversible_function(obj):
+                what = "not defined" if obj is _MISSING else "not a reversible function"
+                error = _Undefined if obj is _MISSING else ReversibilityError
+                raise error(f"'{name}' is {what}: only functions decorated with @reversible can be "
+                            "called as statements", loc, *((self,) if error is _Undefined else ()))
+            if obj.forward_function.py_function is self.py_function:
+                raise ReversibilityError(f"'{name}' calls itself: recursion is not supported in reversible "
+                                         "functions; write it as a loop", loc)
             self.ir.globals_names[name] = obj
         options = {"backend": self.backend}
         if not self.options.check:  # an unchecked caller runs unchecked callees
@@ -88,10 +146,16 @@ class ReversibleFunction:
         return variants[key]
 
     def _try_check(self) -> None:
+        """Check at decoration when every function called is already defined; a function called
+        further down that is not yet (defined later in the module) defers the check to the first call."""
         from .ir import walk_stmts
         calls = [s for s in walk_stmts(self.ir.body) if isinstance(s, CallFn)]
         if all(c.callee in self.ir.globals_names for c in calls):
-            self._check()
+            try:
+                self._check()
+            except _Undefined as exc:
+                if exc.function is self:
+                    raise
 
     def _check(self) -> None:
         if self._checked:
@@ -100,8 +164,35 @@ class ReversibleFunction:
         for s in walk_stmts(self.ir.body):
             if isinstance(s, CallFn):
                 self._callee(s.callee, s.loc)
+        cycle = self._call_cycle(())
+        if cycle:
+            names, loc = cycle
+            raise ReversibilityError(f"recursion is not supported in reversible functions: {' -> '.join(names)} "
+                                     "calls back into itself; write it as a loop", loc)
         check_function(self.ir, self._callee_modifies, lambda n: len(self._callee(n).params))
         self._checked = True
+
+    def _call_cycle(self, path: tuple):
+        """(names along the chain, location of its first call) of a chain of calls from this function
+        back to one on ``path`` (the callers above it), or None."""
+        from .ir import walk_stmts
+        for s in walk_stmts(self.ir.body):
+            if not isinstance(s, CallFn):
+                continue
+            try:
+                callee = self._callee(s.callee, s.loc).forward_function
+            except ReversibilityError:  # reported when that function is checked itself
+                continue
+            if callee._checked and callee.py_function is not self.py_function:
+                continue  # checked already, cycles through it included
+            chain = path + (self,)
+            if any(f.py_function is callee.py_function for f in chain):
+                start = next(k for k, f in enumerate(chain) if f.py_function is callee.py_function)
+                return [f.__qualname__ for f in chain[start:]] + [callee.__qualname__], s.loc
+            found = callee._call_cycle(chain)
+            if found:
+                return found[0], s.loc if not path else found[1]
+        return None
 
     def _callee_modifies(self, name: str) -> set:
         return self._callee(name).modified_positions()
@@ -109,6 +200,7 @@ class ReversibleFunction:
     def modified_positions(self) -> set:
         """Positions of the parameters this function modifies (directly or through calls)."""
         if self._modified is None:
+            self._check()  # every callee resolved, with the line of its call for errors
             self._modified = set()  # recursion guard
             names = modified_names(self.ir.body, self._callee_modifies)
             self._modified = {k for k, p in enumerate(self.params) if p in names}
@@ -169,17 +261,29 @@ class ReversibleFunction:
         types = self.argument_types(args)
         self.validate(args)
         spec = self.forward_function.specialize(types, blas_for(args))
-        return run(spec.callable(self.programs[0]), args)
+        return run(spec.callable(self.programs[0]), args, partial=self.partial_note(args))
+
+    def partial_note(self, args: tuple, donated: bool = True) -> str:
+        """What a failed call leaves behind: the arrays it updates in place stop half-updated."""
+        modified = self.forward_function.modified_positions()
+        names = [f"'{p}'" for k, (p, a) in enumerate(zip(self.params, args)) if k in modified
+                 and isinstance(a, np.ndarray)]
+        if not names or not donated:
+            return ""
+        return (f"The call stopped there: {', '.join(names)}, which it updates in place, may hold partial "
+                "results (pass copies to keep the inputs)")
 
     def specialize(self, types: tuple, blas: bool = True) -> "Specialization":
         """The programs for argument ``types``; ``blas``: whether vector instructions on large views
         may call BLAS (``blas_for``), else they compile to loops only."""
-        spec = self._specs.get((types, blas))
-        if spec is None:
-            self._check()
-            spec = Specialization(self, types, blas)
-            self._specs[(types, blas)] = spec
-        return spec
+        self._check()
+        version = self.version()
+        found = self._specs.get((types, blas))
+        if found is None or found[0] != version:
+            self._check()  # again, if version() parsed the function anew
+            found = (version, Specialization(self, types, blas))
+            self._specs[(types, blas)] = found
+        return found[1]
 
     def source(self, program: str = "forward", *example_args: Any, backend: str = "numba") -> str:
         """Generated source of ``program`` ("forward", "inverse", "adjoint", "inverse_adjoint", "vjp",
@@ -261,24 +365,38 @@ def blas_for(args: Iterable, element_sizes: Iterable[int] = ()) -> bool:
     return any(size > BLAS_MIN_ELEMENTS for size in sizes)
 
 
-def run(fn, args: tuple, batch_errors: np.ndarray | None = None) -> tuple:
+def run(fn, args: tuple, batch_errors: np.ndarray | None = None, partial: str = "",
+        elements: int | None = None) -> tuple:
     """Call a generated function and turn its error record (one per batch element when
-    ``batch_errors`` is given) into the user-facing exception. Returns the final value of every
+    ``batch_errors`` is given) into the user-facing exception, with ``partial`` (what the caller
+    holds half-updated, if anything) added to its message; ``elements``: the rows of ``batch_errors``
+    that belong to batch elements (a lane entry keeps records of its own below). Returns the final value of every
     argument: a program returns its scalar parameters (arrays change in place), a batched entry
     all of them."""
     try:
         if batch_errors is not None:
-            result = fn(*args, batch_errors)
-            failed = np.flatnonzero(batch_errors[:, 0])
+            with loader.deep_recursion():
+                result = interruptible(fn, args, batch_errors)
+            failed = np.flatnonzero(batch_errors[:elements, 0])
             if failed.size:
-                raise_failure(batch_errors[failed[0]], batch_element=int(failed[0]))
+                raise_failure(batch_errors[failed[0]], batch_element=int(failed[0]), partial=partial)
             return result
         record = np.zeros(ERROR_RECORD)
-        result = fn(*args, record)
+        try:
+            with loader.deep_recursion():
+                result = interruptible(fn, args, record)
+        except MemoryError:  # an allocation Numba (or NumPy) could not make: the record names it
+            record[0] = record[checks.ALLOCATION] or checks.failure_code(0, checks.UNTRACKED)
+            record[2] = record[checks.ALLOCATION + 1]
         if record[0]:
-            raise_failure(record)
+            raise_failure(record, partial=partial)
         scalars = iter(result or ())
         return tuple(a if isinstance(a, np.ndarray) else next(scalars) for a in args)
+    except RecursionError:
+        raise ReversibilityError(f"{getattr(fn, '__name__', fn)}: reversible functions call each other too deeply "
+                                 "for Numba to compile (it recurses once per level of calls, and this chain passed "
+                                 f"Python's recursion limit of {loader.COMPILE_RECURSION_LIMIT}); flatten the "
+                                 "chain of calls") from None
     except IndexError as exc:
         shapes = ", ".join(str(getattr(a, "shape", type(a).__name__)) for a in args)
         raise IndexError(f"{exc} in {getattr(fn, '__name__', fn)}: an argument is smaller than the program "
@@ -288,9 +406,41 @@ def run(fn, args: tuple, batch_errors: np.ndarray | None = None) -> tuple:
 ERROR_RECORD = checks.RECORD_SIZE
 
 
-def raise_failure(record: np.ndarray, batch_element: int | None = None) -> None:
+def interruptible(fn, args: tuple, record: np.ndarray):
+    """``fn(*args, record)``; one whose while loops may run without end (``revdiff_loops``) runs in
+    a thread, so that Ctrl-C reaches this one: it sets the record's interrupt field, which the loops
+    read, waits for the call to return, and the failure it recorded raises KeyboardInterrupt."""
+    if not getattr(fn, "revdiff_loops", False):
+        return fn(*args, record)
+    outcome: list = []
+    done = threading.Event()  # not Thread.join, which an interrupt can leave returning early
+
+    def call() -> None:
+        try:
+            outcome.append((True, fn(*args, record)))
+        except BaseException as exc:  # re-raised in the caller's thread
+            outcome.append((False, exc))
+        finally:
+            done.set()
+
+    threading.Thread(target=call, name="revdiff-call", daemon=True).start()
+    try:
+        while not done.wait(0.05):
+            pass
+    except KeyboardInterrupt:
+        record[..., checks.INTERRUPT] = 1.0
+        done.wait()  # a second Ctrl-C leaves it running
+        if not np.any(record[..., 0]):  # it finished before reaching a loop: still interrupted
+            raise
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
+
+
+def raise_failure(record: np.ndarray, batch_element: int | None = None, partial: str = "") -> None:
     raise checks.to_error(CheckFailed(*checks.decode(record[0]), float(record[2]), float(record[3])),
-                          batch_element) from None
+                          batch_element, partial) from None
 
 
 class Specialization:
@@ -301,9 +451,11 @@ class Specialization:
         self.types = types
         self.options = dataclasses.replace(rf.options, blas=blas)
         self.func = rf.ir
-        callees = sorted((name, obj.forward_function.__qualname__, _source_text(obj.forward_function))
+        callees = sorted((name, obj.forward_function.__qualname__, _source_text(obj.forward_function),
+                          sorted(obj.forward_function.ir.constants.items()))
                          for name, obj in rf.ir.globals_names.items())
-        text = repr((rf.ir.loc.filename, rf.__qualname__, rf.ir.loc.line, _source_text(rf), callees, types,
+        text = repr((rf.ir.loc.filename, rf.__qualname__, rf.ir.loc.line, _source_text(rf),
+                     sorted(rf.ir.constants.items()), callees, types,
                      self.options, rf.backend, loader.compiler_fingerprint()))
         self.key = hashlib.sha256(text.encode()).hexdigest()[:16]
         self.fkey = int(self.key[:7], 16)
@@ -407,6 +559,8 @@ class Specialization:
                 deps.update(routines_called(src))
             module = loader.load(src, f"{self.rf.__name__}_{program}", backend, deps)
             fn = loader.compiled(module, self.symbol(program), backend, deps)
+            if "while " in src or any(getattr(d, "revdiff_loops", False) for d in deps.values()):
+                fn.revdiff_loops = True  # run where Ctrl-C can stop it (``run``)
             self._callables[program] = fn
         return fn
 

@@ -244,6 +244,7 @@ class Function:
     body: list
     loc: SourceLocation
     globals_names: dict = field(default_factory=dict)  # name used in calls -> resolved object
+    constants: dict = field(default_factory=dict)  # global or closure name -> the number compiled in
 
 
 def stmt_exprs(s: Stmt) -> Iterator[Expr]:

@@ -56,6 +56,18 @@ def _promoted(*arrays) -> jnp.dtype:
     return jnp.result_type(*arrays)
 
 
+def _inexact(*arrays) -> tuple:
+    """The arrays in a floating dtype: integers and bools become JAX's default float, as in
+    ``jnp.linalg`` (the results are floats; computed in an integer dtype they would be truncated)."""
+    out = []
+    for a in arrays:
+        a = jnp.asarray(a)
+        if not jnp.issubdtype(a.dtype, jnp.inexact):
+            a = a.astype(jnp.result_type(float))
+        out.append(a)
+    return tuple(out)
+
+
 def qr(A, method: str = "cgs2") -> tuple:
     """Thin Q, R of A (..., m, n) with diag(R) real positive."""
     def shapes(a):
@@ -63,7 +75,7 @@ def qr(A, method: str = "cgs2") -> tuple:
         p = min(m, n)
         return [_struct(a.shape[:-2] + (m, p), a.dtype), _struct(a.shape[:-2] + (p, n), a.dtype)]
     f = _differentiable(lambda a: P.qr(a, method), lambda a, gQ, gR: (P.qr_vjp(a, gQ, gR, method),), shapes)
-    return f(A)
+    return f(*_inexact(A))
 
 
 def _vector_result(A, y) -> list:
@@ -74,25 +86,25 @@ def project(A, y, method: str = "cgs2"):
     """Q Q^H y, the orthogonal projection of y (..., m) onto the column space of A (..., m, n)."""
     f = _differentiable(lambda a, b: (P.project(a, b, method),), lambda a, b, gz: P.project_vjp(a, b, gz, method),
                         _vector_result)
-    return f(A, y)[0]
+    return f(*_inexact(A, y))[0]
 
 
 def lstsq(A, y, method: str = "cgs2"):
     """argmin_x |A x - y| for A (..., m, n) of full column rank."""
     f = _differentiable(lambda a, b: (P.lstsq(a, b, method),), lambda a, b, gx: P.lstsq_vjp(a, b, gx, method),
                         lambda a, b: [_struct(a.shape[:-1][:-1] + a.shape[-1:], _promoted(a, b))])
-    return f(A, y)[0]
+    return f(*_inexact(A, y))[0]
 
 
 def normalize(x):
     """x / |x| along the last axis."""
     f = _differentiable(lambda a: (P.normalize(a),), lambda a, gy: (P.normalize_vjp(a, gy),),
                         lambda a: [_struct(a.shape, a.dtype)])
-    return f(x)[0]
+    return f(*_inexact(x))[0]
 
 
 def tangent_project(g, z):
     """g - (z_hat^H g) z_hat along the last axis, z_hat = z / |z|."""
     f = _differentiable(lambda a, b: (P.tangent_project(a, b),), lambda a, b, go: P.tangent_project_vjp(a, b, go),
                         lambda a, b: [_struct(a.shape, _promoted(a, b))])
-    return f(g, z)[0]
+    return f(*_inexact(g, z))[0]

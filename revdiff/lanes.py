@@ -76,7 +76,7 @@ def lane_module_source(bf, kind: str, types: tuple, width: int) -> tuple:
               f"in groups of {width} SIMD lanes (element axes first, lanes last); element types "
               f"({', '.join(f'{p}: {t.describe()}' for p, t in zip(f.params, types))}).")
     parts = [header, "import math", "import numpy as np", ""] + ["\n" + src for src in functions.values()]
-    parts.append(lane_batch_source(entry, top, params, grads, "", saved, width, written))
+    parts.append(lane_batch_source(entry, top, params, grads, "", saved, width, written, catch=f.backend == "numba"))
     return "\n".join(parts), entry, list(functions)
 
 
@@ -86,9 +86,16 @@ def compile_lanes(bf, kind: str, types: tuple, width: int):
     src, entry, names = lane_module_source(bf, kind, types, width)
     backend = bf.f.backend
     module = loader.load(src, f"{bf.f.__name__}_lanes_{kind}", backend)
-    compiled = {name: loader.compiled(module, name, backend, {}) for name in names}
+    routines = {}
+    if "_host_" in src:  # the routines the loops call (an interrupt check in a while loop)
+        from .runtime.host import routines_called
+        routines = routines_called(src)
+    compiled = {name: loader.compiled(module, name, backend, routines) for name in names}
     module.__dict__.update(compiled)  # callers reach the compiled callees through the module globals
-    return loader.compiled(module, entry, backend, HELPERS, parallel=True)
+    fn = loader.compiled(module, entry, backend, HELPERS, parallel=True)
+    if "while " in src:
+        fn.revdiff_loops = True  # runs where Ctrl-C can stop it (``function.interruptible``)
+    return fn
 
 
 __all__ = ["LANE_MAX_ELEMENTS", "LANE_MIN_BATCH", "NotLaneable", "compile_lanes", "lane_module_source", "lane_width"]

@@ -83,12 +83,15 @@ class Invoke:
 @dataclass
 class Zero:
     """Allocate a zero-initialised ancilla: a scalar (shape None) or an array. ``reuse``: the name
-    already holds an array (declared at the top of the function); zero-fill it when the shape matches."""
+    already holds an array (declared at the top of the function); zero-fill it when the shape matches.
+    ``alloc``: the failure code the CPU code records before allocating the array, so that a failed
+    allocation (an exception Numba raises) is reported with the ancilla's name and line."""
 
     name: str
     shape: "tuple | None"
     dtype: str
     reuse: bool = False
+    alloc: "int | None" = None
 
 
 @dataclass

@@ -25,6 +25,10 @@ def _numpy(t: Any, name: str) -> Any:
     if not isinstance(t, torch.Tensor):
         return t
     t = t.detach().resolve_conj().resolve_neg()
+    if t.dtype not in _SUPPORTED:
+        raise TypeError(f"'{name}' is a {t.dtype} tensor; revdiff computes in float32, float64, complex64 and "
+                        "complex128 (and integers and bools, which the high-level functions turn into float64): "
+                        "convert it, e.g. with .float()")
     if t.device.type == "cuda":
         from .gpu import cupy_module
         array = cupy_module().asarray(t)
@@ -34,6 +38,10 @@ def _numpy(t: Any, name: str) -> Any:
                                   "(through NumPy) and CUDA tensors (through CuPy)")
     array = t.numpy()
     return array[()] if array.ndim == 0 else array  # a 0-d tensor is a scalar parameter
+
+
+_SUPPORTED = (torch.float32, torch.float64, torch.complex64, torch.complex128, torch.bool, torch.uint8, torch.int8,
+              torch.int16, torch.int32, torch.int64)
 
 
 def _tensor(a: Any, like: torch.Tensor | None = None) -> Any:
@@ -66,7 +74,31 @@ class _Pullback(torch.autograd.Function):
         out = [None, None]
         for g, t in zip(grads, ctx.input_tensors):
             out.append(None if g is None or t is None or not t.requires_grad else _tensor(g, t))
+        if torch.is_grad_enabled():  # create_graph=True: a later gradient through these must raise
+            return tuple(out[:2]) + _not_differentiable(out[2:], ctx.input_tensors)
         return tuple(out)
+
+
+_TWICE = (b"revdiff.torch: the gradient of a revdiff operation is not differentiable (second derivatives "
+          b"are not supported yet); differentiate it once, without create_graph=True through it")
+
+
+def _not_differentiable(grads: list, inputs: list) -> tuple:
+    """``grads`` as a backward with ``create_graph=True`` returns them: each depends on the inputs,
+    but not through the graph, so a later gradient through it would silently miss that term. Each
+    gets a grad_fn that raises when a gradient reaches it, joined to the graph through its input
+    (``+ 0 * input``): PyTorch's ``once_differentiable`` joins its error to fresh leaves, which a
+    gradient with respect to the inputs never reaches."""
+    live = [k for k, g in enumerate(grads) if g is not None]
+    if not live:
+        return tuple(grads)
+    joined = [grads[k].detach() + 0 * inputs[k] for k in live]
+    errors = torch._C._functions.DelayedError(_TWICE, len(live))(*joined)
+    errors = errors if isinstance(errors, tuple) else (errors,)
+    out = list(grads)
+    for k, e in zip(live, errors):
+        out[k] = e
+    return tuple(out)
 
 
 def _apply(rule: Callable, names: Sequence[str], *tensors) -> tuple:

@@ -34,16 +34,24 @@ class VarType:
         return f"{self.dtype} array of rank {self.ndim}" if self.ndim else self.dtype
 
 
+#: the element types generated code computes in (Numba has no float16 arithmetic)
+SUPPORTED_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                    "float32", "float64", "complex64", "complex128")
+
+
 def kind_of_dtype(dtype: np.dtype) -> str:
+    dtype = np.dtype(dtype)
+    if dtype.name not in SUPPORTED_DTYPES:
+        hint = " (convert it to float32)" if dtype.kind == "f" else ""
+        raise TypeError(f"dtype {dtype} is not supported{hint}; revdiff computes in bool, integers, float32, "
+                        "float64, complex64 and complex128")
     if dtype == np.bool_:
         return "bool"
     if np.issubdtype(dtype, np.integer):
         return "int"
     if np.issubdtype(dtype, np.floating):
         return "float"
-    if np.issubdtype(dtype, np.complexfloating):
-        return "complex"
-    raise TypeError(f"unsupported dtype {dtype}")
+    return "complex"
 
 
 def type_of_value(value: object) -> VarType:

@@ -4,10 +4,17 @@ program) on every element of a leading batch axis, in parallel with Numba's pran
 The per-element programs are the ordinary generated ones; the entry only indexes the batch, so there
 is no Python work per element. Scalars that are batched arrive as 1-D arrays and are written back.
 Each element has its own error record (a row of ``_errors``), read by the caller after the loop.
+
+An exception inside a parallel loop is lost (Numba cannot carry it out of a worker), and the only
+ones generated code raises are failed allocations: so each element (each chunk of lane groups) runs
+in a function of its own that catches them and records the allocation that failed in the
+element's record (``runtime/checks.py``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from ..runtime.checks import ALLOCATION, UNTRACKED, failure_code
 
 
 @dataclass(frozen=True)
@@ -36,50 +43,75 @@ def _call(lines: list, fn: str, params: list, saved: tuple, indent: str) -> None
             lines.append(f"{indent}{p.name}[_b] = _r[{k}]")
 
 
-def batch_source(entry: str, program: str, params: list, grads: list, header: str, saved: tuple = ()) -> str:
+def _guarded(body: list, record: str, catch: bool, after: tuple = ()) -> list:
+    """``body`` (lines indented for a try block) in ``try`` / ``except`` that records a failed
+    allocation: the one the record names, or an untracked one; ``after``: more lines of the
+    except clause. Without ``catch`` (plain Python, where exceptions leave loops) the body alone."""
+    if not catch:
+        return [line[4:] for line in body]
+    return (["    try:"] + body +
+            ["    except Exception:  # a failed allocation",
+             f"        {record}[0] = {record}[{ALLOCATION}] if {record}[{ALLOCATION}] != 0.0 else "
+             f"{failure_code(0, UNTRACKED)}.0",
+             f"        {record}[2] = {record}[{ALLOCATION + 1}]"] + list(after))
+
+
+def batch_source(entry: str, program: str, params: list, grads: list, header: str, saved: tuple = (),
+                 catch: bool = True) -> str:
     """Source of ``entry(params..., grads..., out_<saved>...)``: run ``program`` on every batch
-    element. A fused vjp program takes ``params + grads + saved`` (``saved``: the parameters whose
-    forward results it copies out before its adjoint half restores them); others take ``params``."""
+    element (each in ``entry_element``, which catches failed allocations unless ``catch`` is off).
+    A fused vjp program takes ``params + grads + saved`` (``saved``: the parameters whose forward
+    results it copies out before its adjoint half restores them); others take ``params``."""
     batched = [p for p in params + grads if p.batched]
     if not batched:
         raise ValueError("a batched entry needs at least one batched parameter")
     outs = [f"out_{name}" for name in saved]
     names = [p.name for p in params + grads] + outs
+    signature = ', '.join(names + ['_errors'])
+    body: list = []
+    _call(body, program, params + grads, saved, "        ")
     lines = [header, "import numpy as np", "from numba import prange", "", "",
-             f"def {entry}({', '.join(names + ['_errors'])}):",
-             f"    for _b in prange({batched[0].name}.shape[0]):"]
-    _call(lines, program, params + grads, saved, "        ")
-    lines.append(f"    return ({', '.join(names)},)")
+             f"def {entry}_element(_b, {signature}):"] + _guarded(body, "_errors[_b]", catch)
+    lines += ["", "", f"def {entry}({signature}):",
+              f"    for _b in prange({batched[0].name}.shape[0]):",
+              f"        {entry}_element(_b, {signature})",
+              f"    return ({', '.join(names)},)"]
     return "\n".join(lines) + "\n"
 
 
 LANE_CHUNK = 64  # groups per parallel iteration: lane buffers are allocated once per chunk
 
 
+def lane_records(n: int, width: int) -> int:
+    """Rows of the error table of a lane entry over n elements: one per element, then one per chunk
+    (the record its groups share, where the caller can also set the interrupt field)."""
+    groups = (n + width - 1) // width
+    return n + (groups + LANE_CHUNK - 1) // LANE_CHUNK
+
+
 def lane_batch_source(entry: str, program: str, params: list, grads: list, header: str, saved: tuple,
-                      width: int, written: set) -> str:
+                      width: int, written: set, catch: bool = True) -> str:
     """Source of ``entry`` running ``program``, the lane version of a program (``transforms/lanes.py``),
     on groups of ``width`` batch elements. The parallel loop runs over chunks of LANE_CHUNK groups;
     each chunk allocates its lane buffers once (element axes, then lanes), copies each group's
     elements in, runs the program once per group and copies back the arrays in ``written``; the
-    last group repeats its last element to fill its lanes."""
+    last group repeats its last element to fill its lanes. Each chunk runs in ``entry_chunk``,
+    which catches failed allocations (unless ``catch`` is off) and records them for the group."""
     saved_names = {f"out_{name}" for name in saved}
     scalars = {p.name for p in params if p.scalar}
     arrays = [p.name for p in params + grads if p.batched and not p.scalar] + [f"out_{n}" for n in saved]
     first = next(p.name for p in params + grads if p.batched)
     outs = [f"out_{name}" for name in saved]
     names = [p.name for p in params + grads] + outs
-    lines = [header, "import numpy as np", "from numba import prange", "", "",
-             f"def {entry}({', '.join(names + ['_errors'])}):",
-             f"    _n = {first}.shape[0]",
-             f"    _groups = (_n + {width - 1}) // {width}",
-             f"    _chunks = (_groups + {LANE_CHUNK - 1}) // {LANE_CHUNK}",
-             "    for _c in prange(_chunks):"]
+    signature = ", ".join(names + ["_errors"])
+    head = [header, "import numpy as np", "from numba import prange", "", "",
+            f"def {entry}_chunk(_c, _n, _groups, _chunks, _e, {signature}):",
+            f"    _b = _c * _groups // _chunks * {width}"]
+    lines: list = []
     for a in arrays:  # a saved scalar is a one-element array of each element
         shape = f"(1, {width})" if a in saved_names and a[4:] in scalars else f"{a}.shape[1:] + ({width},)"
         lines.append(f"        _{a} = np.empty({shape}, {a}.dtype)")
-    lines += ["        _e = np.zeros(_errors.shape[1])",
-              "        for _g in range(_c * _groups // _chunks, (_c + 1) * _groups // _chunks):",
+    lines += ["        for _g in range(_c * _groups // _chunks, (_c + 1) * _groups // _chunks):",
               f"            _b = _g * {width}"]
     for a in arrays:
         if a not in saved_names:
@@ -105,6 +137,15 @@ def lane_batch_source(entry: str, program: str, params: list, grads: list, heade
             lines.append(f"                {name}[_b + {k}] = _r[{at + k}]")
     lines += ["            if _e[0] != 0.0:  # a failed check: its lane names the element",
               "                _errors[min(_b + int(_e[1]), _n - 1), :] = _e",
-              "                _e[:] = 0.0",
+              "                _e[:] = 0.0"]
+    lines = head + _guarded(lines, "_e", catch, ("        _errors[min(_b, _n - 1), :] = _e",))
+    lines += ["", "",
+              f"def {entry}({signature}):",
+              f"    _n = {first}.shape[0]",
+              f"    _groups = (_n + {width - 1}) // {width}",
+              f"    _chunks = (_groups + {LANE_CHUNK - 1}) // {LANE_CHUNK}",
+              "    _records = _errors[_n:]  # the chunks' own records: rows the caller added (lane_records)",
+              "    for _c in prange(_chunks):",
+              f"        {entry}_chunk(_c, _n, _groups, _chunks, _records[_c], {signature})",
               f"    return ({', '.join(names)},)"]
     return "\n".join(lines) + "\n"

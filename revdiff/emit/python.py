@@ -5,7 +5,7 @@ from ..ir import BinOp, BoolOp, Call, Compare, Const, Index, Name, Select, Shape
 from ..lowir import (Assign, AugAssign, Branch, Check, Comment, HostCall, Invoke, Local, LowFunction, Loop,
                      Repeat, Zero, host_symbol)
 from ..primitives import FUNCTIONS
-from ..runtime.checks import failure_code
+from ..runtime.checks import ALLOCATION, INTERRUPTED, failure_code
 
 # Python precedence, higher binds tighter.
 _PREC = {"or": 1, "and": 2, "not": 3, "cmp": 4, "+": 9, "-": 9, "*": 10, "/": 10, "//": 10, "%": 10,
@@ -149,8 +149,11 @@ class PythonEmitter:
                 return
             self.out(d, f"if not ({expr_source(s.when)} and {call}):" if s.when is not None else f"if not {call}:")
             self.block(s.fallback, d + 1)
-        elif isinstance(s, Repeat):
+        elif isinstance(s, Repeat):  # an endless loop must still stop on Ctrl-C (runtime/checks.py)
             self.out(d, f"while {expr_source(s.cond)}:")
+            self.out(d + 1, f"if {host_symbol('interrupt_requested')}(_err):")
+            self.out(d + 2, f"_err[0] = {failure_code(0, INTERRUPTED)}.0")
+            self.out(d + 2, self.ret)
             self.block(s.body, d + 1)
         elif isinstance(s, Check):  # the record starts zeroed: only nonzero fields are written
             stores = [f"_err[0] = {failure_code(s.fkey, s.idx)}.0"]
@@ -178,6 +181,9 @@ class PythonEmitter:
                     self.out(d + 1, f"{s.name}.fill(0)")
                     self.out(d, "else:")
                     d += 1
+                if s.alloc is not None:  # recorded before an allocation that may fail (checks.py)
+                    entries = " * ".join(f"({expr_source(x)})" for x in s.shape)
+                    self.out(d, f"_err[{ALLOCATION}] = {s.alloc}.0; _err[{ALLOCATION + 1}] = {entries}")
                 self.out(d, f"{s.name} = np.zeros({shape}, np.{s.dtype})")
         else:
             raise TypeError(f"cannot emit {s!r}")

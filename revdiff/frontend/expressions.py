@@ -28,6 +28,7 @@ class ExpressionParser:
         self.smap = smap
         self.local_names = local_names
         self.globals = fn_globals
+        self.constants: dict = {}  # global or closure numbers read, by name: their values are compiled in
 
     # -------------------------------------------------------------- helpers
 
@@ -81,6 +82,7 @@ class ExpressionParser:
             return Name(node.id)
         value = self._global(node.id)
         if isinstance(value, numbers.Number) and not isinstance(value, bool) or isinstance(value, bool):
+            self.constants[node.id] = value
             return Const(value.item() if isinstance(value, np.generic) else value)
         if value is None:
             raise self.error(node, f"name '{node.id}' is not defined: not a parameter, local or global constant")

@@ -77,7 +77,8 @@ class Parser:
 
     def parse(self) -> ir.Function:
         body = self.block(self.node.body)
-        return ir.Function(self.node.name, self.params, body, self.smap.loc(self.node), self.callees)
+        return ir.Function(self.node.name, self.params, body, self.smap.loc(self.node), self.callees,
+                           dict(self.expr.constants))
 
     def block(self, stmts: list) -> list:
         out: list = []

@@ -17,9 +17,16 @@ class CheckInfo:
 _CHECKS: dict = {}
 
 # The error record generated CPU code writes on a failed check (float64, zero until then):
-# [failure code, SIMD lane, value, value]. One code names the function and the check, so a failure
-# costs three stores, not five: each is code Numba must type and compile, at every check.
-RECORD_SIZE = 4
+# [failure code, SIMD lane, value, value, allocation code, allocation entries]. One code names the
+# function and the check, so a failure costs three stores, not five: each is code Numba must type
+# and compile, at every check. The last two are written before each array allocation: an
+# allocation that fails raises inside Numba, and the caller (or the batch entry, which catches it
+# per element) turns them into a MemoryError naming the ancilla.
+RECORD_SIZE = 7
+ALLOCATION = 4
+#: set by the caller when the user presses Ctrl-C; every iteration of a while loop reads it and
+#: returns (a loop in compiled code cannot see Python's signals otherwise)
+INTERRUPT = 6
 _CHECK_BITS = 20  # function keys stay below 2**31, so codes below 2**51 are exact in float64
 
 
@@ -28,6 +35,13 @@ def register(fkey: int, idx: int, info: CheckInfo) -> None:
         raise ValueError(f"{info.loc}: a generated function cannot have more than {(1 << _CHECK_BITS) - 1} "
                          "runtime checks; split the reversible function")
     _CHECKS[(fkey, idx)] = info
+
+
+#: the failure code of an exception raised inside a batch element's program other than a tracked
+#: allocation (a NumPy allocation of the runtime, such as the lanes' buffers)
+UNTRACKED = 1
+#: the failure code of a while loop that stopped because the caller set the interrupt field
+INTERRUPTED = 2
 
 
 def failure_code(fkey: int, idx: int) -> int:
@@ -40,10 +54,17 @@ def decode(code: float) -> tuple:
     return int(code) >> _CHECK_BITS, int(code) & ((1 << _CHECK_BITS) - 1)
 
 
-def to_error(exc: BaseException, batch_element: int | None = None) -> Exception:
-    """The user-facing error for a failed check of generated code (in batch element ``batch_element``)."""
+def to_error(exc: BaseException, batch_element: int | None = None, partial: str = "") -> Exception:
+    """The user-facing error for a failed check of generated code (in batch element ``batch_element``);
+    ``partial``: a sentence on what the caller now holds half-updated."""
     fkey, idx, a, b = exc.args
     info = _CHECKS.get((fkey, idx))
+    tail = f". {partial}" if partial else ""
+    if (fkey, idx) == (0, INTERRUPTED):
+        return KeyboardInterrupt(f"revdiff: interrupted inside a while loop of generated code{tail}")
+    if (fkey, idx) == (0, UNTRACKED):
+        where = f" in batch element {batch_element}" if batch_element is not None else ""
+        return MemoryError(f"an allocation failed{where} (not enough memory for the program's arrays){tail}")
     if info is None:
         return ReversibilityError(f"runtime check {idx} of generated function {fkey} failed "
                                   "(its description was not loaded in this process)")
@@ -57,6 +78,7 @@ def to_error(exc: BaseException, batch_element: int | None = None) -> Exception:
     detail = f" ({', '.join(parts)})" if parts else ""
     if batch_element is not None:
         detail += f" in batch element {batch_element}"
+    detail += tail
     if info.error is ReversibilityError:
         return ReversibilityError(info.message + detail, info.loc)
     return info.error(f"{info.loc}: {info.message}{detail}")

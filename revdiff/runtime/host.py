@@ -20,10 +20,11 @@ from __future__ import annotations
 import numba
 import numpy as np
 from numba import types
-from numba.extending import overload
+from numba.extending import intrinsic, overload
 
 from ..lowir import host_symbol
 from .cache import cached_njit
+from .checks import INTERRUPT
 
 _VOID = types.voidptr
 _GEMV = types.ExternalFunction(  # y = alpha op(A) x + beta y, A column-major; x, y contiguous
@@ -270,7 +271,25 @@ def largest_magnitude(scale, V):
     return _largest_in_view(scale, V)
 
 
-ROUTINES = {"largest_magnitude": largest_magnitude, "matvec": matvec, "matvec_input_gradient": matvec_input_gradient,
+@intrinsic
+def _load_acquire(typingctx, record, index):
+    """record[index] read with acquire ordering: a load the optimiser may not hoist out of a loop
+    (an ordinary one of memory the loop does not write is read once, before the loop)."""
+    def codegen(context, builder, signature, args):
+        array = context.make_array(signature.args[0])(context, builder, args[0])
+        pointer = builder.gep(array.data, [args[1]])
+        return builder.load_atomic(pointer, "acquire", 8)
+    return types.float64(record, index), codegen
+
+
+@_jit
+def interrupt_requested(record) -> bool:
+    """Whether the caller set the interrupt field of the error record (Ctrl-C): read by every
+    iteration of a while loop, from memory another thread writes (``function.interruptible``)."""
+    return _load_acquire(record, INTERRUPT) != 0.0
+
+
+ROUTINES = {"interrupt_requested": interrupt_requested, "largest_magnitude": largest_magnitude, "matvec": matvec, "matvec_input_gradient": matvec_input_gradient,
             "outer_update": outer_update, "matmat": matmat, "matmat_gradient": matmat_gradient}
 
 

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import sys
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
+from typing import Iterator
 
 from .cache import cache_dir, ensure_file, verify_cache
 
@@ -84,6 +87,32 @@ def load(source: str, stem: str, backend: str, dependencies: dict | None = None)
     return module
 
 
+_DEPTH_LOCK = threading.Lock()
+_DEPTH: list = [0, 0]  # calls inside ``deep_recursion``, and the limit they saved
+#: the recursion limit while generated code runs: Numba compiles a callee inside its caller's type
+#: inference, about 30 Python frames per level of calls, so a chain of 40 reversible functions
+#: already passes Python's default of 1000 (measured: 300 levels compile within this limit)
+COMPILE_RECURSION_LIMIT = 20000
+
+
+@contextmanager
+def deep_recursion() -> Iterator[None]:
+    """Run generated code (which may compile, recursively, at its first call) with the recursion
+    limit raised to COMPILE_RECURSION_LIMIT; restored when the last such call in the process ends."""
+    with _DEPTH_LOCK:
+        if _DEPTH[0] == 0:
+            _DEPTH[1] = sys.getrecursionlimit()
+            sys.setrecursionlimit(max(_DEPTH[1], COMPILE_RECURSION_LIMIT))
+        _DEPTH[0] += 1
+    try:
+        yield
+    finally:
+        with _DEPTH_LOCK:
+            _DEPTH[0] -= 1
+            if _DEPTH[0] == 0:
+                sys.setrecursionlimit(_DEPTH[1])
+
+
 def compiled(module: ModuleType, name: str, backend: str, dependencies: dict, parallel: bool = False):
     """The callable for ``module.name``: the plain function, or its Numba dispatcher. Numba's own
     bounds checks stay off: the generated code checks its indices itself (``Lowerer.index_checks``),
@@ -91,6 +120,10 @@ def compiled(module: ModuleType, name: str, backend: str, dependencies: dict, pa
     checked the same way, so Numba's error model is NumPy's: no exception (a parallel loop would
     lose it) and no second zero test per division."""
     module.__dict__.update(dependencies)
+    if parallel:  # a batch entry's per-element (or per-chunk) worker, compiled on its own (emit/batch.py)
+        for worker in (f"{name}_element", f"{name}_chunk"):
+            if hasattr(module, worker):
+                module.__dict__[worker] = compiled(module, worker, backend, {})
     key = (module.__name__, name)
     fn = _COMPILED.get(key)
     if fn is None:

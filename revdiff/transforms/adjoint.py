@@ -170,7 +170,8 @@ class AdjointLowerer(Lowerer):
         if self.differentiable(s.name):
             t = alloc_type(alloc, self.env)
             self.env.types[self.gname(s.name)] = t
-            self.emit(Zero(self.gname(s.name), alloc.shape, t.dtype))
+            self.emit(self.zero_array(self.gname(s.name), alloc.shape, t.dtype,
+                                      f"the gradient of ancilla '{s.name}'"))
 
     def _adjoint_For(self, s: For) -> None:
         self.emit_for(s, lambda: self.adjoint_block(s.body), not s.reverse)

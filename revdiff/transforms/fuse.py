@@ -66,7 +66,8 @@ def lower_fused_vjp(lowerer, body: list, modified: list) -> tuple[list, list]:
         if lowerer.differentiable(alloc.name):
             t = alloc_type(alloc, env)
             env.types[lowerer.gname(alloc.name)] = t
-            lowerer.emit(Zero(lowerer.gname(alloc.name), alloc.shape, t.dtype))
+            lowerer.emit(lowerer.zero_array(lowerer.gname(alloc.name), alloc.shape, t.dtype,
+                                            f"the gradient of ancilla '{alloc.name}'"))
     copies, lowerer.out = lowerer.out, saved_out
     adjoint = lowerer.adjoint_body(prefix)
     return forward + copies + adjoint, list(lowerer.params) + gradients + saved

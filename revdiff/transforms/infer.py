@@ -2,13 +2,19 @@
 
 Gives every variable a VarType and every expression a kind, and reports type errors the static
 checker cannot see: an update that would silently round or truncate (a complex value added to a
-float, a float to an integer), ``^=`` on floats, wrong index counts.
+float, a float to an integer, values of a float64 array to a float32 one, of an int64 array to a
+narrower integer, a constant that does not fit an integer target), ``^=`` on floats, wrong index
+counts. Scalars (Python numbers, scalar ancillas) and constants round into narrower targets as in
+NumPy's arithmetic with Python scalars; only array data must match the target's precision.
 """
 from __future__ import annotations
 
 from ..errors import ReversibilityError
 from ..ir import (Alloc, Bind, BinOp, BoolOp, Call, CallFn, Compare, Compute, Const, For, Function, If, Index,
                   Instr, Name, Select, Shape, Slice, Unary, Uncompute, While)
+import numpy as np
+
+from ..ir import walk_expr
 from ..primitives import FUNCTIONS, INSTRUCTIONS
 from ..types import KINDS, VarType, dtype_for, join
 
@@ -162,7 +168,7 @@ def _instr(s: Instr, env: TypeEnv) -> None:
     entry = INSTRUCTIONS[s.op]
     types = [expr_type(o, env, s.loc) for o in s.operands]
     if entry.is_vector:
-        _vector_instr(s, entry, types)
+        _vector_instr(s, entry, types, env)
         return
     for i in entry.targets:
         t = types[i]
@@ -183,12 +189,13 @@ def _instr(s: Instr, env: TypeEnv) -> None:
                 "the result would not be exactly invertible", s.loc)
     if s.op in ("rot", "irot") and types[2].kind == "complex":
         raise ReversibilityError("the rotation angle must be real", s.loc)
+    _no_narrowing(s, entry, types, env)
 
 
 _RANK_WORDS = {0: "a number", 1: "a vector (1-D view)", 2: "a matrix (2-D view)"}
 
 
-def _vector_instr(s: Instr, entry, types: list) -> None:
+def _vector_instr(s: Instr, entry, types: list, env: TypeEnv) -> None:
     """Operand ranks of a vector instruction, and no silent conversion into the target."""
     target = types[entry.targets[0]]
     for o, t, want in zip(s.operands, types, entry.operand_ranks):
@@ -209,6 +216,48 @@ def _vector_instr(s: Instr, entry, types: list) -> None:
                 f"the {types[i].kind} values of '{_name(s.operands[i])}' would be silently converted to "
                 f"{target.kind} when added to '{_name(s.operands[0])}' ({target.dtype}); the result would "
                 "not be exactly invertible", s.loc)
+    _no_narrowing(s, entry, types, env)
+
+
+def _no_narrowing(s: Instr, entry, types: list, env: TypeEnv) -> None:
+    """Refuse an update of a narrower target by array data of a wider dtype of its kind (float64
+    values stored in float32 round, int64 values stored in int8 wrap), and an integer constant
+    that does not fit an integer target (NumPy 2 refuses it too)."""
+    for t in entry.targets:
+        target = types[t]
+        for i in entry.reads:
+            for node in walk_expr(s.operands[i]):
+                if isinstance(node, (Name, Index)) and node_base(node) in env.types:
+                    source = env[node_base(node)]
+                    if source.is_array and _precision(source)[0] == _precision(target)[0] \
+                            and _precision(source)[1] > _precision(target)[1]:
+                        raise ReversibilityError(
+                            f"the {source.dtype} values of '{node_base(node)}' would be silently "
+                            f"{'rounded' if target.kind in ('float', 'complex') else 'truncated'} to "
+                            f"{target.dtype} when stored in '{_name(s.operands[t])}'; pass arrays of one "
+                            f"dtype (convert before the call, e.g. {node_base(node)}.astype(np.{target.dtype}))",
+                            s.loc)
+            value = s.operands[i]
+            if target.kind == "int" and isinstance(value, Const) and isinstance(value.value, int) \
+                    and not isinstance(value.value, bool):
+                info = np.iinfo(np.dtype(target.dtype))
+                if not info.min <= value.value <= info.max:
+                    raise ReversibilityError(
+                        f"the constant {value.value} does not fit in '{_name(s.operands[t])}' ({target.dtype}, "
+                        f"{info.min} to {info.max}): the update would wrap around", s.loc)
+
+
+def _precision(t: VarType) -> tuple:
+    """(family, bytes per real number): floats and complex numbers compare among themselves, as do
+    integers; bools never narrow."""
+    if t.kind == "bool":
+        return ("bool", 0)
+    size = np.dtype(t.dtype).itemsize
+    return ("int", size) if t.kind == "int" else ("float", size // 2 if t.kind == "complex" else size)
+
+
+def node_base(node) -> str:
+    return node.id if isinstance(node, Name) else node.base
 
 
 def _name(lv) -> str:

@@ -17,7 +17,7 @@ from ..ir import (Alloc, Bind, BoolOp, Call, CallFn, Compare, Compute, Const, De
                   Name, Shape, Slice, Uncompute, Unary, While, base_name, names_read, walk_expr)
 from ..lowir import Assign, Branch, Check, Comment, HostCall, Invoke, Local, Loop, Repeat, Zero
 from ..primitives import INSTRUCTIONS
-from ..runtime.checks import CheckInfo, register
+from ..runtime.checks import CheckInfo, failure_code, register
 from ..types import VarType
 from .bounds import division_conditions, in_bounds, index_conditions
 from .infer import TypeEnv, alloc_type, expr_type
@@ -234,9 +234,18 @@ class Lowerer:
             if not (isinstance(size, Const) and size.value >= 0):
                 self.require(Compare(">=", size, Const(0)), f"ancilla '{s.name}' gets a negative size "
                              f"{expr_source(size)}", size, labels=("size",), error=ValueError)
-        self.emit(Zero(s.name, s.shape, t.dtype))
+        self.emit(self.zero_array(s.name, s.shape, t.dtype, f"ancilla '{s.name}'"))
         if self.options.check:
             self.emit(Local(f"_scale_{s.name}", Const(0.0)))
+
+    def zero_array(self, name: str, shape, dtype: str, what: str) -> Zero:
+        """The allocation of a zero ancilla (an array: with the code that names it if it fails)."""
+        if shape is None:
+            return Zero(name, None, dtype)
+        self.counter[0] += 1
+        register(self.fkey, self.counter[0], CheckInfo(f"allocating {what} failed: not enough memory", self.loc,
+                                                       ("entries",), error=MemoryError))
+        return Zero(name, shape, dtype, alloc=failure_code(self.fkey, self.counter[0]))
 
     def _Dealloc(self, s: Dealloc) -> None:
         if s.name not in self.unverified:
