@@ -88,8 +88,11 @@ def grad(f: ReversibleFunction, loss: str | int = 0) -> Callable[..., tuple]:
     k = _loss_index(f, loss)
 
     def gradient(*args: Any) -> tuple:
-        if isinstance(args[k], np.ndarray) or isinstance(args[k], (complex, np.complexfloating)):
-            raise TypeError(f"the loss '{f.params[k]}' must be a real scalar parameter")
+        loss_value = args[k]
+        if isinstance(loss_value, (np.ndarray, bool, np.bool_, complex, np.complexfloating)) or \
+                not isinstance(loss_value, (float, np.floating)):
+            raise TypeError(f"the loss '{f.params[k]}' must be a real scalar parameter, a float (pass 0.0, not "
+                            f"{loss_value!r}): an integer one has no gradient")
         outs, pullback = vjp(f, *args)
         cotangents = [None] * len(outs)
         cotangents[k] = 1.0

@@ -37,6 +37,19 @@ from .types import VarType, type_of_value
 _MISSING = object()
 
 
+def check_options(*, check, backend, atol, rtol, fmad) -> None:
+    """ValueError or TypeError for an option ``@reversible`` cannot take."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    for name, value, optional in (("atol", atol, False), ("rtol", rtol, True)):
+        if not (optional and value is None) and (isinstance(value, bool) or not isinstance(value, numbers.Real)
+                                                 or not 0 <= float(value) < float("inf")):
+            raise ValueError(f"{name} must be a finite number >= 0{' or None' if optional else ''}, got {value!r}")
+    for name, value in (("check", check), ("fmad", fmad)):
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be True or False, got {value!r}")
+
+
 class _Undefined(ReversibilityError):
     """A called name that is not (yet) defined; ``function``: the function whose body calls it."""
 
@@ -54,15 +67,7 @@ class ReversibleFunction:
 
     def __init__(self, fn: Callable, *, check: bool = True, backend: str = "numba",
                  atol: float = 1e-12, rtol: float | None = None, fmad: bool = False):
-        if backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-        for name, value, optional in (("atol", atol, False), ("rtol", rtol, True)):
-            if not (optional and value is None) and (isinstance(value, bool) or not isinstance(value, numbers.Real)
-                                                     or not 0 <= float(value) < float("inf")):
-                raise ValueError(f"{name} must be a finite number >= 0{' or None' if optional else ''}, got {value!r}")
-        for name, value in (("check", check), ("fmad", fmad)):
-            if not isinstance(value, bool):
-                raise TypeError(f"{name} must be True or False, got {value!r}")
+        check_options(check=check, backend=backend, atol=atol, rtol=rtol, fmad=fmad)
         self.py_function = fn
         self.__name__ = fn.__name__
         self.__qualname__ = fn.__qualname__
@@ -579,6 +584,8 @@ def reversible(fn: Callable | None = None, *, check: bool = True, backend: str =
     ``atol``/``rtol`` set the tolerance of ancilla deallocation checks; ``backend="python"`` runs
     the generated code without Numba; ``fmad=True`` lets the CUDA compiler contract a*b+c into
     FMAs (off by default, so that GPU results agree with the CPU's)."""
+    check_options(check=check, backend=backend, atol=atol, rtol=rtol, fmad=fmad)
+
     def wrap(f: Callable) -> ReversibleFunction:
         try:
             return ReversibleFunction(f, check=check, backend=backend, atol=atol, rtol=rtol, fmad=fmad)

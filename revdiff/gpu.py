@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import os
 import subprocess
 from typing import Any
 
@@ -15,7 +16,7 @@ import numpy as np
 
 from .emit.batch import BatchParam
 from .emit.cuda import PRELUDE, CudaEmitter, Signature, kernel_source
-from .runtime import loader
+from .runtime import cache, loader
 
 HOST_SHIM = PRELUDE.with_name("revdiff_host.h")
 
@@ -129,12 +130,16 @@ class HostModule:
         directory = loader.cache_dir() / "host"
         directory.mkdir(exist_ok=True)
         src, lib = directory / f"{stem}_{digest}.cpp", directory / f"{stem}_{digest}.so"
-        if not lib.exists():
-            src.write_text(source)
-            cmd = ["g++", "-std=c++17", "-O0", "-ffp-contract=off", "-shared", "-fPIC", "-o", str(lib), str(src)]
+        check = lib.with_suffix(".so.sha256")  # a damaged library is rebuilt, never loaded
+        if not (lib.exists() and check.exists() and check.read_text() == cache.digest(lib.read_bytes())):
+            cache.ensure_file(src, source.encode())
+            built = lib.with_suffix(f".{os.getpid()}.tmp.so")
+            cmd = ["g++", "-std=c++17", "-O0", "-ffp-contract=off", "-shared", "-fPIC", "-o", str(built), str(src)]
             done = subprocess.run(cmd, capture_output=True, text=True)
             if done.returncode != 0:
                 raise RuntimeError(f"host compilation of {src} failed:\n{done.stderr[-4000:]}")
+            os.replace(built, lib)
+            cache.write_atomically(check, cache.digest(lib.read_bytes()).encode())
         self.lib = ctypes.CDLL(str(lib))
 
     def entry(self, name: str):

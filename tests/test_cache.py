@@ -1,9 +1,13 @@
 """The on-disk cache across processes: a program edited two calls deep must not reuse a caller
-compiled against its old version (the caller's own generated text is unchanged)."""
+compiled against its old version (the caller's own generated text is unchanged), and a cache
+damaged on disk is rebuilt, never trusted."""
+import hashlib
 import os
 import subprocess
 import sys
 import textwrap
+
+import pytest
 
 PROGRAM = textwrap.dedent("""
     import numpy as np
@@ -38,3 +42,64 @@ def run_edited(tmp_path, scale: str) -> str:
 def test_a_callee_edited_two_calls_deep_recompiles_its_callers(tmp_path):
     assert run_edited(tmp_path, "2.0") == "[2.0, 2.0, 2.0, 2.0]"
     assert run_edited(tmp_path, "3.0") == "[3.0, 3.0, 3.0, 3.0]"
+
+
+FAULT_PROGRAM = textwrap.dedent("""
+    import numpy as np
+    import revdiff
+    from revdiff import reversible
+
+    @reversible
+    def axpy(y, x):
+        for i in range(len(x)):
+            y[i] += 2.5 * x[i]
+
+    y, x = axpy(np.zeros(3), np.arange(3.0))
+    outs, grads = revdiff.batched(axpy, ("y", "x")).vjp((np.zeros((4, 3)), np.ones((4, 3))), (np.ones((4, 3)), None))
+    print(y.tolist(), grads[1][0].tolist())
+""")
+EXPECTED = "[0.0, 2.5, 5.0] [2.5, 2.5, 2.5]"
+
+
+def run_fault_program(tmp_path) -> str:
+    script = tmp_path / "faults.py"
+    script.write_text(FAULT_PROGRAM)
+    env = dict(os.environ, REVDIFF_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip()
+
+
+def _flip_a_byte(path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("fault", ["flipped byte in compiled code", "truncated source", "edited source",
+                                   "overwritten index"])
+def test_a_damaged_cache_is_rebuilt_not_trusted(tmp_path, fault):
+    """A fault in the on-disk cache (Numba's compiled objects or index, the generated sources) is
+    detected in a fresh process and rebuilt there: the results are right, and the next process
+    finds a sound cache again."""
+    assert run_fault_program(tmp_path) == EXPECTED
+    cache = tmp_path / "cache"
+    sources = [p for p in cache.glob("*.py")]
+    compiled = list(cache.rglob("*.nbc"))
+    assert sources and compiled
+    if fault == "flipped byte in compiled code":
+        for path in compiled:
+            _flip_a_byte(path)
+    elif fault == "truncated source":
+        for path in sources:
+            path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
+    elif fault == "edited source":
+        for path in sources:
+            path.write_text(path.read_text().replace("2.5", "7.0"))
+    else:
+        for path in cache.rglob("*.nbi"):
+            _flip_a_byte(path)
+    assert run_fault_program(tmp_path) == EXPECTED
+    assert run_fault_program(tmp_path) == EXPECTED
+    for path in cache.glob("*.py"):  # every generated file holds what its name promises again
+        assert hashlib.sha256(path.read_bytes()).hexdigest()[:20] == path.stem.rsplit("_", 1)[1]

@@ -7,8 +7,8 @@ Each element has its own error record (a row of ``_errors``), read by the caller
 
 An exception inside a parallel loop is lost (Numba cannot carry it out of a worker), and the only
 ones generated code raises are failed allocations: so each element (each chunk of lane groups) runs
-in a function of its own that catches them and records the allocation that failed in the
-element's record (``runtime/checks.py``).
+in a worker function called by a guard that catches them and records the allocation that failed
+in the element's record (``runtime/checks.py``).
 """
 from __future__ import annotations
 
@@ -43,25 +43,38 @@ def _call(lines: list, fn: str, params: list, saved: tuple, indent: str) -> None
             lines.append(f"{indent}{p.name}[_b] = _r[{k}]")
 
 
-def _guarded(body: list, record: str, catch: bool, after: tuple = ()) -> list:
-    """``body`` (lines indented for a try block) in ``try`` / ``except`` that records a failed
-    allocation: the one the record names, or an untracked one; ``after``: more lines of the
-    except clause. Without ``catch`` (plain Python, where exceptions leave loops) the body alone."""
+def _unpack(names: list) -> str:
+    """The line that takes a worker's arguments out of the tuple its guard passed on."""
+    return f"    {', '.join(names)}{',' if len(names) == 1 else ''} = _args"
+
+
+def _guard(name: str, worker: str, head: list, record: str, catch: bool) -> list:
+    """``name(head..., _args, _errors)``: ``worker`` with the same arguments, in ``try`` / ``except``
+    that records a failed allocation in ``record``: the one the record names, or an untracked one.
+    The arguments travel as one tuple: Numba cannot compile a call of more than about 30 arguments
+    inside ``try``. Without ``catch`` (plain Python, where exceptions leave loops), no ``try``."""
+    call = f"{worker}({', '.join(head + ['_args', '_errors'])})"
     if not catch:
-        return [line[4:] for line in body]
-    return (["    try:"] + body +
-            ["    except Exception:  # a failed allocation",
-             f"        {record}[0] = {record}[{ALLOCATION}] if {record}[{ALLOCATION}] != 0.0 else "
-             f"{failure_code(0, UNTRACKED)}.0",
-             f"        {record}[2] = {record}[{ALLOCATION + 1}]"] + list(after))
+        return [f"def {name}({', '.join(head + ['_args', '_errors'])}):", f"    {call}"]
+    return [f"def {name}({', '.join(head + ['_args', '_errors'])}):",
+            "    try:",
+            f"        {call}",
+            "    except Exception:  # a failed allocation",
+            f"        {record}[0] = {record}[{ALLOCATION}] if {record}[{ALLOCATION}] != 0.0 else "
+            f"{failure_code(0, UNTRACKED)}.0",
+            f"        {record}[2] = {record}[{ALLOCATION + 1}]"]
+
+
+def _arguments(names: list) -> str:
+    return f"({', '.join(names)}{',' if len(names) == 1 else ''})"
 
 
 def batch_source(entry: str, program: str, params: list, grads: list, header: str, saved: tuple = (),
                  catch: bool = True) -> str:
     """Source of ``entry(params..., grads..., out_<saved>...)``: run ``program`` on every batch
-    element (each in ``entry_element``, which catches failed allocations unless ``catch`` is off).
-    A fused vjp program takes ``params + grads + saved`` (``saved``: the parameters whose forward
-    results it copies out before its adjoint half restores them); others take ``params``."""
+    element (each through ``entry_element``, which catches failed allocations unless ``catch`` is
+    off). A fused vjp program takes ``params + grads + saved`` (``saved``: the parameters whose
+    forward results it copies out before its adjoint half restores them); others take ``params``."""
     batched = [p for p in params + grads if p.batched]
     if not batched:
         raise ValueError("a batched entry needs at least one batched parameter")
@@ -69,12 +82,14 @@ def batch_source(entry: str, program: str, params: list, grads: list, header: st
     names = [p.name for p in params + grads] + outs
     signature = ', '.join(names + ['_errors'])
     body: list = []
-    _call(body, program, params + grads, saved, "        ")
+    _call(body, program, params + grads, saved, "    ")
     lines = [header, "import numpy as np", "from numba import prange", "", "",
-             f"def {entry}_element(_b, {signature}):"] + _guarded(body, "_errors[_b]", catch)
+             f"def {entry}_work(_b, _args, _errors):", _unpack(names)] + body
+    lines += ["", ""] + _guard(f"{entry}_element", f"{entry}_work", ["_b"], "_errors[_b]", catch)
     lines += ["", "", f"def {entry}({signature}):",
+              f"    _args = {_arguments(names)}",
               f"    for _b in prange({batched[0].name}.shape[0]):",
-              f"        {entry}_element(_b, {signature})",
+              f"        {entry}_element(_b, _args, _errors)",
               f"    return ({', '.join(names)},)"]
     return "\n".join(lines) + "\n"
 
@@ -95,8 +110,8 @@ def lane_batch_source(entry: str, program: str, params: list, grads: list, heade
     on groups of ``width`` batch elements. The parallel loop runs over chunks of LANE_CHUNK groups;
     each chunk allocates its lane buffers once (element axes, then lanes), copies each group's
     elements in, runs the program once per group and copies back the arrays in ``written``; the
-    last group repeats its last element to fill its lanes. Each chunk runs in ``entry_chunk``,
-    which catches failed allocations (unless ``catch`` is off) and records them for the group."""
+    last group repeats its last element to fill its lanes. Each chunk runs in ``entry_groups``,
+    called by ``entry_chunk``, which catches failed allocations (unless ``catch`` is off)."""
     saved_names = {f"out_{name}" for name in saved}
     scalars = {p.name for p in params if p.scalar}
     arrays = [p.name for p in params + grads if p.batched and not p.scalar] + [f"out_{n}" for n in saved]
@@ -104,18 +119,17 @@ def lane_batch_source(entry: str, program: str, params: list, grads: list, heade
     outs = [f"out_{name}" for name in saved]
     names = [p.name for p in params + grads] + outs
     signature = ", ".join(names + ["_errors"])
-    head = [header, "import numpy as np", "from numba import prange", "", "",
-            f"def {entry}_chunk(_c, _n, _groups, _chunks, _e, {signature}):",
-            f"    _b = _c * _groups // _chunks * {width}"]
-    lines: list = []
+    head = ["_c", "_n", "_groups", "_chunks", "_e"]
+    lines = [header, "import numpy as np", "from numba import prange", "", "",
+             f"def {entry}_groups({', '.join(head)}, _args, _errors):", _unpack(names)]
     for a in arrays:  # a saved scalar is a one-element array of each element
         shape = f"(1, {width})" if a in saved_names and a[4:] in scalars else f"{a}.shape[1:] + ({width},)"
-        lines.append(f"        _{a} = np.empty({shape}, {a}.dtype)")
-    lines += ["        for _g in range(_c * _groups // _chunks, (_c + 1) * _groups // _chunks):",
-              f"            _b = _g * {width}"]
+        lines.append(f"    _{a} = np.empty({shape}, {a}.dtype)")
+    lines += ["    for _g in range(_c * _groups // _chunks, (_c + 1) * _groups // _chunks):",
+              f"        _b = _g * {width}"]
     for a in arrays:
         if a not in saved_names:
-            lines.append(f"            _lanes_gather(_{a}, {a}, _b)")
+            lines.append(f"        _lanes_gather(_{a}, {a}, _b)")
     args, position, results = [], 0, []  # position: among the returned scalars (one per lane)
     for p in params + grads:
         if p.batched and p.scalar:
@@ -127,25 +141,28 @@ def lane_batch_source(entry: str, program: str, params: list, grads: list, heade
             position += p.scalar
     args += [f"_{o}" for o in outs]
     call = f"{program}({', '.join(args + ['_e'])})"
-    lines.append(f"            _r = {call}" if position else f"            {call}")
+    lines.append(f"        _r = {call}" if position else f"        {call}")
     for a in arrays:
         if a in written or a in saved_names:
-            lines.append(f"            _lanes_scatter(_{a}, {a}, _b)")
+            lines.append(f"        _lanes_scatter(_{a}, {a}, _b)")
     for name, at in results:
         for k in range(width):
-            lines.append(f"            if _b + {k} < _n:")
-            lines.append(f"                {name}[_b + {k}] = _r[{at + k}]")
-    lines += ["            if _e[0] != 0.0:  # a failed check: its lane names the element",
-              "                _errors[min(_b + int(_e[1]), _n - 1), :] = _e",
-              "                _e[:] = 0.0"]
-    lines = head + _guarded(lines, "_e", catch, ("        _errors[min(_b, _n - 1), :] = _e",))
+            lines.append(f"        if _b + {k} < _n:")
+            lines.append(f"            {name}[_b + {k}] = _r[{at + k}]")
+    lines += ["        if _e[0] != 0.0:  # a failed check: its lane names the element",
+              "            _errors[min(_b + int(_e[1]), _n - 1), :] = _e",
+              "            _e[:] = 0.0"]
+    lines += ["", ""] + _guard(f"{entry}_chunk", f"{entry}_groups", head, "_e", catch)
+    if catch:  # an allocation of the chunk's first group failed: its first element reports it
+        lines += [f"        _errors[min(_c * _groups // _chunks * {width}, _n - 1), :] = _e"]
     lines += ["", "",
               f"def {entry}({signature}):",
               f"    _n = {first}.shape[0]",
               f"    _groups = (_n + {width - 1}) // {width}",
               f"    _chunks = (_groups + {LANE_CHUNK - 1}) // {LANE_CHUNK}",
               "    _records = _errors[_n:]  # the chunks' own records: rows the caller added (lane_records)",
+              f"    _args = {_arguments(names)}",
               "    for _c in prange(_chunks):",
-              f"        {entry}_chunk(_c, _n, _groups, _chunks, _records[_c], {signature})",
+              f"        {entry}_chunk(_c, _n, _groups, _chunks, _records[_c], _args, _errors)",
               f"    return ({', '.join(names)},)"]
     return "\n".join(lines) + "\n"

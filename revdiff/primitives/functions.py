@@ -60,9 +60,12 @@ def _pow_partials(a: Expr, b: Expr) -> tuple:
 
 
 def _quotient_rule(c: Expr, args: tuple, kind_of) -> tuple:
+    # c_b = -c conj(a/b) / conj(b): a/b and the cotangent first, then the division by b, not a
+    # division by b*b, which overflows or underflows long before a/b does (b ~ 1e-160: b*b is 0)
     a, b = args
-    q = A.div(a, A.mul(b, b))
-    return (A.div(c, A.conj_if(b, kind_of(b) == "complex")), A.neg(A.mul(c, A.conj_if(q, kind_of(q) == "complex"))))
+    q = A.div(a, b)
+    conj_b = A.conj_if(b, kind_of(b) == "complex")
+    return A.div(c, conj_b), A.neg(A.div(A.mul(c, A.conj_if(q, kind_of(q) == "complex")), conj_b))
 
 
 def _atan2_rule(c: Expr, args: tuple, kind_of) -> tuple:

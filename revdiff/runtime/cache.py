@@ -92,8 +92,9 @@ _MAGIC = b"revdiff-verified-1\n"
 
 
 class VerifiedCacheFile(_caching.IndexDataCacheFile):
-    """Numba's index and data files, with a digest in front of every data file that is checked
-    before the data is unpickled: a damaged entry is removed and counts as a miss."""
+    """Numba's index and data files, with a digest in front of every data file, over its bytes and
+    the key it was saved under, checked before the data is unpickled: a damaged entry, or one an
+    overwritten index points the wrong key to, is removed and counts as a miss."""
 
     def _load_index(self):
         try:
@@ -101,17 +102,31 @@ class VerifiedCacheFile(_caching.IndexDataCacheFile):
         except Exception:  # a truncated or overwritten index: start afresh
             return {}
 
+    @staticmethod
+    def _digest(key, payload: bytes) -> bytes:
+        return hashlib.sha256(repr(key).encode() + b"\0" + payload).digest()
+
+    def save(self, key, data):
+        self._saving = key  # read by _save_data, which Numba's save calls
+        super().save(key, data)
+
     def _save_data(self, name, data):
         payload = self._dump(data)
         with self._open_for_write(self._data_path(name)) as f:
-            f.write(_MAGIC + hashlib.sha256(payload).digest() + payload)
+            f.write(_MAGIC + self._digest(self._saving, payload) + payload)
 
-    def _load_data(self, name):
+    def load(self, key):
+        name = self._load_index().get(key)
+        if name is None:
+            return None
         path = self._data_path(name)
-        with open(path, "rb") as f:
-            data = f.read()
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError:  # removed while the index still names it
+            return None
         head, stored, payload = data[:len(_MAGIC)], data[len(_MAGIC):len(_MAGIC) + 32], data[len(_MAGIC) + 32:]
-        if head != _MAGIC or hashlib.sha256(payload).digest() != stored:
+        if head != _MAGIC or self._digest(key, payload) != stored:
             try:
                 os.unlink(path)
             except OSError:

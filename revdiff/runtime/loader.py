@@ -120,8 +120,8 @@ def compiled(module: ModuleType, name: str, backend: str, dependencies: dict, pa
     checked the same way, so Numba's error model is NumPy's: no exception (a parallel loop would
     lose it) and no second zero test per division."""
     module.__dict__.update(dependencies)
-    if parallel:  # a batch entry's per-element (or per-chunk) worker, compiled on its own (emit/batch.py)
-        for worker in (f"{name}_element", f"{name}_chunk"):
+    if parallel:  # a batch entry's per-element (or per-chunk) workers and guards (emit/batch.py)
+        for worker in (f"{name}_work", f"{name}_element", f"{name}_groups", f"{name}_chunk"):
             if hasattr(module, worker):
                 module.__dict__[worker] = compiled(module, worker, backend, {})
     key = (module.__name__, name)

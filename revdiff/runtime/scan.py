@@ -54,10 +54,31 @@ def column_norms(M, xp=np) -> np.ndarray:
     return big[..., 0, :] * xp.sqrt(((size / safe) ** 2).sum(axis=-2))
 
 
+@cached_njit(nogil=True, parallel=True)
+def _rank_ratios_by_element(R):
+    b, p = R.shape[0], min(R.shape[1], R.shape[2])
+    out = np.empty((b, p))
+    for e in numba.prange(b):
+        for k in range(p):
+            big = 0.0
+            for i in range(k + 1):  # R is upper triangular
+                big = max(big, abs(R[e, i, k]))
+            if big == 0.0 or big != big:
+                out[e, k] = 0.0 if big == 0.0 else big
+                continue
+            total = 0.0
+            for i in range(k + 1):
+                total += abs(R[e, i, k] / big) ** 2
+            out[e, k] = abs(R[e, k, k]) / (big * np.sqrt(total))
+    return out
+
+
 def rank_ratios(R, xp=np) -> np.ndarray:
     """|R[k, k]| / ||R[:, k]|| for the leading square block of each triangular factor in R
     (..., p, n): how far column k of A = Q R is from the span of the earlier ones (0 for a zero
     column). With Q orthonormal, ||R[:, k]|| = ||A[:, k]||."""
+    if xp is np and R.ndim == 3 and R.size >= COMPILED_MIN_SIZE:
+        return _rank_ratios_by_element(np.ascontiguousarray(R))
     p = min(R.shape[-2:])
     square = R[..., :p, :p]
     norms = column_norms(square, xp)

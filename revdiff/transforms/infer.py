@@ -24,6 +24,7 @@ class TypeEnv:
 
     def __init__(self, types: dict):
         self.types = dict(types)
+        self.params: frozenset = frozenset()  # the function's parameters (the caller's arrays)
 
     def __getitem__(self, name: str) -> VarType:
         return self.types[name]
@@ -107,6 +108,7 @@ def _result(kind: str, args, env, loc) -> VarType:
 def infer(func: Function, param_types: dict, callee_types) -> TypeEnv:
     """Types of all variables; ``callee_types(callee, arg_types)`` specialises called functions."""
     env = TypeEnv(param_types)
+    env.params = frozenset(func.params)
     _block(func.body, env, callee_types)
     return env
 
@@ -220,14 +222,16 @@ def _vector_instr(s: Instr, entry, types: list, env: TypeEnv) -> None:
 
 
 def _no_narrowing(s: Instr, entry, types: list, env: TypeEnv) -> None:
-    """Refuse an update of a narrower target by array data of a wider dtype of its kind (float64
-    values stored in float32 round, int64 values stored in int8 wrap), and an integer constant
-    that does not fit an integer target (NumPy 2 refuses it too)."""
+    """Refuse an update of a narrower target by the data of an array argument of a wider dtype of
+    its kind (float64 values stored in float32 round, int64 values stored in int8 wrap): arrays of
+    two precisions passed together are most likely a mistake. Ancillas declared in another dtype
+    are the function's own choice (float64 accumulators of float32 data) and are not refused. An
+    integer constant that does not fit an integer target is refused too (NumPy 2 does)."""
     for t in entry.targets:
         target = types[t]
         for i in entry.reads:
             for node in walk_expr(s.operands[i]):
-                if isinstance(node, (Name, Index)) and node_base(node) in env.types:
+                if isinstance(node, (Name, Index)) and node_base(node) in env.params:
                     source = env[node_base(node)]
                     if source.is_array and _precision(source)[0] == _precision(target)[0] \
                             and _precision(source)[1] > _precision(target)[1]:

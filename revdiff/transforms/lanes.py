@@ -234,6 +234,11 @@ class LaneRewriter:
                 self.uniform(bound, what)
             out.append(replace(s, body=self.block(s.body)))
         elif isinstance(s, Branch):
+            selected = self.as_selects(s)
+            if selected is not None:
+                for u in selected:
+                    self.stmt(u, out)
+                return
             self.uniform(s.cond, "a branch condition")
             out.append(replace(s, then=self.block(s.then), orelse=self.block(s.orelse)))
         elif isinstance(s, Repeat):
@@ -251,6 +256,28 @@ class LaneRewriter:
             self.invoke(s, out)
         else:
             raise NotLaneable(f"cannot run {type(s).__name__} in lanes")
+
+    def as_selects(self, s: Branch):
+        """A branch whose condition reads lane data but whose body only adds to lane targets (the
+        adjoint's guarded cotangent updates, from ``a if c else b``), as that body under the
+        condition's uniform conjuncts alone, each update ``t = t + e if lane conjuncts else t``; or
+        None. The uniform conjuncts keep guarding the indices; every lane then runs the same
+        statements, each with its own condition."""
+        c = self.c
+        if s.orelse or not s.then or not c.reads_lanes(s.cond) or not all(
+                isinstance(u, AugAssign) and u.op in ("+", "-") and c.is_lane_target(u.target) for u in s.then):
+            return None
+        conjuncts = _conjuncts(s.cond)
+        uniform = tuple(x for x in conjuncts if not c.reads_lanes(x))
+        varying = tuple(x for x in conjuncts if c.reads_lanes(x))
+        if any(isinstance(u.target, Index) and any(c.reads_lanes(i) for i in u.target.indices) for u in s.then):
+            return None
+        condition = varying[0] if len(varying) == 1 else BoolOp("and", varying)
+        # t = t + e if condition else t: bit for bit what the branch leaves (-0.0 included)
+        body = [Assign((u.target,), (Select(condition, BinOp(u.op, u.target, u.expr), u.target),)) for u in s.then]
+        if not uniform:
+            return body
+        return [Branch(uniform[0] if len(uniform) == 1 else BoolOp("and", uniform), body, [])]
 
     def invoke(self, s: Invoke, out: list) -> None:
         c, lanes = self.c, range(self.width)
@@ -276,6 +303,13 @@ class LaneRewriter:
             else:
                 raise NotLaneable(f"{self.fn.name} writes batch data into a shared variable")
         out.append(Invoke(alias, tuple(args), tuple(results)))
+
+
+def _conjuncts(e) -> tuple:
+    """The operands of a (nested) ``and``; the expression itself otherwise."""
+    if isinstance(e, BoolOp) and e.op == "and":
+        return tuple(x for v in e.values for x in _conjuncts(v))
+    return (e,)
 
 
 def to_lanes(fn: LowFunction, lane_params: set, width: int) -> tuple:

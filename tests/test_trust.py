@@ -1,0 +1,496 @@
+"""Degenerate, extreme and faulty inputs: each gets the right answer or a named error saying what is
+wrong and where (batch element, column, the user's line). One test per way it used to go wrong."""
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import revdiff
+from revdiff import programs as P
+from revdiff import reversible, zeros
+from revdiff.programs.gram_schmidt import norm2
+
+rng = np.random.default_rng(23)
+RANK_METHODS = ["cgs2", "bcgs2", "mgs", "cgs", "householder"]
+
+
+def dependent(shape=(6, 3), column=2):
+    A = rng.standard_normal(shape)
+    A[:, column] = A[:, 0] - 2 * A[:, 1]
+    return A
+
+
+# ----------------------------------------------------------------------------- rank deficiency
+
+@pytest.mark.parametrize("method", RANK_METHODS)
+def test_projection_and_least_squares_of_a_rank_deficient_matrix_raise(method):
+    A, y = dependent(), rng.standard_normal(6)
+    for call in (lambda: P.project(A, y, method=method), lambda: P.project_vjp(A, y, y, method=method),
+                 lambda: P.lstsq(A, y, method=method), lambda: P.lstsq_vjp(A, y, np.ones(3), method=method)):
+        with pytest.raises(revdiff.RankDeficientError, match=r"column 2 is linearly dependent"):
+            call()
+    batch = np.stack([rng.standard_normal((6, 3)), rng.standard_normal((6, 3)), A])
+    with pytest.raises(revdiff.RankDeficientError, match=r"batch index \(2,\): column 2"):
+        P.project_vjp(batch, rng.standard_normal((3, 6)), rng.standard_normal((3, 6)), method=method)
+
+
+def test_a_wide_matrix_whose_leading_columns_are_dependent_raises():
+    A = np.array([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    with pytest.raises(revdiff.RankDeficientError, match="column 1"):
+        P.project(A, np.array([1.0, 2.0]))
+    np.testing.assert_allclose(P.project(np.array([[1.0, 0.0, 0.0], [1.0, 1.0, 1.0]]), np.array([1.0, 2.0])),
+                               [1.0, 2.0], atol=1e-15)
+
+
+@pytest.mark.parametrize("method", RANK_METHODS + ["givens"])
+def test_exactly_dependent_columns_raise_rank_deficient_not_division_by_zero(method):
+    A = np.array([[1.0, 1.0, 2.0], [2.0, 2.0, 0.0], [0.0, 0.0, 1.0], [1.0, 1.0, 1.0]])  # column 1 = column 0
+    for call in (lambda: P.qr(A, method=method), lambda: P.qr_vjp(A, np.ones((4, 3)), None, method=method)):
+        with pytest.raises(revdiff.RankDeficientError, match="column 1"):
+            call()
+    Z = np.array([[1.0, 2.0, 0.0], [2.0, 0.0, 0.0], [0.0, 1.0, 0.0], [1.0, 1.0, 0.0]])
+    with pytest.raises(revdiff.RankDeficientError, match="column 2 is zero"):
+        P.qr(Z, method=method)
+
+
+def test_projection_refuses_what_qr_refuses_at_kappa_1e17():
+    from revdiff.compare import matrix_with_condition
+    A = matrix_with_condition(20, 6, 1e17, np.random.default_rng(0), np.float64)
+    with pytest.raises(revdiff.RankDeficientError):
+        P.qr(A)
+    with pytest.raises(revdiff.RankDeficientError):
+        P.project(A, rng.standard_normal(20))
+
+
+def test_rank_tol_is_checked():
+    A, y = rng.standard_normal((5, 2)), rng.standard_normal(5)
+    with pytest.raises(TypeError, match="rank_tol must be a real number"):
+        P.qr(A, rank_tol="x")
+    for bad in (float("nan"), -1.0, 1.0):
+        with pytest.raises(ValueError, match=r"rank_tol must lie in \[0, 1\)"):
+            P.project(A, y, rank_tol=bad)
+    np.testing.assert_allclose(P.lstsq(A, y, rank_tol=0.0), np.linalg.lstsq(A, y, rcond=None)[0], atol=1e-13)
+
+
+# ----------------------------------------------------------------------------- magnitudes
+
+@pytest.mark.parametrize("scale", [1e-310, 1e-300, 1e-160, 1e154, 1e300])
+@pytest.mark.parametrize("method", ["cgs2", "householder", "givens", "mgs"])
+def test_well_conditioned_input_of_any_magnitude(scale, method):
+    """Against the same matrices scaled exactly (by a power of two) to magnitude 1: subnormal
+    entries included, whose own rounding the comparison must not count."""
+    k = int(np.floor(np.log2(scale)))
+    A = rng.standard_normal((2, 8, 4)) * scale
+    unit = np.ldexp(A, -k)
+    Q, R = P.qr(A, method=method)
+    Q1, R1 = P.qr(unit, method=method)
+    np.testing.assert_allclose(Q, Q1, atol=1e-13)
+    np.testing.assert_allclose(np.ldexp(R, -k), R1, rtol=1e-12, atol=1e-13 * np.abs(R1).max())
+    inverse_overflows = scale < 1e-308  # gradients and solutions ~ 1 / scale: not representable
+    if method != "givens":
+        y, gz = rng.standard_normal((2, 8)), rng.standard_normal((2, 8))
+        np.testing.assert_allclose(P.project(A, y, method=method), P.project(unit, y, method=method), atol=1e-13)
+        if inverse_overflows:
+            with pytest.raises(revdiff.ResultOverflowError, match="'gA' at batch index"):
+                P.project_vjp(A, y, gz, method=method)
+            with pytest.raises(revdiff.ResultOverflowError, match="'x' at batch index"):
+                P.lstsq(A, y, method=method)
+        else:
+            gA, gy = P.project_vjp(A, y, gz, method=method)  # z(cA) = z(A): gA(cA) = gA(A) / c
+            gA1, gy1 = P.project_vjp(unit, y, gz, method=method)
+            np.testing.assert_allclose(np.ldexp(gA, k), gA1, rtol=1e-11, atol=1e-12)
+            np.testing.assert_allclose(gy, gy1, atol=1e-13)
+            x1 = P.lstsq(unit, y, method=method)
+            np.testing.assert_allclose(np.ldexp(P.lstsq(A, y, method=method), k), x1, rtol=1e-11)
+    x, g = rng.standard_normal((3, 5)) * scale, rng.standard_normal((3, 5))
+    x1 = np.ldexp(x, -k)
+    np.testing.assert_allclose(P.normalize(x), P.normalize(x1), atol=1e-15)
+    if inverse_overflows:
+        with pytest.raises(revdiff.ResultOverflowError, match="'gx'"):
+            P.normalize_vjp(x, g)
+    else:
+        np.testing.assert_allclose(np.ldexp(P.normalize_vjp(x, g), k), P.normalize_vjp(x1, g), rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype, scale", [(np.float32, 1e-30), (np.float32, 1e20), (np.float32, 1e30),
+                                          (np.complex64, 1e25)])
+def test_single_precision_at_extreme_magnitudes(dtype, scale):
+    A = rng.standard_normal((8, 4)).astype(dtype)
+    Q, R = P.qr((A * dtype(scale)).astype(dtype))
+    np.testing.assert_allclose(Q, P.qr(A)[0], atol=1e-5)
+    assert np.all(np.isfinite(P.qr_vjp((A * dtype(scale)).astype(dtype), Q, None)))
+
+
+@pytest.mark.parametrize("scale", [1e-320, 1e-300, 1e-160, 1.0, 1e160, 1e300])
+def test_the_norm_program_itself_is_scaled(scale):
+    """norm2, written in the language, at magnitudes whose squares underflow or overflow (and its
+    gradient, x / |x|), subnormal entries included."""
+    v = np.array([3.0, -4.0, 0.0]) * scale  # subnormal at 1e-320: the exact norm is that of these values
+    exact = math.hypot(v[0], v[1])
+    nrm = norm2(0.0, v)[0]
+    assert abs(nrm - exact) <= 2e-16 * exact + 5e-324
+    _, pullback = revdiff.vjp(norm2, 0.0, v)
+    # subnormal data: the gradient keeps the few digits subnormal intermediates have
+    np.testing.assert_allclose(pullback(1.0, None)[1], [v[0] / exact, v[1] / exact, 0.0],
+                               rtol=1e-2 if scale < 1e-307 else 1e-15)
+    Q, R = P.cgs2(np.zeros((6, 3)), np.zeros((3, 3)), rng.standard_normal((6, 3)) * max(scale, 1e-300))[:2]
+    np.testing.assert_allclose(Q.T @ Q, np.eye(3), atol=1e-14)
+
+
+def test_results_that_overflow_are_refused_not_returned():
+    A = np.array([[1e308, 1.0], [1e308, -1.0]])  # |column 0| = 1.4e308 fits; 2e308 would not
+    assert np.isfinite(P.qr(A)[1]).all()
+    B = np.array([[1.5e308, 1.0], [1.5e308, -1.0]])
+    with pytest.raises(revdiff.ResultOverflowError, match=r"'R' at batch index \(\) is not finite"):
+        P.qr(B)
+    with pytest.raises(revdiff.ResultOverflowError, match="'x'"):
+        P.lstsq(np.array([[1e-300], [0.0]]), np.array([1e300, 0.0]))
+
+
+# ----------------------------------------------------------------------------- shapes and types
+
+@pytest.mark.parametrize("shape", [(5, 0), (0, 3), (0, 0), (0, 4, 3), (2, 0, 0)])
+def test_empty_matrices_and_batches_give_empty_results(shape):
+    A = np.zeros(shape)
+    m, n = shape[-2:]
+    p = min(m, n)
+    Q, R = P.qr(A)
+    assert Q.shape == shape[:-2] + (m, p) and R.shape == shape[:-2] + (p, n)
+    assert P.qr_vjp(A, np.zeros(Q.shape), np.zeros(R.shape)).shape == shape
+    y = rng.standard_normal(shape[:-1])
+    z = P.project(A, y)
+    assert z.shape == y.shape and np.all(z == 0)  # no columns: the projection onto {0}
+    gA, gy = P.project_vjp(A, y, y)
+    assert gA.shape == shape and gy.shape == y.shape and not gy.any()
+    if m >= n:
+        assert P.lstsq(A, y).shape == shape[:-2] + (n,)
+        gA, gy = P.lstsq_vjp(A, y, np.zeros(shape[:-2] + (n,)))
+        assert gA.shape == shape and gy.shape == y.shape
+    v = np.zeros(shape[:-1] + (0,))
+    assert P.normalize(v).shape == v.shape and P.normalize_vjp(v, v).shape == v.shape
+
+
+def test_batched_functions_accept_an_empty_batch():
+    bf = revdiff.batched(P.cgs2, ("Q", "R", "A"))
+    Q, R, A = bf(np.zeros((0, 4, 3)), np.zeros((0, 3, 3)), np.zeros((0, 4, 3)))
+    assert Q.shape == (0, 4, 3)
+    outs, grads = bf.vjp((np.zeros((0, 4, 3)), np.zeros((0, 3, 3)), np.zeros((0, 4, 3))), (None, None, None))
+    assert grads[2].shape == (0, 4, 3)
+
+
+def test_least_squares_of_a_wide_matrix_says_what_it_supports():
+    with pytest.raises(ValueError, match=r"lstsq needs a tall or square A \(m >= n\)"):
+        P.lstsq(rng.standard_normal((2, 3)), np.ones(2))
+
+
+def test_unsupported_dtypes_are_named():
+    with pytest.raises(TypeError, match="float16; .*float32, float64, complex64 and complex128"):
+        P.qr(np.ones((3, 2), np.float16))
+
+    @reversible
+    def double(y, x):
+        for i in range(len(x)):
+            y[i] += 2 * x[i]
+    with pytest.raises(TypeError, match=r"argument 'x' of .*double\(\): dtype float16 is not supported"):
+        double(np.zeros(2), np.ones(2, np.float16))
+
+
+def test_shape_errors_name_the_users_arguments():
+    with pytest.raises(ValueError, match=r"'gy' has shape \(3,\); as the cotangent of y = x / \|x\| it needs the "
+                                         r"shape of x, \(4,\)"):
+        P.normalize_vjp(np.ones(4), np.ones(3))
+    with pytest.raises(ValueError, match=r"'gout' has shape \(2, 3\)"):
+        P.tangent_project_vjp(np.ones((2, 4)), np.ones((2, 4)), np.ones((2, 3)))
+    with pytest.raises(ValueError, match=r"'y' has shape \(5,\); for A of shape \(4, 2\) it needs \(4,\)"):
+        P.project(np.ones((4, 2)), np.ones(5))
+
+
+# ----------------------------------------------------------------------------- cotangents and types
+
+@pytest.mark.parametrize("call", [
+    lambda g: P.qr_vjp(np.eye(3), g, None),
+    lambda g: P.project_vjp(np.eye(3)[:, :2], np.ones(3), g[0]),
+    lambda g: P.lstsq_vjp(np.eye(3)[:, :2], np.ones(3), g[0, :2]),
+    lambda g: P.normalize_vjp(np.ones(3), g[0]),
+    lambda g: P.tangent_project_vjp(np.ones(3), np.ones(3), g[0])], ids=["qr", "project", "lstsq", "normalize",
+                                                                         "tangent"])
+def test_a_complex_cotangent_of_a_real_result_is_refused(call):
+    with pytest.raises(TypeError, match="is complex but the value it is the cotangent of is real"):
+        call(np.ones((3, 3)) * 1j)
+
+
+def test_updates_that_would_round_or_wrap_are_type_errors():
+    @reversible
+    def add(y, x):
+        for i in range(len(x)):
+            y[i] += x[i]
+
+    @reversible
+    def add_300(y):
+        for i in range(len(y)):
+            y[i] += 300
+
+    with pytest.raises(revdiff.ReversibilityError, match="float64 values of 'x' would be silently rounded to float32"):
+        add(np.zeros(2, np.float32), np.ones(2))
+    with pytest.raises(revdiff.ReversibilityError, match="int64 values of 'x' would be silently truncated to uint8"):
+        add(np.zeros(2, np.uint8), np.ones(2, np.int64))
+    with pytest.raises(revdiff.ReversibilityError, match=r"the constant 300 does not fit in 'y\[i\]' \(uint8"):
+        add_300(np.zeros(2, np.uint8))
+    assert add(np.zeros(2), np.ones(2, np.float32))[0].tolist() == [1.0, 1.0]  # widening is fine
+    assert add_300(np.zeros(2, np.int16))[0].tolist() == [300, 300]
+
+
+def test_jax_functions_of_integer_arrays_return_floats():
+    jnp = pytest.importorskip("jax.numpy")
+    import revdiff.jax as rj
+    z = rj.project(jnp.array([[1, 0], [0, 1], [0, 0]]), jnp.array([1, 2, 3]))
+    assert jnp.issubdtype(z.dtype, jnp.floating)
+    np.testing.assert_allclose(np.asarray(z), [1.0, 2.0, 0.0], atol=1e-6)
+
+
+def test_grad_of_an_integer_loss_is_refused():
+    @reversible
+    def count(k, x):
+        k += 1
+    with pytest.raises(TypeError, match="must be a real scalar parameter, a float"):
+        revdiff.grad(count, "k")(0, 1.0)
+
+
+def test_options_are_checked_at_decoration():
+    with pytest.raises(ValueError, match="atol must be a finite number >= 0"):
+        reversible(atol="x")
+    with pytest.raises(ValueError, match="rtol"):
+        reversible(rtol=float("nan"))
+    with pytest.raises(TypeError, match="check must be True or False"):
+        reversible(check="yes")
+
+
+# ----------------------------------------------------------------------------- PyTorch
+
+def test_torch_double_backward_raises_instead_of_being_wrong():
+    torch = pytest.importorskip("torch")
+    import revdiff.torch as rt
+
+    @reversible
+    def square(s, x):
+        s += x * x
+    f = rt.function(square, "s")
+    x = torch.tensor(5.0, dtype=torch.float64, requires_grad=True)
+    (g,) = torch.autograd.grad(f(torch.tensor(0.0, dtype=torch.float64), x), x, create_graph=True)
+    assert g.item() == 10.0
+    with pytest.raises(RuntimeError, match="gradient of a revdiff operation is not differentiable"):
+        torch.autograd.grad(g * g + x, x)
+    A = torch.randn(6, 3, dtype=torch.float64, requires_grad=True)
+    (gA,) = torch.autograd.grad(rt.project(A, torch.ones(6, dtype=torch.float64)).sum(), A, create_graph=True)
+    with pytest.raises(RuntimeError, match="not differentiable"):
+        gA.sum().backward()
+
+
+def test_torch_tensors_of_unsupported_dtypes_are_named():
+    torch = pytest.importorskip("torch")
+    import revdiff.torch as rt
+    with pytest.raises(TypeError, match="'x' is a torch.bfloat16 tensor"):
+        rt.normalize(torch.ones(3, dtype=torch.bfloat16))
+
+
+# ----------------------------------------------------------------------------- memory
+
+@reversible
+def with_scratch(y, x, n):
+    t = zeros(n, float)
+    for i in range(len(x)):
+        y[i] += x[i]
+    del t
+
+
+@pytest.mark.parametrize("layout", ["elements", "lanes"])
+def test_a_failed_allocation_in_a_batch_raises_naming_element_and_ancilla(layout):
+    bf = revdiff.batched(with_scratch, ("y", "x"), layout=layout)
+    huge = 1 << 50  # 8 PiB
+    B = 300
+    with pytest.raises(MemoryError, match=r"allocating ancilla 't' failed: not enough memory \(entries = \d+\) in "
+                                          r"batch element \d+"):
+        bf(np.zeros((B, 3)), np.ones((B, 3)), huge)
+    with pytest.raises(MemoryError, match="allocating ancilla 't' failed"):
+        bf.vjp((np.zeros((B, 3)), np.ones((B, 3)), huge), (np.ones((B, 3)), None, None))
+    with pytest.raises(MemoryError, match="allocating ancilla 't' failed"):
+        with_scratch(np.zeros(3), np.ones(3), huge)
+    assert bf(np.zeros((B, 3)), np.ones((B, 3)), 4)[0].sum() == 3 * B  # and the same call works afterwards
+
+
+# ----------------------------------------------------------------------------- globals and calls
+
+SCALE = 2.0
+
+
+@reversible
+def scaled_inner(y, x):
+    for i in range(len(x)):
+        y[i] += SCALE * x[i]
+
+
+@reversible
+def scaled_outer(y, x):
+    scaled_inner(y, x)
+
+
+def test_a_changed_global_is_read_again_by_calls_and_batches():
+    global SCALE
+    bf = revdiff.batched(scaled_outer, ("y", "x"))
+    try:
+        assert scaled_outer(np.zeros(2), np.ones(2))[0].tolist() == [2.0, 2.0]
+        assert bf(np.zeros((3, 2)), np.ones((3, 2)))[0][0].tolist() == [2.0, 2.0]
+        SCALE = 3.0
+        assert scaled_outer(np.zeros(2), np.ones(2))[0].tolist() == [3.0, 3.0]
+        assert bf(np.zeros((3, 2)), np.ones((3, 2)))[0][0].tolist() == [3.0, 3.0]
+        _, pullback = revdiff.vjp(scaled_outer, np.zeros(2), np.ones(2))
+        assert pullback(np.ones(2), None)[1].tolist() == [3.0, 3.0]
+    finally:
+        SCALE = 2.0
+
+
+def test_recursion_is_refused_with_the_line_of_the_call():
+    @reversible
+    def itself(y):
+        itself(y)
+    with pytest.raises(revdiff.ReversibilityError, match=r"line \d+.*'itself' calls itself: recursion is not "
+                                                         "supported"):
+        itself(np.zeros(2))
+
+
+def test_a_long_chain_of_calls_compiles(tmp_path):
+    """Numba compiles a callee inside its caller's type inference: 60 levels pass Python's default
+    recursion limit of 1000 on a cold cache."""
+    lines = ["import numpy as np", "from revdiff import reversible", "", "@reversible", "def f0(y, x):",
+             "    y += 2.0 * x"]
+    for k in range(1, 60):
+        lines += ["@reversible", f"def f{k}(y, x):", f"    f{k - 1}(y, x)"]
+    lines += ["print(f59(0.0, 1.5)[0])"]
+    script = tmp_path / "chain.py"
+    script.write_text("\n".join(lines) + "\n")
+    env = dict(os.environ, REVDIFF_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "3.0"
+
+
+# ----------------------------------------------------------------------------- runtime failures
+
+@reversible
+def late_failure(y, x, d):
+    for i in range(len(x)):
+        y[i] += x[i]
+    for i in range(len(x)):
+        y[i] /= d
+
+
+def test_a_late_failure_says_the_arrays_hold_partial_results():
+    y = np.zeros(3)
+    with pytest.raises(revdiff.ReversibilityError, match="'y', which it updates in place, may hold partial results"):
+        late_failure(y, np.ones(3), 0.0)
+
+
+@reversible
+def spin(x, k):
+    while (k > 0, x > 0):
+        x += 1.0
+
+
+def test_ctrl_c_stops_an_endless_while_loop():
+    spin(0.0, 0)  # compiled
+    timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt, match="interrupted inside a while loop"):
+            spin(0.0, 1)
+    finally:
+        timer.cancel()
+
+
+# ----------------------------------------------------------------------------- the cache directory
+
+def test_an_unusable_cache_directory_is_named(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code = textwrap.dedent("""
+        import numpy as np
+        from revdiff import reversible
+        @reversible
+        def f(y):
+            y += 1.0
+        f(0.0)
+    """)
+    script = tmp_path / "use.py"
+    script.write_text(code)
+    env = dict(os.environ, REVDIFF_CACHE_DIR=str(blocker / "cache"))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode != 0
+    assert "CacheDirectoryError" in done.stderr and "REVDIFF_CACHE_DIR" in done.stderr
+
+
+def test_import_works_without_a_writable_install_directory_or_home(tmp_path):
+    """revdiff's own Numba helpers cache in REVDIFF_CACHE_DIR when Numba finds no place beside the
+    package and none in $HOME (simulated: root may write anywhere)."""
+    code = textwrap.dedent("""
+        import numba.core.caching as c
+        impl = getattr(c, "CacheImpl", None) or getattr(c, "_CacheImpl")
+        impl._locator_classes[:] = [k for k in impl._locator_classes if "InTree" not in k.__name__
+                                    and "UserWide" not in k.__name__]
+        import numpy as np
+        from revdiff.runtime.scan import largest_per_element
+        print(largest_per_element(np.ones((1 << 17, 2))).max())
+    """)
+    script = tmp_path / "use.py"
+    script.write_text(code)
+    cache = tmp_path / "cache"
+    env = dict(os.environ, REVDIFF_CACHE_DIR=str(cache), HOME=str(tmp_path / "nohome"))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "1.0"
+    assert any((cache / "numba").rglob("*.nbi"))
+
+
+def test_cache_files_are_readable_by_others(tmp_path, monkeypatch):
+    from revdiff.runtime import cache
+    target = tmp_path / "x.py"
+    cache.write_atomically(target, b"x = 1\n")
+    assert target.stat().st_mode & 0o044 == 0o044 & ~cache._umask()
+
+
+def test_under_an_address_space_limit_a_batched_gradient_is_right_or_a_memory_error(tmp_path):
+    """With little memory left, a batched projection gradient either returns the right values or
+    raises MemoryError: never wrong values, never a hang."""
+    code = textwrap.dedent("""
+        import resource
+        import numpy as np
+        from revdiff import programs as P
+        rng = np.random.default_rng(0)
+        A, y = rng.standard_normal((3000, 64, 32)), rng.standard_normal((3000, 64))
+        want = P.project_vjp(A[:400], y[:400], y[:400])[0]  # compiled, and the reference
+        usage = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+        outcomes = []
+        for extra in (20, 60, 120, 400):
+            resource.setrlimit(resource.RLIMIT_AS, (usage + extra * 2 ** 20, resource.RLIM_INFINITY))
+            try:
+                gA = P.project_vjp(A, y, y)[0]
+                outcomes.append("right" if np.array_equal(gA[:400], want) else "WRONG")
+            except MemoryError:
+                outcomes.append("MemoryError")
+            resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        print(" ".join(outcomes))
+    """)
+    script = tmp_path / "limited.py"
+    script.write_text(code)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    outcomes = done.stdout.split()
+    assert len(outcomes) == 4 and "WRONG" not in outcomes, outcomes
