@@ -168,7 +168,7 @@ class PythonEmitter:
             call = f"{s.fn}({', '.join([expr_source(a) for a in s.args] + ['_err'])})"
             targets = [expr_source(r) for r in s.results if r is not None]
             self.out(d, f"{', '.join(targets)}{',' if len(targets) == 1 else ''} = {call}" if targets else call)
-            self.out(d, f"if _err[0] != 0.0:")
+            self.out(d, "if _err[0] != 0.0:")
             self.out(d + 1, self.ret)
         elif isinstance(s, Zero):
             if s.shape is None:

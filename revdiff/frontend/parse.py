@@ -10,7 +10,7 @@ import ast
 
 from .. import ir
 from ..errors import ReversibilityError
-from ..ir import Alloc, Bind, CallFn, Compute, Const, Dealloc, DType, For, If, Instr, Name, Uncompute, While
+from ..ir import Alloc, Bind, CallFn, Compute, Const, Dealloc, DType, For, If, Instr, Uncompute, While
 from ..primitives import AUGMENTED, CALL_INSTRUCTIONS
 from .expressions import ExpressionParser
 from .source import SourceMap, function_ast

@@ -17,7 +17,6 @@ code), so these routines and the generated code that calls them stay cacheable o
 """
 from __future__ import annotations
 
-import numba
 import numpy as np
 from numba import types
 from numba.extending import intrinsic, overload

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..analysis import restores_only_freed
 from ..ir import Alloc, Const, Dealloc, Index, Name, Shape, Uncompute
-from ..lowir import Assign, Zero
+from ..lowir import Assign
 from ..types import VarType
 from .infer import alloc_type
 
