@@ -52,9 +52,10 @@ def per_matrix_in_batch(pr, layout: str, A, y, gz, repeats: int) -> float:
     """Median time (microseconds) per matrix of ``revdiff.batched(pr).vjp`` on a batch of
     ``repeats`` copies, on one thread (set NUMBA_NUM_THREADS=1 to keep it so)."""
     B = max(repeats, 256)
-    bf = revdiff.batched(pr, ("z", "A", "y"), layout=layout)
-    args = (np.zeros((B,) + y.shape), np.repeat(A[None], B, 0), np.repeat(y[None], B, 0))
-    cts = (np.repeat(gz[None], B, 0), None, None)
+    bf = revdiff.batched(pr, ("z", "R", "A", "y"), layout=layout)
+    n = A.shape[1]
+    args = (np.zeros((B,) + y.shape), np.zeros((B, n, n)), np.repeat(A[None], B, 0), np.repeat(y[None], B, 0))
+    cts = (np.repeat(gz[None], B, 0), None, None, None)
     bf.vjp(args, cts)
     times = []
     for _ in range(5):
@@ -81,15 +82,16 @@ def main() -> None:
         pr = P.project_cgs2.with_options(check=check)
         qr_args = (np.zeros((m, n)), np.zeros((n, n)), A)
         qr_grads = (np.ones((m, n)), np.ones((n, n)), np.zeros((m, n)))
-        pr_args = (np.zeros(m), A, y)
-        pr_grads = (gz, np.zeros((m, n)), np.zeros(m))
+        pr_args = (np.zeros(m), np.zeros((n, n)), A, y)
+        pr_grads = (gz, np.zeros((n, n)), np.zeros((m, n)), np.zeros(m))
         forward, project = program(qr, "forward", qr_args), program(pr, "forward", pr_args)
         cases = {
             "cgs2 forward + inverse": (forward, program(qr, "inverse", qr_args), qr_args, ()),
             "cgs2 forward + adjoint": (forward, program(qr, "adjoint", qr_args), qr_args, qr_grads),
             "projection forward + inverse": (project, program(pr, "inverse", pr_args), pr_args, ()),
             "projection forward + adjoint": (project, program(pr, "adjoint", pr_args), pr_args, pr_grads),
-            "projection fused vjp": (program(pr, "vjp", pr_args), None, pr_args + pr_grads + (np.zeros(m),), ()),
+            "projection fused vjp": (program(pr, "vjp", pr_args), None,
+                                     pr_args + pr_grads + (np.zeros(m), np.zeros((n, n))), ()),
         }
         for name, (first, second, args, extra) in cases.items():
             rows.setdefault(name, []).append(per_call(first, second, args, extra, a.repeats))

@@ -1,6 +1,7 @@
 """Differentiation by running programs backwards: ``vjp``, ``grad`` and ``check_grad``."""
 from __future__ import annotations
 
+import numbers
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -18,6 +19,13 @@ def _zero_like(value: Any) -> Any:
     return type(value)(0)
 
 
+def _cotangent_value(name: str, ct: Any) -> Any:
+    """TypeError naming the parameter for a cotangent that is not numeric."""
+    if ct is not None and not isinstance(ct, (numbers.Number, np.ndarray, np.generic, list, tuple)):
+        raise TypeError(f"cotangent for '{name}' must be a number or an array, got {type(ct).__name__}")
+    return ct
+
+
 def vjp(f: ReversibleFunction, *args: Any) -> tuple:
     """Run ``f`` forward on copies of ``args``; return ``(outs, pullback)``.
 
@@ -26,6 +34,8 @@ def vjp(f: ReversibleFunction, *args: Any) -> tuple:
     It keeps only the final state and recovers the inputs by running the program backwards.
     Complex values follow PyTorch's convention: the gradient of z = x + iy is dL/dx + i dL/dy.
     """
+    if not isinstance(f, ReversibleFunction):
+        raise TypeError(f"vjp differentiates reversible functions (decorated with @revdiff.reversible), got {f!r}")
     if any(hasattr(a, "__cuda_array_interface__") for a in args):
         from .batch import device_vjp
         return device_vjp(f, args)
@@ -56,7 +66,7 @@ def vjp(f: ReversibleFunction, *args: Any) -> tuple:
 
 def _cotangent(name: str, out: Any, ct: Any) -> Any:
     """Check one cotangent against its output and give it the output's type (a fresh copy)."""
-    if ct is None:
+    if _cotangent_value(name, ct) is None:
         return _zero_like(out)
     if isinstance(out, np.ndarray):
         ct = np.asarray(ct)
@@ -73,6 +83,10 @@ def _cotangent(name: str, out: Any, ct: Any) -> Any:
 
 
 def _loss_index(f: ReversibleFunction, loss: str | int) -> int:
+    if not isinstance(f, ReversibleFunction):
+        raise TypeError(f"grad differentiates reversible functions (decorated with @revdiff.reversible), got {f!r}")
+    if isinstance(loss, bool) or not isinstance(loss, (str, int)):
+        raise TypeError(f"loss must name a parameter of {f.__qualname__} or give its position, got {loss!r}")
     if isinstance(loss, str):
         if loss not in f.params:
             raise ValueError(f"loss '{loss}' is not a parameter of {f.__qualname__} ({', '.join(f.params)})")
@@ -92,7 +106,7 @@ def grad(f: ReversibleFunction, loss: str | int = 0) -> Callable[..., tuple]:
         if isinstance(loss_value, (np.ndarray, bool, np.bool_, complex, np.complexfloating)) or \
                 not isinstance(loss_value, (float, np.floating)):
             raise TypeError(f"the loss '{f.params[k]}' must be a real scalar parameter, a float (pass 0.0, not "
-                            f"{loss_value!r}): an integer one has no gradient")
+                            f"{loss_value!r}): gradients are of a real number")
         outs, pullback = vjp(f, *args)
         cotangents = [None] * len(outs)
         cotangents[k] = 1.0

@@ -229,9 +229,12 @@ class BatchedFunction:
         n = len(self.f.params)
         params, rest = arrays[:n], arrays[n:]
         element = [a[0] if p in self.batched else a for p, a in zip(self.f.params, params)]
-        if kind == "call":
+        if kind == "call":  # the program itself: a failure names no half-updated argument (they are ours)
             modified = self.f.forward_function.modified_positions()
-            for k, (p, a, out) in enumerate(zip(self.f.params, params, self.f(*element))):
+            spec = self.f.forward_function.specialize(self.f.argument_types(tuple(element)), self._blas(params))
+            self.f.validate(tuple(element))
+            finals = run(spec.callable(self.f.programs[0]), tuple(element))
+            for k, (p, a, out) in enumerate(zip(self.f.params, params, finals)):
                 if p in self.batched and k in modified:
                     a[0] = out
             return arrays

@@ -7,10 +7,12 @@ mpmath at 60 significant digits; time is the median of repeated runs of the whol
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -216,6 +218,7 @@ class UsageError(ValueError):
     """A command-line value ``revdiff compare`` cannot run on (the message says which and why)."""
 
 
+MAX_ENTRIES = 250_000  # of one matrix; the batch may hold 16 times as many in all
 METHOD_NAMES = ("cgs2", "bcgs2", "mgs", "cgs", "householder", "givens", "formula", "pinv", "torch", "jax")
 
 
@@ -234,6 +237,12 @@ def parse_shape(text: str, loss: str) -> tuple:
     if loss == "projection" and dims[0] <= dims[1]:
         raise UsageError(f"--shape {text}: the projection loss needs a tall A (m > n); onto the column space of "
                          "a square or wide A of full rank the projection is the identity, whose gradient is zero")
+    if loss == "sphere" and dims[0] < 2:
+        raise UsageError(f"--shape {text}: the sphere loss needs vectors of at least 2 entries; x / |x| of a single "
+                         "entry is its sign, whose gradient is zero")
+    if dims[0] * dims[1] > MAX_ENTRIES:
+        raise UsageError(f"--shape {text}: at most {MAX_ENTRIES:,} entries (the 60-digit reference takes hours "
+                         "beyond a few thousand)")
     return dims
 
 
@@ -260,15 +269,25 @@ def parse_conds(text: str | None) -> tuple:
     return conds
 
 
-def check_plot_dependency(plot: str | None) -> None:
-    """Before the run: --plot needs matplotlib, and the install hint names the right extra."""
+def check_plot_target(plot: str | None) -> None:
+    """Before the run: --plot needs matplotlib (the install hint names the right extra), a file
+    name whose extension matplotlib writes, and a directory to write it in."""
     if plot is None:
         return
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
     except ImportError:
         raise UsageError("--plot needs matplotlib: pip install matplotlib (or, from a checkout, "
                          "pip install \".[plot]\")") from None
+    path = Path(plot)
+    formats = plt.figure().canvas.get_supported_filetypes()
+    plt.close("all")
+    if path.suffix.lstrip(".").lower() not in formats:
+        raise UsageError(f"--plot {plot}: name a file ending in one of {', '.join('.' + f for f in sorted(formats))}")
+    if not path.parent.is_dir() or not os.access(path.parent, os.W_OK) or path.is_dir():
+        raise UsageError(f"--plot {plot}: cannot write a file there")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -297,7 +316,11 @@ def main_from_args(args: argparse.Namespace) -> None:
     for name in ("batch", "repeats"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name} must be at least 1, got {getattr(args, name)}")
-    check_plot_dependency(args.plot)
+    if args.seed < 0:
+        raise UsageError(f"--seed must be a non-negative integer, got {args.seed}")
+    if shape[0] * shape[1] * args.batch > MAX_ENTRIES * 16:
+        raise UsageError(f"--batch {args.batch} with --shape {args.shape}: at most {MAX_ENTRIES * 16:,} entries in all")
+    check_plot_target(args.plot)
     if methods is not None and not LOSSES[args.loss].methods(methods):
         raise UsageError(f"--methods {args.methods}: none of them applies to the {args.loss} loss here (or their "
                          "frameworks are not installed)")

@@ -21,7 +21,7 @@ from .errors import ReversibilityError
 from .frontend.check import check_function
 from .frontend.parse import is_reversible_function, parse_function
 from .ir import CallFn, Function
-from .lowir import LowFunction
+from .lowir import LowFunction, host_symbol
 from .primitives.vector import BLAS_MIN_ELEMENTS
 from .runtime import checks, loader
 from .transforms.fuse import lower_fused_vjp
@@ -34,6 +34,8 @@ from .transforms.invert import invert_block
 from .transforms.lower import Lowerer, Options, ancilla_names
 from .types import VarType, type_of_value
 
+PROGRAMS = ("forward", "inverse", "adjoint", "inverse_adjoint", "vjp", "inverse_vjp", "vjp_forward")
+BACKENDS = ("numba", "python")
 _MISSING = object()
 
 
@@ -56,8 +58,6 @@ class _Undefined(ReversibilityError):
     def __init__(self, message: str, loc, function=None):
         super().__init__(message, loc)
         self.function = function
-PROGRAMS = ("forward", "inverse", "adjoint", "inverse_adjoint", "vjp", "inverse_vjp", "vjp_forward")
-BACKENDS = ("numba", "python")
 
 
 class ReversibleFunction:
@@ -114,7 +114,7 @@ class ReversibleFunction:
         if self._stale():
             self.ir = parse_function(self.py_function)
             self._specs, self._checked, self._modified = {}, False, None
-            self._try_check()
+        self._check()  # a rebound callee may have closed a cycle of calls: refused there
         callees = tuple((name, self._callee(name).version()) for name in sorted(self.ir.globals_names))
         return tuple(sorted(self.ir.constants.items())), callees
 
@@ -177,10 +177,13 @@ class ReversibleFunction:
         check_function(self.ir, self._callee_modifies, lambda n: len(self._callee(n).params))
         self._checked = True
 
-    def _call_cycle(self, path: tuple):
+    def _call_cycle(self, path: tuple, acyclic: set | None = None):
         """(names along the chain, location of its first call) of a chain of calls from this function
-        back to one on ``path`` (the callers above it), or None."""
+        back to one on ``path`` (the callers above it), or None. The functions as they are bound
+        now: a name rebound after decoration can close a cycle. ``acyclic``: functions already
+        walked without finding one (each is walked once)."""
         from .ir import walk_stmts
+        acyclic = set() if acyclic is None else acyclic
         for s in walk_stmts(self.ir.body):
             if not isinstance(s, CallFn):
                 continue
@@ -188,15 +191,16 @@ class ReversibleFunction:
                 callee = self._callee(s.callee, s.loc).forward_function
             except ReversibilityError:  # reported when that function is checked itself
                 continue
-            if callee._checked and callee.py_function is not self.py_function:
-                continue  # checked already, cycles through it included
             chain = path + (self,)
             if any(f.py_function is callee.py_function for f in chain):
                 start = next(k for k, f in enumerate(chain) if f.py_function is callee.py_function)
                 return [f.__qualname__ for f in chain[start:]] + [callee.__qualname__], s.loc
-            found = callee._call_cycle(chain)
-            if found:
-                return found[0], s.loc if not path else found[1]
+            if callee.py_function in acyclic:
+                continue
+            found = callee._call_cycle(chain, acyclic)
+            if found:  # located at this function's call when it is the top of the chain
+                return (found[0], found[1] if path else s.loc)
+            acyclic.add(callee.py_function)
         return None
 
     def _callee_modifies(self, name: str) -> set:
@@ -268,12 +272,12 @@ class ReversibleFunction:
         spec = self.forward_function.specialize(types, blas_for(args))
         return run(spec.callable(self.programs[0]), args, partial=self.partial_note(args))
 
-    def partial_note(self, args: tuple, donated: bool = True) -> str:
+    def partial_note(self, args: tuple) -> str:
         """What a failed call leaves behind: the arrays it updates in place stop half-updated."""
         modified = self.forward_function.modified_positions()
         names = [f"'{p}'" for k, (p, a) in enumerate(zip(self.params, args)) if k in modified
                  and isinstance(a, np.ndarray)]
-        if not names or not donated:
+        if not names:
             return ""
         return (f"The call stopped there: {', '.join(names)}, which it updates in place, may hold partial "
                 "results (pass copies to keep the inputs)")
@@ -390,7 +394,9 @@ def run(fn, args: tuple, batch_errors: np.ndarray | None = None, partial: str = 
         try:
             with loader.deep_recursion():
                 result = interruptible(fn, args, record)
-        except MemoryError:  # an allocation Numba (or NumPy) could not make: the record names it
+        except (MemoryError, ValueError) as exc:  # an allocation that failed ("array is too big": a
+            if not record[checks.ALLOCATION] and not isinstance(exc, MemoryError):  # ValueError too)
+                raise
             record[0] = record[checks.ALLOCATION] or checks.failure_code(0, checks.UNTRACKED)
             record[2] = record[checks.ALLOCATION + 1]
         if record[0]:
@@ -409,6 +415,11 @@ def run(fn, args: tuple, batch_errors: np.ndarray | None = None, partial: str = 
 
 
 ERROR_RECORD = checks.RECORD_SIZE
+#: what generated code calls in every iteration of a while loop (``emit/python.py``)
+INTERRUPT_CHECK = host_symbol("interrupt_requested") + "("
+#: the stack of the thread a call with while loops runs in: room for Numba's recursive compilation
+WORKER_STACK = 256 << 20
+_STACK_LOCK = threading.Lock()
 
 
 def interruptible(fn, args: tuple, record: np.ndarray):
@@ -428,7 +439,12 @@ def interruptible(fn, args: tuple, record: np.ndarray):
         finally:
             done.set()
 
-    threading.Thread(target=call, name="revdiff-call", daemon=True).start()
+    with _STACK_LOCK:  # the call may compile, recursively: a thread's default stack can be small
+        previous = threading.stack_size(WORKER_STACK)
+        try:
+            threading.Thread(target=call, name="revdiff-call", daemon=True).start()
+        finally:
+            threading.stack_size(previous)
     try:
         while not done.wait(0.05):
             pass
@@ -465,6 +481,7 @@ class Specialization:
         self.key = hashlib.sha256(text.encode()).hexdigest()[:16]
         self.fkey = int(self.key[:7], 16)
         self.dependencies: dict = {}
+        self._callee_specs: dict = {}
         self.env = infer(self.func, dict(zip(rf.params, types)), self._callee_types)
         self._sources: dict = {}
         self._callables: dict = {}
@@ -473,13 +490,21 @@ class Specialization:
         self.callee_spec(call, arg_types)
 
     def callee_spec(self, call: CallFn, arg_types: tuple) -> "Specialization":
+        """The callee's specialisation, resolved once: every program of this specialisation (a
+        pullback's adjoint compiled after a global changed included) calls the same callees."""
+        key = (call.callee, arg_types)
+        spec = self._callee_specs.get(key)
+        if spec is not None:
+            return spec
         callee = self.rf._callee(call.callee, call.loc)
         try:
-            return callee.specialize(arg_types, self.options.blas)
+            spec = callee.specialize(arg_types, self.options.blas)
         except ReversibilityError:
             raise
         except TypeError as exc:
             raise ReversibilityError(f"call of '{call.callee}': {exc}", call.loc) from None
+        self._callee_specs[key] = spec
+        return spec
 
     def symbol(self, program: str) -> str:
         return f"{self.rf.__name__}_{program}"
@@ -564,8 +589,8 @@ class Specialization:
                 deps.update(routines_called(src))
             module = loader.load(src, f"{self.rf.__name__}_{program}", backend, deps)
             fn = loader.compiled(module, self.symbol(program), backend, deps)
-            if "while " in src or any(getattr(d, "revdiff_loops", False) for d in deps.values()):
-                fn.revdiff_loops = True  # run where Ctrl-C can stop it (``run``)
+            if INTERRUPT_CHECK in src or any(getattr(d, "revdiff_loops", False) for d in deps.values()):
+                fn.revdiff_loops = True  # a while loop: run where Ctrl-C can stop it (``interruptible``)
             self._callables[program] = fn
         return fn
 

@@ -131,13 +131,14 @@ class HostModule:
         directory.mkdir(exist_ok=True)
         src, lib = directory / f"{stem}_{digest}.cpp", directory / f"{stem}_{digest}.so"
         check = lib.with_suffix(".so.sha256")  # a damaged library is rebuilt, never loaded
-        if not (lib.exists() and check.exists() and check.read_text() == cache.digest(lib.read_bytes())):
+        if not (lib.is_file() and check.is_file() and check.read_text() == cache.digest(lib.read_bytes())):
             cache.ensure_file(src, source.encode())
             built = lib.with_suffix(f".{os.getpid()}.tmp.so")
             cmd = ["g++", "-std=c++17", "-O0", "-ffp-contract=off", "-shared", "-fPIC", "-o", str(built), str(src)]
             done = subprocess.run(cmd, capture_output=True, text=True)
             if done.returncode != 0:
                 raise RuntimeError(f"host compilation of {src} failed:\n{done.stderr[-4000:]}")
+            cache.clear(lib)
             os.replace(built, lib)
             cache.write_atomically(check, cache.digest(lib.read_bytes()).encode())
         self.lib = ctypes.CDLL(str(lib))
@@ -255,7 +256,9 @@ def run_device(bf, kind: str, arrays: list, types: tuple, scratch_bytes: int = 1
     from .runtime import checks
     from .runtime.support import CheckFailed
     options = bf.f.forward_function.options
-    key = (id(bf), kind, types, options.check, options.fmad)
+    # keyed by the function's source and globals as they are now (a rebound global compiles anew),
+    # and by the batched function itself, kept alive by the key (an id could be reused)
+    key = (bf, kind, types, options.check, options.fmad, bf.f.forward_function.version())
     if key not in _DEVICE_MODULES:
         source = module_source([(bf, kind, types)], check=options.check)
         flags = ("--std=c++17", f"--fmad={'true' if options.fmad else 'false'}")

@@ -11,6 +11,7 @@ import numpy as np
 
 from .emit.batch import BatchParam, lane_batch_source
 from .emit.python import PythonEmitter
+from .function import INTERRUPT_CHECK
 from .primitives.vector import BLAS_MIN_ELEMENTS
 from .runtime import loader
 from .transforms.lanes import LANE_DTYPES, NotLaneable, lane_alias, to_lanes
@@ -93,8 +94,8 @@ def compile_lanes(bf, kind: str, types: tuple, width: int):
     compiled = {name: loader.compiled(module, name, backend, routines) for name in names}
     module.__dict__.update(compiled)  # callers reach the compiled callees through the module globals
     fn = loader.compiled(module, entry, backend, HELPERS, parallel=True)
-    if "while " in src:
-        fn.revdiff_loops = True  # runs where Ctrl-C can stop it (``function.interruptible``)
+    if INTERRUPT_CHECK in src:
+        fn.revdiff_loops = True  # a while loop: runs where Ctrl-C can stop it (``function.interruptible``)
     return fn
 
 

@@ -25,6 +25,9 @@ def _numpy(t: Any, name: str) -> Any:
     if not isinstance(t, torch.Tensor):
         return t
     t = t.detach().resolve_conj().resolve_neg()
+    if t.layout != torch.strided:
+        raise TypeError(f"'{name}' is a {t.layout} tensor; revdiff takes dense (strided) tensors: pass "
+                        f"{name}.to_dense()")
     if t.dtype not in _SUPPORTED:
         raise TypeError(f"'{name}' is a {t.dtype} tensor; revdiff computes in float32, float64, complex64 and "
                         "complex128 (and integers and bools, which the high-level functions turn into float64): "
@@ -75,30 +78,33 @@ class _Pullback(torch.autograd.Function):
         for g, t in zip(grads, ctx.input_tensors):
             out.append(None if g is None or t is None or not t.requires_grad else _tensor(g, t))
         if torch.is_grad_enabled():  # create_graph=True: a later gradient through these must raise
-            return tuple(out[:2]) + _not_differentiable(out[2:], ctx.input_tensors)
+            joined = [t for t in ctx.input_tensors if t is not None] + [c for c in cotangents if c is not None]
+            return tuple(out[:2]) + _not_differentiable(out[2:], joined)
         return tuple(out)
 
 
-_TWICE = (b"revdiff.torch: the gradient of a revdiff operation is not differentiable (second derivatives "
-          b"are not supported yet); differentiate it once, without create_graph=True through it")
+_TWICE = ("revdiff.torch: the gradient of a revdiff operation is not differentiable (second derivatives "
+          "are not supported yet); differentiate it once, without create_graph=True through it")
 
 
-def _not_differentiable(grads: list, inputs: list) -> tuple:
-    """``grads`` as a backward with ``create_graph=True`` returns them: each depends on the inputs,
-    but not through the graph, so a later gradient through it would silently miss that term. Each
-    gets a grad_fn that raises when a gradient reaches it, joined to the graph through its input
-    (``+ 0 * input``): PyTorch's ``once_differentiable`` joins its error to fresh leaves, which a
-    gradient with respect to the inputs never reaches."""
-    live = [k for k, g in enumerate(grads) if g is not None]
-    if not live:
-        return tuple(grads)
-    joined = [grads[k].detach() + 0 * inputs[k] for k in live]
-    errors = torch._C._functions.DelayedError(_TWICE, len(live))(*joined)
-    errors = errors if isinstance(errors, tuple) else (errors,)
-    out = list(grads)
-    for k, e in zip(live, errors):
-        out[k] = e
-    return tuple(out)
+class _NotDifferentiable(torch.autograd.Function):
+    """The value of a gradient, joined to the graph through everything it depends on (the inputs
+    and the cotangents), whose own backward raises: a later gradient through it would otherwise
+    silently leave out that dependence (PyTorch's ``once_differentiable`` joins its error to fresh
+    leaves, which a gradient with respect to the inputs never reaches)."""
+
+    @staticmethod
+    def forward(ctx, gradient, *joined_to):
+        return gradient.clone()
+
+    @staticmethod
+    def backward(ctx, *cotangents):
+        raise RuntimeError(_TWICE)
+
+
+def _not_differentiable(grads: list, joined: list) -> tuple:
+    """``grads`` as a backward with ``create_graph=True`` returns them (see ``_NotDifferentiable``)."""
+    return tuple(None if g is None else _NotDifferentiable.apply(g.detach(), *joined) for g in grads)
 
 
 def _apply(rule: Callable, names: Sequence[str], *tensors) -> tuple:

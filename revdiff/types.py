@@ -42,7 +42,7 @@ SUPPORTED_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16"
 def kind_of_dtype(dtype: np.dtype) -> str:
     dtype = np.dtype(dtype)
     if dtype.name not in SUPPORTED_DTYPES:
-        hint = " (convert it to float32)" if dtype.kind == "f" else ""
+        hint = f" (convert it to float{32 if dtype.itemsize < 4 else 64})" if dtype.kind == "f" else ""
         raise TypeError(f"dtype {dtype} is not supported{hint}; revdiff computes in bool, integers, float32, "
                         "float64, complex64 and complex128")
     if dtype == np.bool_:
@@ -60,9 +60,13 @@ def type_of_value(value: object) -> VarType:
         if value.ndim == 0:
             raise TypeError("0-d arrays are not supported; pass a Python or NumPy scalar")
         return VarType(kind_of_dtype(value.dtype), value.ndim, value.dtype.name)
+    if isinstance(value, np.generic):
+        kind_of_dtype(value.dtype)  # NumPy scalars of unsupported types (float16, longdouble) refused
     if isinstance(value, (bool, np.bool_)):
         return VarType("bool", 0, "bool")
     if isinstance(value, (int, np.integer)):
+        if not -(1 << 63) <= int(value) < (1 << 63):
+            raise TypeError(f"the integer {value} does not fit in int64, which integer scalars compute in")
         return VarType("int", 0, "int64")
     if isinstance(value, (float, np.floating)):
         return VarType("float", 0, "float64" if not isinstance(value, np.float32) else "float32")

@@ -458,11 +458,15 @@ def test_import_works_without_a_writable_install_directory_or_home(tmp_path):
     assert any((cache / "numba").rglob("*.nbi"))
 
 
-def test_cache_files_are_readable_by_others(tmp_path, monkeypatch):
+def test_cache_files_are_readable_by_others(tmp_path):
     from revdiff.runtime import cache
     target = tmp_path / "x.py"
-    cache.write_atomically(target, b"x = 1\n")
-    assert target.stat().st_mode & 0o044 == 0o044 & ~cache._umask()
+    old = os.umask(0o022)
+    try:
+        cache.write_atomically(target, b"x = 1\n")
+    finally:
+        os.umask(old)
+    assert target.read_bytes() == b"x = 1\n" and target.stat().st_mode & 0o777 == 0o644
 
 
 def test_under_an_address_space_limit_a_batched_gradient_is_right_or_a_memory_error(tmp_path):

@@ -14,7 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..runtime.checks import ALLOCATION, UNTRACKED, failure_code
+from ..runtime.checks import ALLOCATION, GROUP, UNTRACKED, failure_code
+from ..runtime.loader import BATCH_WORKERS
+
+
+WORK, ELEMENT, GROUPS, CHUNK = BATCH_WORKERS  # the functions beside an entry (loader.compiled compiles them)
 
 
 @dataclass(frozen=True)
@@ -84,12 +88,12 @@ def batch_source(entry: str, program: str, params: list, grads: list, header: st
     body: list = []
     _call(body, program, params + grads, saved, "    ")
     lines = [header, "import numpy as np", "from numba import prange", "", "",
-             f"def {entry}_work(_b, _args, _errors):", _unpack(names)] + body
-    lines += ["", ""] + _guard(f"{entry}_element", f"{entry}_work", ["_b"], "_errors[_b]", catch)
+             f"def {entry}_{WORK}(_b, _args, _errors):", _unpack(names)] + body
+    lines += ["", ""] + _guard(f"{entry}_{ELEMENT}", f"{entry}_{WORK}", ["_b"], "_errors[_b]", catch)
     lines += ["", "", f"def {entry}({signature}):",
               f"    _args = {_arguments(names)}",
               f"    for _b in prange({batched[0].name}.shape[0]):",
-              f"        {entry}_element(_b, _args, _errors)",
+              f"        {entry}_{ELEMENT}(_b, _args, _errors)",
               f"    return ({', '.join(names)},)"]
     return "\n".join(lines) + "\n"
 
@@ -121,12 +125,13 @@ def lane_batch_source(entry: str, program: str, params: list, grads: list, heade
     signature = ", ".join(names + ["_errors"])
     head = ["_c", "_n", "_groups", "_chunks", "_e"]
     lines = [header, "import numpy as np", "from numba import prange", "", "",
-             f"def {entry}_groups({', '.join(head)}, _args, _errors):", _unpack(names)]
+             f"def {entry}_{GROUPS}({', '.join(head)}, _args, _errors):", _unpack(names)]
     for a in arrays:  # a saved scalar is a one-element array of each element
         shape = f"(1, {width})" if a in saved_names and a[4:] in scalars else f"{a}.shape[1:] + ({width},)"
         lines.append(f"    _{a} = np.empty({shape}, {a}.dtype)")
     lines += ["    for _g in range(_c * _groups // _chunks, (_c + 1) * _groups // _chunks):",
-              f"        _b = _g * {width}"]
+              f"        _b = _g * {width}",
+              f"        _e[{GROUP}] = _b"]
     for a in arrays:
         if a not in saved_names:
             lines.append(f"        _lanes_gather(_{a}, {a}, _b)")
@@ -152,9 +157,9 @@ def lane_batch_source(entry: str, program: str, params: list, grads: list, heade
     lines += ["        if _e[0] != 0.0:  # a failed check: its lane names the element",
               "            _errors[min(_b + int(_e[1]), _n - 1), :] = _e",
               "            _e[:] = 0.0"]
-    lines += ["", ""] + _guard(f"{entry}_chunk", f"{entry}_groups", head, "_e", catch)
-    if catch:  # an allocation of the chunk's first group failed: its first element reports it
-        lines += [f"        _errors[min(_c * _groups // _chunks * {width}, _n - 1), :] = _e"]
+    lines += ["", ""] + _guard(f"{entry}_{CHUNK}", f"{entry}_{GROUPS}", head, "_e", catch)
+    if catch:  # the first element of the group whose allocation failed reports it
+        lines += [f"        _errors[min(int(_e[{GROUP}]), _n - 1), :] = _e"]
     lines += ["", "",
               f"def {entry}({signature}):",
               f"    _n = {first}.shape[0]",
@@ -163,6 +168,6 @@ def lane_batch_source(entry: str, program: str, params: list, grads: list, heade
               "    _records = _errors[_n:]  # the chunks' own records: rows the caller added (lane_records)",
               f"    _args = {_arguments(names)}",
               "    for _c in prange(_chunks):",
-              f"        {entry}_chunk(_c, _n, _groups, _chunks, _records[_c], _args, _errors)",
+              f"        {entry}_{CHUNK}(_c, _n, _groups, _chunks, _records[_c], _args, _errors)",
               f"    return ({', '.join(names)},)"]
     return "\n".join(lines) + "\n"

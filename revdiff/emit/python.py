@@ -181,10 +181,12 @@ class PythonEmitter:
                     self.out(d + 1, f"{s.name}.fill(0)")
                     self.out(d, "else:")
                     d += 1
-                if s.alloc is not None:  # recorded before an allocation that may fail (checks.py)
-                    entries = " * ".join(f"({expr_source(x)})" for x in s.shape)
+                if s.alloc is not None:  # recorded while an allocation that may fail runs (checks.py)
+                    entries = " * ".join(["1.0"] + [f"({expr_source(x)})" for x in s.shape])  # no wrap-around
                     self.out(d, f"_err[{ALLOCATION}] = {s.alloc}.0; _err[{ALLOCATION + 1}] = {entries}")
                 self.out(d, f"{s.name} = np.zeros({shape}, np.{s.dtype})")
+                if s.alloc is not None:
+                    self.out(d, f"_err[{ALLOCATION}] = 0.0")
         else:
             raise TypeError(f"cannot emit {s!r}")
 

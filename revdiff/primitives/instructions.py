@@ -5,8 +5,11 @@ the old value, ``gt`` the cotangent of the new value, to be replaced by that of 
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .. import algebra as A
-from ..ir import Call, Compare, Const, Name
+from ..errors import ReversibilityError
+from ..ir import BoolOp, Call, Compare, Const, Name, Unary, base_name
 from ..lowir import Assign, AugAssign
 from ..types import is_real
 from .table import Instruction, instruction
@@ -51,17 +54,44 @@ def _nonzero(ops, ctx, verb: str):
         ctx.require(Compare("!=", e, Const(0)), f"{verb} by zero: the factor is 0 (not invertible)")
 
 
+def _integer_range(ctx, t):
+    """(iinfo of integer target ``t``'s dtype); uint64 is refused: Numba computes uint64 with the
+    int64 of a Python integer in float64, which rounds."""
+    dtype = np.dtype(ctx.dtype(base_name(t)))
+    if dtype == np.uint64:
+        raise ReversibilityError("'*=' and '/=' on uint64 values are not supported (mixed with the int64 of a "
+                                 "Python integer they compute in float64, which rounds); use int64", ctx.loc)
+    return np.iinfo(dtype)
+
+
 def _mul_forward(ops, ctx):
+    t, e = ops
     _nonzero(ops, ctx, "multiplication")
-    ctx.emit(AugAssign(ops[0], "*", ops[1]))
+    if ctx.kind(t) == "int":  # modulo 2**bits a product that wraps is not invertible: it must fit
+        info = _integer_range(ctx, t)
+        product = A.BinOp("*", t, e)
+        # first in float64, which cannot wrap (the compiler may assume an int64 product does not
+        # overflow, and fold any test of it away); within 2**-52 relative, so with a margin
+        size = Call("abs", (A.BinOp("*", A.BinOp("*", Const(1.0), t), e),))
+        if info.bits < 64:  # then exactly, in int64, which the float test keeps from wrapping
+            fits = BoolOp("and", (Compare("<", size, Const(2.0 ** 62)), Compare("<=", Const(int(info.min)), product),
+                                  Compare("<=", product, Const(int(info.max)))))
+        else:  # products within 4096 of 2**63 are refused too: the float test cannot tell them apart
+            fits = Compare("<", size, Const(2.0 ** 63 - 4096))
+        ctx.require(fits, f"the product does not fit in {info.dtype} (it would wrap around: not invertible)", t)
+    ctx.emit(AugAssign(t, "*", e))
 
 
 def _div_forward(ops, ctx):
     t, e = ops
     _nonzero(ops, ctx, "division")
     if ctx.kind(t) == "int":  # integers: exact only when the division leaves no remainder
+        info = _integer_range(ctx, t)
         ctx.require(Compare("==", A.BinOp("%", t, e), Const(0)),
                     "integer division leaves a remainder (not invertible)", t)
+        if info.min < 0:
+            ctx.require(Unary("not", BoolOp("and", (Compare("==", t, Const(int(info.min))), Compare("==", e, Const(-1))))),
+                        f"the quotient does not fit in {info.dtype} ({info.min} / -1 wraps around)", t)
         ctx.emit(AugAssign(t, "//", e))
     else:
         ctx.emit(AugAssign(t, "/", e))
@@ -89,7 +119,8 @@ def _div_gradient(ops, ctx):
     if gt is None:
         return
     cplx = _complex(ctx, t, e)
-    ctx.push(e, A.neg(A.mul(gt, A.conj_if(A.div(t, A.mul(e, e)), cplx))))
+    # -t/e divided by e again, not by e*e (which underflows or overflows long before t/e does)
+    ctx.push(e, A.neg(A.div(A.mul(gt, A.conj_if(A.div(t, e), cplx)), A.conj_if(e, cplx))))
     ctx.emit(AugAssign(gt, "/", A.conj_if(e, cplx)))
 
 

@@ -2,10 +2,13 @@
 scaling of extreme magnitudes, rank checks and non-finite results, each refused with a named error
 that says which argument, batch element and column.
 
-Scaling: a batch element whose largest magnitude lies outside [2**-500, 2**500] is multiplied by a
-power of two that brings it to [0.5, 1) before the programs run, and the results are scaled back.
-Multiplying by a power of two is exact, so the results are those of the unscaled matrix, computed
-where no intermediate overflows or underflows; elements inside the range are left as they are.
+Scaling: a column of A (a vector, for the vector arguments) whose largest magnitude lies outside
+[2**-s, 2**s] (s = 500 in double, 52 in single precision) is multiplied by a power of two that
+brings it to [0.5, 1) before the programs run, and the results are scaled back. Multiplying by a
+power of two is exact, Q and the column space do not change under positive column scaling, and
+the results and gradients are homogeneous in each argument, so the results are those of the
+unscaled arguments, computed where no intermediate overflows or underflows; values inside the
+range are left as they are. Cotangents are scaled the same way (gradients are linear in them).
 """
 from __future__ import annotations
 
@@ -14,10 +17,9 @@ import numbers
 import numpy as np
 
 from ..errors import RankDeficientError, ResultOverflowError
-from ..runtime.scan import largest_per_element, rank_ratios
+from ..runtime.scan import largest_per_column, largest_per_element, rank_ratios
 
 DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
-SAFE_EXPONENT = 500
 
 
 def array_module(a):
@@ -28,11 +30,12 @@ def array_module(a):
     return np
 
 
-def as_array(name: str, value, min_ndim: int, like: np.dtype | None = None, core: str = ""):
+def as_array(name: str, value, min_ndim: int, dtype=None, cotangent_of=None, core: str = ""):
     """``value`` as a contiguous array of a supported dtype with at least ``min_ndim`` axes
-    (``core`` names them in the error). Integers and bools become float64, as in NumPy's linalg.
-    ``like``: the dtype of the primal this array is the cotangent of; the result has that dtype,
-    and a complex cotangent of a real primal is refused (its imaginary part would be dropped)."""
+    (``core`` names them in the error). Integers and bools become float64, as in NumPy's linalg;
+    ``dtype``: cast to it. ``cotangent_of``: the dtype of the value this array is the cotangent of;
+    the array gets that dtype, and a complex cotangent of a real value is refused (its imaginary
+    part would be dropped)."""
     xp = array_module(value)
     try:
         a = xp.asarray(value)
@@ -44,11 +47,13 @@ def as_array(name: str, value, min_ndim: int, like: np.dtype | None = None, core
         else:
             raise TypeError(f"'{name}' has dtype {a.dtype}; revdiff's programs run in float32, float64, "
                             "complex64 and complex128 (convert it, e.g. with .astype(np.float32))")
-    if like is not None:
-        if np.iscomplexobj(a) and not np.issubdtype(like, np.complexfloating):
-            raise TypeError(f"'{name}' is complex but the value it is the cotangent of is real ({like}); "
-                            "pass its real part")
-        a = a.astype(like, copy=False)
+    if cotangent_of is not None:
+        if np.iscomplexobj(a) and not np.issubdtype(cotangent_of, np.complexfloating):
+            raise TypeError(f"'{name}' is complex but the value it is the cotangent of is real "
+                            f"({cotangent_of}); pass its real part")
+        dtype = cotangent_of
+    if dtype is not None:
+        a = a.astype(dtype, copy=False)
     if a.ndim < min_ndim:
         raise ValueError(f"'{name}' needs at least {min_ndim} dimension(s){core}, got shape {tuple(a.shape)}")
     return xp.ascontiguousarray(a)
@@ -64,31 +69,44 @@ def flat(a, core: int):
     return a.reshape((int(np.prod(batch, dtype=np.int64)),) + tuple(a.shape[a.ndim - core:]))
 
 
-def require_finite(name: str, a, batch_shape: tuple, xp) -> np.ndarray:
-    """The largest magnitude of each batch element of ``a`` (flattened to one batch axis);
-    ValueError naming the first element that holds a NaN or an infinity."""
-    big = largest_per_element(a, xp) if a.shape[0] else xp.zeros(0)
-    bad = ~xp.isfinite(big)
+def require_finite(name: str, a, batch_shape: tuple, xp, per_column: bool = False):
+    """The largest magnitude of each batch element of ``a`` (flattened to one batch axis), or of
+    each of its columns (last axis); ValueError naming the first element that holds a NaN or an
+    infinity."""
+    if per_column:
+        big = largest_per_column(a, xp) if a.shape[0] else xp.zeros((0, a.shape[-1]))
+        bad = ~xp.all(xp.isfinite(big), axis=1)
+    else:
+        big = largest_per_element(a, xp) if a.shape[0] else xp.zeros(0)
+        bad = ~xp.isfinite(big)
     if bool(xp.any(bad)):
         b = int(xp.argmax(bad))
         raise ValueError(f"'{name}' contains NaN or Inf (at batch index {batch_index(batch_shape, b)})")
     return big
 
 
-def scale_exponents(big, xp):
-    """Per batch element, the exponent e with big * 2**-e in [0.5, 1) where ``big`` lies outside
-    [2**-SAFE_EXPONENT, 2**SAFE_EXPONENT] (0 elsewhere), or None when every element lies inside."""
-    outside = (big > 2.0 ** SAFE_EXPONENT) | ((big < 2.0 ** -SAFE_EXPONENT) & (big > 0))
+def safe_exponent(dtype) -> int:
+    """Magnitudes within 2**±s compute without overflow or underflow in ``dtype``: 500 for double,
+    52 for single precision (a quarter of the exponent range each way, less room for sums)."""
+    return int(np.finfo(dtype).maxexp) // 2 - 12
+
+
+def scale_exponents(big, dtype, xp):
+    """The exponent e with big * 2**-e in [0.5, 1) where ``big`` (largest magnitudes) lies outside
+    [2**-s, 2**s] (0 elsewhere), or None when every value lies inside."""
+    s = safe_exponent(dtype)
+    outside = (big > 2.0 ** s) | ((big < 2.0 ** -s) & (big > 0))
     if not bool(xp.any(outside)):
         return None
     return xp.where(outside, xp.frexp(big)[1], 0).astype(np.int32)
 
 
 def times_power_of_two(a, e, xp):
-    """a * 2**e per batch element (axis 0), exactly: ldexp on the real and imaginary parts."""
+    """a * 2**e, exactly (ldexp on the real and imaginary parts); ``e`` per batch element (one
+    axis: every value of the element) or per column (two axes: the last axis of ``a``)."""
     if e is None:
         return a
-    e = e.reshape((-1,) + (1,) * (a.ndim - 1))
+    e = e.reshape((e.shape[0],) + (1,) * (a.ndim - e.ndim) + e.shape[1:])
     with np.errstate(over="ignore", under="ignore"):  # a result that overflows is refused by check_result
         if not xp.iscomplexobj(a):
             return xp.ldexp(a, e).astype(a.dtype, copy=False)
@@ -96,6 +114,19 @@ def times_power_of_two(a, e, xp):
         out.real = xp.ldexp(a.real, e)
         out.imag = xp.ldexp(a.imag, e)
     return out
+
+
+def combined(*exponents):
+    """The sum of exponent arrays (None: 0; per element and per column alike), or None when all
+    are None."""
+    present = [e for e in exponents if e is not None]
+    if not present:
+        return None
+    ndim = max(e.ndim for e in present)  # per-element exponents apply to every column
+    total = 0
+    for e in present:
+        total = total + (e.reshape(e.shape + (1,) * (ndim - e.ndim)))
+    return total
 
 
 def negated(e):

@@ -10,10 +10,12 @@ writable, and compile without a disk cache when no directory is.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pickle
-import tempfile
+import shutil
+import uuid
 import warnings
 from pathlib import Path
 from typing import Callable
@@ -44,23 +46,26 @@ def cache_dir() -> Path:
     return path
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-_MODE = 0o666 & ~_umask()
+def clear(path) -> None:
+    """Remove whatever stands at ``path`` that is not a regular file (a directory, a socket), so
+    that a file can be written there."""
+    path = Path(path)
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def write_atomically(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename, so that no reader sees a
     partial file; the file gets the permissions of an ordinary new file (0666 less the umask)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the kernel applies the umask
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.chmod(tmp, _MODE)
+        clear(path)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -102,12 +107,18 @@ class VerifiedCacheFile(_caching.IndexDataCacheFile):
         except Exception:  # a truncated or overwritten index: start afresh
             return {}
 
+    @contextlib.contextmanager
+    def _open_for_write(self, filepath):
+        clear(filepath)  # an entry replaced by a directory is written anew, not a crash
+        with super()._open_for_write(filepath) as f:
+            yield f
+
     @staticmethod
     def _digest(key, payload: bytes) -> bytes:
         return hashlib.sha256(repr(key).encode() + b"\0" + payload).digest()
 
     def save(self, key, data):
-        self._saving = key  # read by _save_data, which Numba's save calls
+        self._saving = key  # read by _save_data, which Numba's save calls (under its compile lock)
         super().save(key, data)
 
     def _save_data(self, name, data):
@@ -136,13 +147,27 @@ class VerifiedCacheFile(_caching.IndexDataCacheFile):
 
 
 def verify_cache(dispatcher) -> None:
-    """Give a Numba dispatcher compiled with ``cache=True`` the verified cache files."""
+    """Give a Numba dispatcher compiled with ``cache=True`` the verified cache files; where this
+    Numba's cache does not have the structure they plug into, no disk cache at all (with a
+    warning, once): an unverified one is not used."""
     cache = getattr(dispatcher, "_cache", None)
     old = getattr(cache, "_cache_file", None)
-    if isinstance(old, _caching.IndexDataCacheFile) and not isinstance(old, VerifiedCacheFile):
+    if isinstance(old, VerifiedCacheFile):
+        return
+    if isinstance(old, _caching.IndexDataCacheFile) and all(
+            hasattr(old, name) for name in ("_load_index", "_dump", "_open_for_write", "_data_path")):
         verified = VerifiedCacheFile.__new__(VerifiedCacheFile)
         verified.__dict__.update(old.__dict__)
         cache._cache_file = verified
+        return
+    if not _UNVERIFIABLE:
+        _UNVERIFIABLE.append(True)
+        warnings.warn(f"revdiff cannot verify Numba {numba.__version__}'s disk cache: compiled code is not "
+                      "cached on disk", RuntimeWarning, stacklevel=2)
+    dispatcher._cache = _caching.NullCache()
+
+
+_UNVERIFIABLE: list = []
 
 
 _PACKAGE = str(Path(__file__).resolve().parent.parent)
@@ -159,7 +184,7 @@ class _RevdiffCacheLocator(_IN_TREE):
 
     @classmethod
     def from_function(cls, py_func, py_file):
-        if not os.path.abspath(py_file).startswith(_PACKAGE):
+        if os.path.commonpath([os.path.abspath(py_file), _PACKAGE]) != _PACKAGE:
             return None
         try:
             return super().from_function(py_func, py_file)

@@ -16,17 +16,20 @@ class CheckInfo:
 
 _CHECKS: dict = {}
 
-# The error record generated CPU code writes on a failed check (float64, zero until then):
-# [failure code, SIMD lane, value, value, allocation code, allocation entries]. One code names the
-# function and the check, so a failure costs three stores, not five: each is code Numba must type
-# and compile, at every check. The last two are written before each array allocation: an
-# allocation that fails raises inside Numba, and the caller (or the batch entry, which catches it
-# per element) turns them into a MemoryError naming the ancilla.
-RECORD_SIZE = 7
+# The error record of generated CPU code (float64, zero until written), field by field:
+#   0 failure code (nonzero: a check failed), 1 SIMD lane of the failure, 2 and 3 the values the
+#   message reports: written by a failed check; one code names the function and the check, so a
+#   failure costs three stores, not five (each is code Numba must type and compile, at every check);
+#   4 allocation code, 5 its number of entries: written before each array allocation and cleared
+#   after it, since an allocation that fails raises inside Numba, and the caller (or the batch
+#   entry, which catches it per element) turns them into a MemoryError naming the ancilla;
+#   6 interrupt: set by the caller on Ctrl-C, read by every iteration of a while loop, which then
+#   returns (compiled code cannot see Python's signals otherwise);
+#   7 the first element of the lane group running (lane entries), to name it for an allocation.
+RECORD_SIZE = 8
 ALLOCATION = 4
-#: set by the caller when the user presses Ctrl-C; every iteration of a while loop reads it and
-#: returns (a loop in compiled code cannot see Python's signals otherwise)
 INTERRUPT = 6
+GROUP = 7
 _CHECK_BITS = 20  # function keys stay below 2**31, so codes below 2**51 are exact in float64
 
 

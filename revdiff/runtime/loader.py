@@ -87,6 +87,9 @@ def load(source: str, stem: str, backend: str, dependencies: dict | None = None)
     return module
 
 
+#: the functions beside a batched entry, compiled before it: ``entry_work`` run by ``entry_element``
+#: for each element, ``entry_groups`` by ``entry_chunk`` for each chunk of lane groups
+BATCH_WORKERS = ("work", "element", "groups", "chunk")
 _DEPTH_LOCK = threading.Lock()
 _DEPTH: list = [0, 0]  # calls inside ``deep_recursion``, and the limit they saved
 #: the recursion limit while generated code runs: Numba compiles a callee inside its caller's type
@@ -121,7 +124,7 @@ def compiled(module: ModuleType, name: str, backend: str, dependencies: dict, pa
     lose it) and no second zero test per division."""
     module.__dict__.update(dependencies)
     if parallel:  # a batch entry's per-element (or per-chunk) workers and guards (emit/batch.py)
-        for worker in (f"{name}_work", f"{name}_element", f"{name}_groups", f"{name}_chunk"):
+        for worker in (f"{name}_{suffix}" for suffix in BATCH_WORKERS):
             if hasattr(module, worker):
                 module.__dict__[worker] = compiled(module, worker, backend, {})
     key = (module.__name__, name)

@@ -1,8 +1,8 @@
 """Scans the high-level functions make over their inputs and results: the largest magnitude of each
-batch element (NaN where it holds a NaN), and the rank ratios of triangular factors.
+batch element or column (NaN where it holds a NaN), and the rank ratios of triangular factors.
 
 Large batches are scanned by compiled loops in parallel, without temporaries; small ones, and GPU
-arrays, by NumPy / CuPy expressions (the callers pass the array module) (no compilation to wait for).
+arrays, by NumPy or CuPy expressions, with no compilation to wait for (callers pass the module).
 """
 from __future__ import annotations
 
@@ -45,6 +45,31 @@ def largest_per_element(a, xp=np) -> np.ndarray:
     return parts.max(axis=1).astype(np.float64)
 
 
+@cached_njit(nogil=True, parallel=True)
+def _largest_by_column(a):
+    out = np.zeros((a.shape[0], a.shape[2]))
+    for b in numba.prange(a.shape[0]):
+        for i in range(a.shape[1]):
+            for k in range(a.shape[2]):
+                x = abs(a[b, i, k].real)
+                y = abs(a[b, i, k].imag)
+                x = y if y > x else x
+                if x > out[b, k] or x != x:  # a NaN sticks: nothing compares greater than it
+                    out[b, k] = x
+    return out
+
+
+def largest_per_column(A, xp=np) -> np.ndarray:
+    """max over the rows of each column of each matrix of A (batch, rows, columns) of
+    max(|Re x|, |Im x|), NaN for a column holding a NaN; (batch, columns)."""
+    if xp is np and A.size >= COMPILED_MIN_SIZE:
+        return _largest_by_column(np.ascontiguousarray(A))
+    if A.shape[1] == 0:
+        return xp.zeros((A.shape[0], A.shape[2]))
+    parts = xp.maximum(xp.abs(A.real), xp.abs(A.imag)) if xp.iscomplexobj(A) else xp.abs(A)
+    return parts.max(axis=1).astype(np.float64)
+
+
 def column_norms(M, xp=np) -> np.ndarray:
     """Euclidean norms of the columns of each matrix of M (..., rows, columns), scaled so that no
     square overflows or underflows."""
@@ -83,5 +108,6 @@ def rank_ratios(R, xp=np) -> np.ndarray:
     square = R[..., :p, :p]
     norms = column_norms(square, xp)
     diag = xp.abs(xp.diagonal(square, axis1=-2, axis2=-1))
-    return xp.where(norms > 0, diag / xp.where(norms > 0, norms, 1), 0.0)
+    ratios = diag / xp.where(norms > 0, norms, 1)
+    return xp.where(norms > 0, ratios, xp.where(norms == 0, 0.0, np.nan))  # NaN stays NaN, as compiled
 

@@ -9,12 +9,11 @@ NumPy's arithmetic with Python scalars; only array data must match the target's 
 """
 from __future__ import annotations
 
-from ..errors import ReversibilityError
-from ..ir import (Alloc, Bind, BinOp, BoolOp, Call, CallFn, Compare, Compute, Const, For, Function, If, Index,
-                  Instr, Name, Select, Shape, Slice, Unary, Uncompute, While)
 import numpy as np
 
-from ..ir import walk_expr
+from ..errors import ReversibilityError
+from ..ir import (Alloc, Bind, BinOp, BoolOp, Call, CallFn, Compare, Compute, Const, For, Function, If, Index,
+                  Instr, Name, Select, Shape, Slice, Unary, Uncompute, While, children)
 from ..primitives import FUNCTIONS, INSTRUCTIONS
 from ..types import KINDS, VarType, dtype_for, join
 
@@ -230,25 +229,67 @@ def _no_narrowing(s: Instr, entry, types: list, env: TypeEnv) -> None:
     for t in entry.targets:
         target = types[t]
         for i in entry.reads:
-            for node in walk_expr(s.operands[i]):
-                if isinstance(node, (Name, Index)) and node_base(node) in env.params:
-                    source = env[node_base(node)]
-                    if source.is_array and _precision(source)[0] == _precision(target)[0] \
-                            and _precision(source)[1] > _precision(target)[1]:
+            for node in _values(s.operands[i]):
+                if isinstance(node, (Name, Index)) and _base(node) in env.params:
+                    source = env[_base(node)]
+                    if source.is_array and _narrows(source, target):
                         raise ReversibilityError(
-                            f"the {source.dtype} values of '{node_base(node)}' would be silently "
+                            f"the {source.dtype} values of '{_base(node)}' would be silently "
                             f"{'rounded' if target.kind in ('float', 'complex') else 'truncated'} to "
                             f"{target.dtype} when stored in '{_name(s.operands[t])}'; pass arrays of one "
-                            f"dtype (convert before the call, e.g. {node_base(node)}.astype(np.{target.dtype}))",
+                            f"dtype (convert before the call, e.g. {_base(node)}.astype(np.{target.dtype}))",
                             s.loc)
-            value = s.operands[i]
-            if target.kind == "int" and isinstance(value, Const) and isinstance(value.value, int) \
-                    and not isinstance(value.value, bool):
+            value = _constant_integer(s.operands[i])
+            if target.kind == "int" and value is not None:
                 info = np.iinfo(np.dtype(target.dtype))
-                if not info.min <= value.value <= info.max:
+                if not info.min <= value <= info.max:
                     raise ReversibilityError(
-                        f"the constant {value.value} does not fit in '{_name(s.operands[t])}' ({target.dtype}, "
+                        f"the constant {value} does not fit in '{_name(s.operands[t])}' ({target.dtype}, "
                         f"{info.min} to {info.max}): the update would wrap around", s.loc)
+
+
+def _values(e):
+    """The nodes of ``e`` whose values flow into its result: not indices, conditions or comparisons."""
+    if isinstance(e, Index):
+        yield e
+        return
+    if isinstance(e, Select):
+        yield from _values(e.a)
+        yield from _values(e.b)
+        return
+    if isinstance(e, (Compare, BoolOp)):
+        return
+    yield e
+    for c in children(e):
+        yield from _values(c)
+
+
+_INTEGER_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
+
+
+def _constant_integer(e):
+    """The value of an integer expression of constants alone (``200 + 200``), else None."""
+    if isinstance(e, Const):
+        return e.value if isinstance(e.value, int) and not isinstance(e.value, bool) else None
+    if isinstance(e, Unary) and e.op == "-":
+        v = _constant_integer(e.operand)
+        return None if v is None else -v
+    if isinstance(e, BinOp) and e.op in _INTEGER_OPS:
+        a, b = _constant_integer(e.left), _constant_integer(e.right)
+        return None if a is None or b is None else _INTEGER_OPS[e.op](a, b)
+    return None
+
+
+def _narrows(source: VarType, target: VarType) -> bool:
+    """Whether values of ``source`` stored in ``target`` lose what they are: floats (and complex
+    numbers) of more precision, integers outside the target's range (wider, or of the other
+    signedness: uint32 in int32, int8 in uint8)."""
+    family, size = _precision(source)
+    if family != _precision(target)[0]:
+        return False
+    if family == "int":
+        return not np.can_cast(np.dtype(source.dtype), np.dtype(target.dtype), "safe")
+    return size > _precision(target)[1]
 
 
 def _precision(t: VarType) -> tuple:
@@ -260,7 +301,7 @@ def _precision(t: VarType) -> tuple:
     return ("int", size) if t.kind == "int" else ("float", size // 2 if t.kind == "complex" else size)
 
 
-def node_base(node) -> str:
+def _base(node) -> str:
     return node.id if isinstance(node, Name) else node.base
 
 
