@@ -498,3 +498,214 @@ def test_under_an_address_space_limit_a_batched_gradient_is_right_or_a_memory_er
     assert done.returncode == 0, done.stderr[-3000:]
     outcomes = done.stdout.split()
     assert len(outcomes) == 4 and "WRONG" not in outcomes, outcomes
+
+
+# ----------------------------------------------------------------------------- more attacks
+
+def test_columns_and_vectors_of_extreme_magnitudes_are_scaled_one_by_one():
+    A = np.array([[1e300, 0.0], [0.0, 1e-300], [0.0, 0.0]])  # one scale per matrix would flush a column
+    Q, R = P.qr(A)
+    np.testing.assert_allclose(Q, np.eye(3)[:, :2], atol=1e-15)
+    np.testing.assert_allclose(np.diag(R), [1e300, 1e-300], rtol=1e-15)
+    np.testing.assert_allclose(P.project(np.ones((2, 1)), np.full(2, 1.5e308)), np.full(2, 1.5e308), rtol=1e-15)
+    scales = np.array([1e200, 1e-250, 1e300])
+    B = rng.standard_normal((6, 3))
+    y = rng.standard_normal(6)
+    gA, gy = P.project_vjp(B * scales, y, y)
+    gA1, gy1 = P.project_vjp(B, y, y)
+    np.testing.assert_allclose(gA * scales, gA1, rtol=1e-12)
+    np.testing.assert_allclose(P.lstsq(B * scales, y) * scales, P.lstsq(B, y), rtol=1e-12)
+    np.testing.assert_allclose(P.tangent_project(np.full(4, 1e308), np.ones(4)), 0.0, atol=1e293)
+
+
+def test_a_real_argument_gets_a_real_gradient_when_the_other_is_complex():
+    A, y = rng.standard_normal((4, 2)), rng.standard_normal(4) + 1j * rng.standard_normal(4)
+    gA, gy = P.project_vjp(A, y, y)
+    assert gA.dtype == np.float64 and gy.dtype == np.complex128
+    V, h = rng.standard_normal((4, 2)), 1e-6
+    loss = lambda M: np.real(np.vdot(y, P.project(M, y)))  # noqa: E731
+    assert abs((loss(A + h * V) - loss(A - h * V)) / (2 * h) - np.sum(gA * V)) < 1e-8
+    gg, gz = P.tangent_project_vjp(y, np.abs(y), y)
+    assert gz.dtype == np.float64
+
+
+def test_integer_products_and_quotients_that_would_wrap_are_refused():
+    @reversible
+    def scale(a, s):
+        for i in range(len(a)):
+            a[i] *= s
+
+    @reversible
+    def divide(a, s):
+        for i in range(len(a)):
+            a[i] /= s
+    assert scale(np.array([3, -64], np.int8), 2)[0].tolist() == [6, -128]
+    for args in ((np.array([64], np.int8), 2), (np.array([128], np.uint8), 300), (np.array([2 ** 62]), 2),
+                 (np.array([-1]), -2 ** 63)):
+        with pytest.raises(revdiff.ReversibilityError, match="the product does not fit"):
+            scale(*args)
+    with pytest.raises(revdiff.ReversibilityError, match="wraps around"):
+        divide(np.array([-2 ** 63]), -1)
+    with pytest.raises(revdiff.ReversibilityError, match="uint64 values are not supported"):
+        scale(np.array([7], np.uint64), 2)
+
+
+def test_integer_arrays_of_the_other_signedness_are_refused():
+    @reversible
+    def add(y, x):
+        for i in range(len(x)):
+            y[i] += x[i]
+    with pytest.raises(revdiff.ReversibilityError, match="uint32 values of 'x'"):
+        add(np.zeros(2, np.int32), np.ones(2, np.uint32))
+    assert add(np.zeros(2, np.int64), np.ones(2, np.uint32))[0].tolist() == [1, 1]
+
+    @reversible
+    def gather(y, x, k):
+        for i in range(len(y)):
+            y[i] += x[k[i]] if k[i] >= 0 else 0.0
+    out = gather(np.zeros(2, np.float32), np.ones(3, np.float32), np.array([2, -1]))[0]  # int64 indices are fine
+    assert out.tolist() == [1.0, 0.0]
+
+
+K = 2.0
+
+
+@reversible
+def k_inner(y, x):
+    for i in range(len(x)):
+        y[i] += K * x[i]
+
+
+@reversible
+def k_outer(y, x):
+    k_inner(y, x)
+
+
+def test_a_pullback_keeps_the_program_its_forward_ran():
+    global K
+    try:
+        _, pullback = revdiff.vjp(k_outer, np.zeros(3), np.ones(3))
+        K = 5.0
+        assert pullback(np.ones(3), None)[1].tolist() == [2.0, 2.0, 2.0]
+        assert k_outer(np.zeros(3), np.ones(3))[0].tolist() == [5.0, 5.0, 5.0]
+    finally:
+        K = 2.0
+
+
+def test_recursion_closed_by_rebinding_a_name_is_refused(tmp_path):
+    script = tmp_path / "rebind.py"
+    script.write_text(textwrap.dedent("""
+        import numpy as np
+        import revdiff
+        from revdiff import reversible
+
+        @reversible
+        def p(y):
+            y[0] += 1.0
+
+        @reversible
+        def q(y):
+            p(y)
+
+        q(np.zeros(1))
+
+        @reversible
+        def p(y):
+            q(y)
+
+        try:
+            q(np.zeros(1))
+        except revdiff.ReversibilityError as exc:
+            print(str(exc).splitlines()[0])
+    """))
+    env = dict(os.environ, REVDIFF_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
+    assert "q -> p -> q calls back into itself" in done.stdout, done.stderr[-2000:]
+
+
+def test_odd_scalar_arguments_are_named():
+    @reversible
+    def axpy(y, x, a):
+        for i in range(len(x)):
+            y[i] += a * x[i]
+    for a, what in ((2 ** 70, "does not fit in int64"), (np.float16(2), "dtype float16"),
+                    (np.longdouble(2), "is not supported")):
+        with pytest.raises(TypeError, match=f"argument 'a' of .*axpy\\(\\): .*{what}"):
+            axpy(np.zeros(3), np.ones(3), a)
+    with pytest.raises(MemoryError, match="allocating ancilla 't' failed"):
+        with_scratch(np.zeros(3), np.ones(3), 2 ** 62)  # Numba says 'array is too big' (a ValueError)
+
+
+def test_grad_and_vjp_arguments_are_checked():
+    @reversible
+    def dot(s, x, y):
+        for i in range(len(x)):
+            s += x[i] * y[i]
+    x = np.ones(2)
+    for loss in (None, ["s"], 1.0, True):
+        with pytest.raises(TypeError, match="loss must name a parameter"):
+            revdiff.grad(dot, loss)
+    with pytest.raises(TypeError, match="differentiates reversible functions"):
+        revdiff.grad(lambda s: s, "s")
+    with pytest.raises(TypeError, match="cotangent for 's' must be a number or an array"):
+        revdiff.vjp(dot, 0.0, x, x)[1]("a", None, None)
+
+
+def test_torch_double_backward_through_the_cotangent_raises():
+    torch = pytest.importorskip("torch")
+    import revdiff.torch as rt
+    A = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
+    w = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
+    (gA,) = torch.autograd.grad(w * rt.project(A, torch.ones(5, dtype=torch.float64)).sum(), A, create_graph=True)
+    with pytest.raises(RuntimeError, match="not differentiable"):
+        torch.autograd.grad(gA.sum() + w ** 2, w)
+    with pytest.raises(TypeError, match="'A' is a torch.sparse_coo tensor"):
+        rt.project(A.detach().to_sparse(), torch.ones(5, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("target", ["source", "compiled"])
+def test_a_cache_entry_replaced_by_a_directory_is_rebuilt(tmp_path, target):
+    script = tmp_path / "use.py"
+    script.write_text(textwrap.dedent("""
+        import numpy as np
+        from revdiff import reversible
+        @reversible
+        def f(y, x):
+            for i in range(len(x)):
+                y[i] += 3.0 * x[i]
+        print(f(np.zeros(2), np.ones(2))[0].tolist())
+    """))
+    env = dict(os.environ, REVDIFF_CACHE_DIR=str(tmp_path / "cache"))
+    run = lambda: subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,  # noqa
+                                 timeout=600)
+    assert run().stdout.strip() == "[3.0, 3.0]"
+    for path in (tmp_path / "cache").rglob("*.py" if target == "source" else "*.nbc"):
+        path.unlink()
+        path.mkdir()
+    done = run()
+    assert done.returncode == 0 and done.stdout.strip() == "[3.0, 3.0]", done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--seed", "-1"], "--seed must be a non-negative integer"),
+    (["--shape", "100000000000x2"], "at most 250,000 entries"),
+    (["--shape", "16x32"], "needs a tall A"),
+    (["--shape", "32"], "--shape takes MxN"),
+    (["--loss", "sphere", "--shape", "1"], "at least 2 entries"),
+    (["--methods", "foo"], "unknown 'foo'"),
+    (["--conds", "x"], "--conds takes condition numbers"),
+    (["--batch", "0"], "--batch must be at least 1"),
+    (["--plot", "out.xyz"], "name a file ending in one of"),
+    (["--plot", "/nonexistent/dir/x.png"], "cannot write a file there")])
+def test_compare_refuses_what_it_cannot_run_before_running(options, message, capsys):
+    from revdiff.cli import main
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare"] + options)
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_version(capsys):
+    from revdiff.cli import main
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert capsys.readouterr().out.strip() == f"revdiff {revdiff.__version__}"
