@@ -3,12 +3,12 @@
 Write a reversible function under ``@reversible``; run it forward (``f(*args)``), backwards
 (``(~f)(*args)``), and differentiate it by running it backwards (``vjp``, ``grad``).
 """
-from .ad import check_grad, grad, vjp
-from .batch import BatchedFunction, batched
-from .diagnostics import Drift, peak_memory_growth, roundtrip_error
-from .errors import RankDeficientError, ResultOverflowError, ReversibilityError
-from .function import InverseFunction, ReversibleFunction, reversible
-from .language import irot, rot, routine, zero, zeros
+from revdiff.ad import check_grad, grad, vjp
+from revdiff.batch import BatchedFunction, batched
+from revdiff.diagnostics import Drift, peak_memory_growth, roundtrip_error
+from revdiff.errors import RankDeficientError, ResultOverflowError, ReversibilityError
+from revdiff.function import InverseFunction, ReversibleFunction, reversible
+from revdiff.language import irot, rot, routine, zero, zeros
 
 __version__ = "0.1.0"
 

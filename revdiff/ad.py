@@ -1,29 +1,13 @@
 """Differentiation by running programs backwards: ``vjp``, ``grad`` and ``check_grad``."""
 from __future__ import annotations
 
-import numbers
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .function import ReversibleFunction, blas_for, run
-
-
-def _copy(value: Any) -> Any:
-    return value.copy() if isinstance(value, np.ndarray) else value
-
-
-def _zero_like(value: Any) -> Any:
-    if isinstance(value, np.ndarray):  # calloc'd: no pass that writes zeros over a large gradient
-        return np.zeros(value.shape, value.dtype)
-    return type(value)(0)
-
-
-def _cotangent_value(name: str, ct: Any) -> Any:
-    """TypeError naming the parameter for a cotangent that is not numeric."""
-    if ct is not None and not isinstance(ct, (numbers.Number, np.ndarray, np.generic, list, tuple)):
-        raise TypeError(f"cotangent for '{name}' must be a number or an array, got {type(ct).__name__}")
-    return ct
+from revdiff.batch import device_vjp
+from revdiff.calls import blas_for, copy_value, cotangent, run
+from revdiff.function import ReversibleFunction
 
 
 def vjp(f: ReversibleFunction, *args: Any) -> tuple:
@@ -37,14 +21,13 @@ def vjp(f: ReversibleFunction, *args: Any) -> tuple:
     if not isinstance(f, ReversibleFunction):
         raise TypeError(f"vjp differentiates reversible functions (decorated with @revdiff.reversible), got {f!r}")
     if any(hasattr(a, "__cuda_array_interface__") for a in args):
-        from .batch import device_vjp
         return device_vjp(f, args)
     forward = f.forward_function
     types = f.argument_types(args)
     f.validate(args)
     spec = forward.specialize(types, blas_for(args))
     program_forward, program_adjoint = f.programs
-    outs = run(spec.callable(program_forward), tuple(_copy(a) for a in args))
+    outs = run(spec.callable(program_forward), tuple(copy_value(a) for a in args))
     differentiable = [t.differentiable for t in types]
     names = f.params
 
@@ -56,30 +39,12 @@ def vjp(f: ReversibleFunction, *args: Any) -> tuple:
         for name, out, ct, diff in zip(names, outs, cotangents, differentiable):
             if not diff:
                 continue
-            grads.append(_cotangent(name, out, ct))
-        result = run(spec.callable(program_adjoint), tuple(_copy(o) for o in outs) + tuple(grads))
+            grads.append(cotangent(name, out, ct))
+        result = run(spec.callable(program_adjoint), tuple(copy_value(o) for o in outs) + tuple(grads))
         gradients = iter(result[len(outs):])
         return tuple(next(gradients) if diff else None for diff in differentiable)
 
     return tuple(outs), pullback
-
-
-def _cotangent(name: str, out: Any, ct: Any) -> Any:
-    """Check one cotangent against its output and give it the output's type (a fresh copy)."""
-    if _cotangent_value(name, ct) is None:
-        return _zero_like(out)
-    if isinstance(out, np.ndarray):
-        ct = np.asarray(ct)
-        if ct.shape != out.shape:
-            raise ValueError(f"cotangent for '{name}' has shape {ct.shape}, expected {out.shape}")
-        if np.iscomplexobj(ct) and not np.iscomplexobj(out):
-            raise TypeError(f"cotangent for '{name}' is complex but '{name}' is real")
-        return np.array(ct, dtype=out.dtype, copy=True)
-    if isinstance(ct, np.ndarray):
-        raise TypeError(f"cotangent for the scalar '{name}' must be a scalar")
-    if isinstance(ct, complex) and not isinstance(out, complex):
-        raise TypeError(f"cotangent for '{name}' is complex but '{name}' is real")
-    return type(out)(ct) if not isinstance(out, np.generic) else out.dtype.type(ct)
 
 
 def _loss_index(f: ReversibleFunction, loss: str | int) -> int:
@@ -132,7 +97,7 @@ def _inner(a: Sequence, b: Sequence) -> float:
 
 
 def _shifted(args: tuple, direction: tuple, step: float, mask: list) -> tuple:
-    return tuple(_copy(a) + step * d if m else _copy(a) for a, d, m in zip(args, direction, mask))
+    return tuple(copy_value(a) + step * d if m else copy_value(a) for a, d, m in zip(args, direction, mask))
 
 
 def check_grad(f: ReversibleFunction, *args: Any, eps: float = 1e-6, trials: int = 3,

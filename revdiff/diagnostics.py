@@ -6,7 +6,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from .function import ReversibleFunction
+from revdiff.function import ReversibleFunction
 
 
 class Drift(NamedTuple):

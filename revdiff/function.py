@@ -7,34 +7,24 @@ it with Numba (default) or as plain Python (``backend="python"``, for debugging)
 from __future__ import annotations
 
 import builtins
-import dataclasses
-import hashlib
 import numbers
-import threading
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 import numpy as np
 
-from .analysis import modified_names
-from .emit.python import emit_module
-from .errors import ReversibilityError
-from .frontend.check import check_function
-from .frontend.parse import is_reversible_function, parse_function
-from .ir import CallFn, Function
-from .lowir import LowFunction, host_symbol
-from .primitives.vector import BLAS_MIN_ELEMENTS
-from .runtime import checks, loader
-from .transforms.fuse import lower_fused_vjp
-from .transforms.hoist import hoist_allocations
-from .transforms.prune import prune_checks
-from .runtime.support import CheckFailed
-from .transforms.infer import TypeEnv, infer
-from .transforms.inline import inline_single_calls
-from .transforms.invert import invert_block
-from .transforms.lower import Lowerer, Options, ancilla_names
-from .types import VarType, type_of_value
+from revdiff.batch import device_call
+from revdiff.calls import blas_for, run
+from revdiff.compiler.cuda import program_source
+from revdiff.compiler.specialization import PROGRAMS, Specialization
+from revdiff.errors import ReversibilityError
+from revdiff.frontend.check import check_function
+from revdiff.frontend.parse import is_reversible_function, parse_function
+from revdiff.ir.high import CallFn, Function, Index, Instr, Name, Shape, stmt_exprs, walk_expr, walk_stmts
+from revdiff.ir.types import VarType, type_of_value
+from revdiff.passes.analysis import modified_names
+from revdiff.passes.lower import Options
+from revdiff.primitives import INSTRUCTIONS
 
-PROGRAMS = ("forward", "inverse", "adjoint", "inverse_adjoint", "vjp", "inverse_vjp", "vjp_forward")
 BACKENDS = ("numba", "python")
 _MISSING = object()
 
@@ -153,7 +143,6 @@ class ReversibleFunction:
     def _try_check(self) -> None:
         """Check at decoration when every function called is already defined; a function called
         further down that is not yet (defined later in the module) defers the check to the first call."""
-        from .ir import walk_stmts
         calls = [s for s in walk_stmts(self.ir.body) if isinstance(s, CallFn)]
         if all(c.callee in self.ir.globals_names for c in calls):
             try:
@@ -165,7 +154,6 @@ class ReversibleFunction:
     def _check(self) -> None:
         if self._checked:
             return
-        from .ir import walk_stmts
         for s in walk_stmts(self.ir.body):
             if isinstance(s, CallFn):
                 self._callee(s.callee, s.loc)
@@ -182,7 +170,6 @@ class ReversibleFunction:
         back to one on ``path`` (the callers above it), or None. The functions as they are bound
         now: a name rebound after decoration can close a cycle. ``acyclic``: functions already
         walked without finding one (each is walked once)."""
-        from .ir import walk_stmts
         acyclic = set() if acyclic is None else acyclic
         for s in walk_stmts(self.ir.body):
             if not isinstance(s, CallFn):
@@ -265,7 +252,6 @@ class ReversibleFunction:
 
     def __call__(self, *args: Any) -> tuple:
         if any(hasattr(a, "__cuda_array_interface__") for a in args):
-            from .batch import device_call
             return device_call(self, args)
         types = self.argument_types(args)
         self.validate(args)
@@ -306,7 +292,6 @@ class ReversibleFunction:
         f = self.forward_function
         types = f.argument_types(example_args) if example_args else f.default_types()
         if backend == "cuda":
-            from .gpu import program_source
             return program_source(f, program, types)
         if backend not in ("numba", "python"):
             raise ValueError(f"backend must be 'numba', 'python' or 'cuda', got {backend!r}")
@@ -314,8 +299,6 @@ class ReversibleFunction:
 
     def default_types(self) -> tuple:
         """float64 for every parameter, arrays where the body indexes them (for ``source()``)."""
-        from .ir import Index, Instr, Name, Shape, stmt_exprs, walk_expr, walk_stmts
-        from .primitives import INSTRUCTIONS
         ranks: dict = {}
         for s in walk_stmts(self.ir.body):
             if isinstance(s, CallFn):
@@ -362,245 +345,6 @@ class InverseFunction(ReversibleFunction):
 
     def __repr__(self) -> str:
         return f"<reversible function ~{self._forward.__qualname__}({', '.join(self.params)})>"
-
-
-def blas_for(args: Iterable, element_sizes: Iterable[int] = ()) -> bool:
-    """Whether calls on ``args`` (or on arrays of ``element_sizes`` entries) run the programs with
-    BLAS branches: only when an array has more than BLAS_MIN_ELEMENTS entries. Views of smaller
-    arrays never reach BLAS's threshold, so their programs compile to loops only: a third less code
-    to compile, the same results. Forward, inverse and adjoint see the same shapes, hence the same
-    choice; an ancilla larger than every argument then runs loops too."""
-    sizes = [a.size for a in args if isinstance(a, np.ndarray)] + list(element_sizes)
-    return any(size > BLAS_MIN_ELEMENTS for size in sizes)
-
-
-def run(fn, args: tuple, batch_errors: np.ndarray | None = None, partial: str = "",
-        elements: int | None = None) -> tuple:
-    """Call a generated function and turn its error record (one per batch element when
-    ``batch_errors`` is given) into the user-facing exception, with ``partial`` (what the caller
-    holds half-updated, if anything) added to its message; ``elements``: the rows of ``batch_errors``
-    that belong to batch elements (a lane entry keeps records of its own below). Returns the final value of every
-    argument: a program returns its scalar parameters (arrays change in place), a batched entry
-    all of them."""
-    try:
-        if batch_errors is not None:
-            with loader.deep_recursion():
-                result = interruptible(fn, args, batch_errors)
-            failed = np.flatnonzero(batch_errors[:elements, 0])
-            if failed.size:
-                raise_failure(batch_errors[failed[0]], batch_element=int(failed[0]), partial=partial)
-            return result
-        record = np.zeros(ERROR_RECORD)
-        try:
-            with loader.deep_recursion():
-                result = interruptible(fn, args, record)
-        except (MemoryError, ValueError) as exc:  # an allocation that failed ("array is too big": a
-            if not record[checks.ALLOCATION] and not isinstance(exc, MemoryError):  # ValueError too)
-                raise
-            record[0] = record[checks.ALLOCATION] or checks.failure_code(0, checks.UNTRACKED)
-            record[2] = record[checks.ALLOCATION + 1]
-        if record[0]:
-            raise_failure(record, partial=partial)
-        scalars = iter(result or ())
-        return tuple(a if isinstance(a, np.ndarray) else next(scalars) for a in args)
-    except RecursionError:
-        raise ReversibilityError(f"{getattr(fn, '__name__', fn)}: reversible functions call each other too deeply "
-                                 "for Numba to compile (it recurses once per level of calls, and this chain passed "
-                                 f"Python's recursion limit of {loader.COMPILE_RECURSION_LIMIT}); flatten the "
-                                 "chain of calls") from None
-    except IndexError as exc:
-        shapes = ", ".join(str(getattr(a, "shape", type(a).__name__)) for a in args)
-        raise IndexError(f"{exc} in {getattr(fn, '__name__', fn)}: an argument is smaller than the program "
-                         f"indexes (argument shapes: {shapes})") from None
-
-
-ERROR_RECORD = checks.RECORD_SIZE
-#: what generated code calls in every iteration of a while loop (``emit/python.py``)
-INTERRUPT_CHECK = host_symbol("interrupt_requested") + "("
-#: the stack of the thread a call with while loops runs in: room for Numba's recursive compilation
-WORKER_STACK = 256 << 20
-_STACK_LOCK = threading.Lock()
-
-
-def interruptible(fn, args: tuple, record: np.ndarray):
-    """``fn(*args, record)``; one whose while loops may run without end (``revdiff_loops``) runs in
-    a thread, so that Ctrl-C reaches this one: it sets the record's interrupt field, which the loops
-    read, waits for the call to return, and the failure it recorded raises KeyboardInterrupt."""
-    if not getattr(fn, "revdiff_loops", False):
-        return fn(*args, record)
-    outcome: list = []
-    done = threading.Event()  # not Thread.join, which an interrupt can leave returning early
-
-    def call() -> None:
-        try:
-            outcome.append((True, fn(*args, record)))
-        except BaseException as exc:  # re-raised in the caller's thread
-            outcome.append((False, exc))
-        finally:
-            done.set()
-
-    with _STACK_LOCK:  # the call may compile, recursively: a thread's default stack can be small
-        previous = threading.stack_size(WORKER_STACK)
-        try:
-            threading.Thread(target=call, name="revdiff-call", daemon=True).start()
-        finally:
-            threading.stack_size(previous)
-    try:
-        while not done.wait(0.05):
-            pass
-    except KeyboardInterrupt:
-        record[..., checks.INTERRUPT] = 1.0
-        done.wait()  # a second Ctrl-C leaves it running
-        if not np.any(record[..., 0]):  # it finished before reaching a loop: still interrupted
-            raise
-    ok, value = outcome[0]
-    if not ok:
-        raise value
-    return value
-
-
-def raise_failure(record: np.ndarray, batch_element: int | None = None, partial: str = "") -> None:
-    raise checks.to_error(CheckFailed(*checks.decode(record[0]), float(record[2]), float(record[3])),
-                          batch_element, partial) from None
-
-
-class Specialization:
-    """One function specialised on argument types: its programs, generated and compiled lazily."""
-
-    def __init__(self, rf: ReversibleFunction, types: tuple, blas: bool = True):
-        self.rf = rf
-        self.types = types
-        self.options = dataclasses.replace(rf.options, blas=blas)
-        self.func = rf.ir
-        callees = sorted((name, obj.forward_function.__qualname__, _source_text(obj.forward_function),
-                          sorted(obj.forward_function.ir.constants.items()))
-                         for name, obj in rf.ir.globals_names.items())
-        text = repr((rf.ir.loc.filename, rf.__qualname__, rf.ir.loc.line, _source_text(rf),
-                     sorted(rf.ir.constants.items()), callees, types,
-                     self.options, rf.backend, loader.compiler_fingerprint()))
-        self.key = hashlib.sha256(text.encode()).hexdigest()[:16]
-        self.fkey = int(self.key[:7], 16)
-        self.dependencies: dict = {}
-        self._callee_specs: dict = {}
-        self.env = infer(self.func, dict(zip(rf.params, types)), self._callee_types)
-        self._sources: dict = {}
-        self._callables: dict = {}
-
-    def _callee_types(self, call: CallFn, arg_types: tuple) -> None:
-        self.callee_spec(call, arg_types)
-
-    def callee_spec(self, call: CallFn, arg_types: tuple) -> "Specialization":
-        """The callee's specialisation, resolved once: every program of this specialisation (a
-        pullback's adjoint compiled after a global changed included) calls the same callees."""
-        key = (call.callee, arg_types)
-        spec = self._callee_specs.get(key)
-        if spec is not None:
-            return spec
-        callee = self.rf._callee(call.callee, call.loc)
-        try:
-            spec = callee.specialize(arg_types, self.options.blas)
-        except ReversibilityError:
-            raise
-        except TypeError as exc:
-            raise ReversibilityError(f"call of '{call.callee}': {exc}", call.loc) from None
-        self._callee_specs[key] = spec
-        return spec
-
-    def symbol(self, program: str) -> str:
-        return f"{self.rf.__name__}_{program}"
-
-    def callee_symbol(self, env: TypeEnv):
-        from .transforms.infer import expr_type
-
-        def resolve(call: CallFn, program: str):
-            spec = self.callee_spec(call, tuple(expr_type(a, env, call.loc) for a in call.args))
-            name = f"{call.callee}_{spec.key[:8]}_{program}"
-            self.dependencies[name] = (spec, program)
-            return name, spec.rf.modified_positions()
-
-        return resolve
-
-    def low_function(self, program: str, inline: bool = False, hoist: bool = True) -> LowFunction:
-        """The low IR of ``program``, its impossible checks pruned. ``inline``: with the functions it
-        calls once inlined (CPU code; ``transforms/inline.py``); ``hoist``: allocations in loops hoisted."""
-        from .transforms.adjoint import AdjointLowerer
-        env = TypeEnv(self.env.types)
-        body = self.func.body if program in ("forward", "adjoint", "vjp", "vjp_forward") else invert_block(self.func.body)
-        params = list(self.rf.params)
-        args = (env, self.options, self.fkey * 8 + PROGRAMS.index(program), self.callee_symbol(env),
-                ancilla_names(self.func.body), params)
-        twins = {}  # gradient parameter -> its primal (same shape)
-        if program in ("forward", "inverse", "vjp_forward"):
-            lowerer = Lowerer(*args, callee_modifies=self.rf._callee_modifies, vjp_forward=program == "vjp_forward")
-            low, all_params = lowerer.lower_block(body), params
-        else:
-            lowerer = AdjointLowerer(*args, callee_modifies=self.rf._callee_modifies)
-            if program in ("vjp", "inverse_vjp"):
-                modified = [p for k, p in enumerate(params) if k in self.rf.modified_positions()]
-                low, all_params = lower_fused_vjp(lowerer, body, modified)
-            else:
-                low = lowerer.adjoint_body(body)
-                all_params = params + lowerer.gradient_params()
-            twins = {lowerer.gname(p): p for p in params if lowerer.gname(p) in all_params}
-            if program in ("vjp", "inverse_vjp"):  # saved_<p>: p's forward result, p's shape
-                twins.update({s: p for s, p in zip(all_params[len(all_params) - len(modified):], modified)
-                              if env[p].is_array})
-        types = {p: env[p] for p in all_params}
-        scalars = [p for p in all_params if not types[p].is_array]  # arrays change in place
-        low_fn = prune_checks(LowFunction(self.symbol(program), all_params, low, scalars, types), twins)
-        if inline:
-            low_fn = prune_checks(inline_single_calls(low_fn, self._inlinable), twins)
-        return hoist_allocations(low_fn) if hoist else low_fn
-
-    def _inlinable(self, name: str) -> LowFunction:
-        """The low IR of callee ``name``, to inline; what it calls becomes this function's dependency."""
-        spec, program = self.dependencies[name]
-        low = spec.low_function(program, hoist=False)
-        self.dependencies.update(spec.dependencies)
-        return low
-
-    def source(self, program: str) -> str:
-        src = self._sources.get(program)
-        if src is None:  # a fused vjp runs its callees' programs once each: they are inlined
-            low = self.low_function(program, inline=program in ("vjp", "inverse_vjp"))
-            loc = self.rf.ir.loc
-            types = ", ".join(f"{p}: {t.describe()}" for p, t in zip(self.rf.params, self.types))
-            header = (f"# Generated by revdiff: the {program} program of {self.rf.__qualname__}\n"
-                      f"# from {loc.filename}:{loc.lineno}, specialised for ({types}).\n"
-                      f"# Options: {self.options}; Numba: fastmath off; index checks "
-                      f"{'on' if self.rf.options.check else 'off'}.  Do not edit: regenerated from the source.")
-            body = emit_module([low], "")
-            deps = sorted(d for d in self.dependencies if d + "(" in body)
-            if deps:
-                header += "\n# Calls: " + ", ".join(deps)
-            src = emit_module([low], header)
-            self._sources[program] = src
-        return src
-
-    def callable(self, program: str):
-        fn = self._callables.get(program)
-        if fn is None:
-            src = self.source(program)
-            backend = self.rf.backend
-            deps = {name: spec.callable(prog) for name, (spec, prog) in self.dependencies.items()
-                    if name + "(" in src}
-            if "_host_" in src:  # BLAS routines (imported only when used: they load Numba)
-                from .runtime.host import routines_called
-                deps.update(routines_called(src))
-            module = loader.load(src, f"{self.rf.__name__}_{program}", backend, deps)
-            fn = loader.compiled(module, self.symbol(program), backend, deps)
-            if INTERRUPT_CHECK in src or any(getattr(d, "revdiff_loops", False) for d in deps.values()):
-                fn.revdiff_loops = True  # a while loop: run where Ctrl-C can stop it (``interruptible``)
-            self._callables[program] = fn
-        return fn
-
-
-def _source_text(rf: ReversibleFunction) -> str:
-    import inspect
-    try:
-        return inspect.getsource(rf.py_function)
-    except OSError:
-        return ""
 
 
 def reversible(fn: Callable | None = None, *, check: bool = True, backend: str = "numba",

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import programs as P
+from revdiff import programs as P
 
 __all__ = ["qr", "project", "lstsq", "normalize", "tangent_project"]
 

@@ -13,9 +13,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from . import programs as P
-from .ad import vjp
-from .function import ReversibleFunction
+from revdiff import programs as P
+from revdiff.ad import vjp
+from revdiff.function import ReversibleFunction
+from revdiff.runtime.device import cupy_module
 
 __all__ = ["qr", "project", "lstsq", "normalize", "tangent_project", "function"]
 
@@ -33,7 +34,6 @@ def _numpy(t: Any, name: str) -> Any:
                         "complex128 (and integers and bools, which the high-level functions turn into float64): "
                         "convert it, e.g. with .float()")
     if t.device.type == "cuda":
-        from .gpu import cupy_module
         array = cupy_module().asarray(t)
         return array.item() if array.ndim == 0 else array
     if t.device.type != "cpu":

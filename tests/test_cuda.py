@@ -2,12 +2,14 @@
 and the very kernel source, compiled as host C++ and run one thread after another, agrees with
 the Numba backend (forward, inverse and both adjoints). GPU tests run only where a GPU is."""
 import shutil
+import subprocess
 
 import numpy as np
 import pytest
 
 import revdiff
-from revdiff import gpu
+from revdiff.backends.cuda import launch
+from revdiff.compiler import cuda as gpu
 from revdiff import programs as P
 from revdiff.programs import leapfrog as L
 
@@ -87,7 +89,7 @@ def _tolerance(args):
 def _check_call(module, bf, types, args, tol):
     want = _per_element_call(bf, args)
     got = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
-    gpu.run_host(module, bf, "call", got, types)
+    gpu.run_on_host(module, bf, "call", got, types)
     for w, g in zip(want, got):
         if isinstance(w, np.ndarray):
             np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
@@ -108,7 +110,7 @@ def _check_vjp(module, bf, types, args, tol):
             gbufs.append(c.copy() if c is not None else np.zeros((B,) + np.shape(a[0] if p in bf.batched else a),
                                                                   np.asarray(a).dtype))
     saved = [np.empty_like(args[bf.f.params.index(p)]) for p in bf._saved(types)]
-    gpu.run_host(module, bf, "vjp", copies + gbufs + saved, types)
+    gpu.run_on_host(module, bf, "vjp", copies + gbufs + saved, types)
     k = 0
     for i, (p, t) in enumerate(zip(bf.f.params, types)):
         if t.differentiable:
@@ -128,7 +130,7 @@ def _check_vjp(module, bf, types, args, tol):
 def test_host_emulation_of_kernel_source_matches_numba(case):
     program, batched, args = CASES[case]()
     entries = _entries(program, batched, args)
-    module = gpu.HostModule(gpu.module_source([e[:3] for e in entries], host=True), "test_" + program.__name__)
+    module = launch.HostModule(gpu.module_source([e[:3] for e in entries], host=True), "test_" + program.__name__)
     tol = _tolerance(args)
     for bf, kind, types, inputs in entries:
         (_check_call if kind == "call" else _check_vjp)(module, bf, types, inputs, tol)
@@ -144,12 +146,30 @@ def test_host_emulation_reports_failed_checks_like_the_cpu():
     bf = revdiff.batched(divide, ("x", "y"))
     args = (np.ones(4), np.array([1.0, 2.0, 0.0, 4.0]))
     types = bf._element_types(args)
-    module = gpu.HostModule(gpu.module_source([(bf, "call", types)], host=True), "test_divide")
+    module = launch.HostModule(gpu.module_source([(bf, "call", types)], host=True), "test_divide")
     with pytest.raises(revdiff.ReversibilityError, match="division by zero") as cpu:
         bf(*args)
     with pytest.raises(revdiff.ReversibilityError, match="division by zero") as emulated:
-        gpu.run_host(module, bf, "call", [a.copy() for a in args], types)
+        gpu.run_on_host(module, bf, "call", [a.copy() for a in args], types)
     assert str(cpu.value) == str(emulated.value)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to compile the kernel source")
+def test_compiler_messages_name_the_users_line(tmp_path):
+    """The kernel source carries #line directives: an error in the code generated from a line of
+    the user's function is reported at that file and line (NVRTC reads them as g++ does)."""
+    bf = revdiff.batched(divide, ("x", "y"))
+    types = bf._element_types((np.ones(4), np.ones(4)))
+    lines = gpu.module_source([(bf, "call", types)], host=True).split("\n")
+    user_line = divide.ir.body[0].loc.lineno
+    here = f'#line {user_line} "{__file__}"'
+    k = next(i for i, line in enumerate(lines) if line == here and lines[i + 1].strip().startswith("x"))
+    lines[k + 1] += " not_valid_cuda;"
+    broken = tmp_path / "broken.cpp"
+    broken.write_text("\n".join(lines))
+    done = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", str(broken)], capture_output=True, text=True)
+    assert f"{__file__}:{user_line}:" in done.stderr, done.stderr[-2000:]
+    assert "not_valid_cuda" in done.stderr
 
 
 def _all_kernels(dtype_filter=None) -> str:
@@ -163,7 +183,7 @@ def _all_kernels(dtype_filter=None) -> str:
 @pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
 def test_every_kernel_compiles_with_nvrtc(arch):
     pytest.importorskip("cuda.bindings.nvrtc")
-    ptx = gpu.nvrtc_compile(_all_kernels(), arch)
+    ptx = launch.nvrtc_compile(_all_kernels(), arch)
     assert b".entry" in ptx and b"project_cgs2" in ptx
 
 

@@ -492,7 +492,7 @@ def test_failure_codes_name_function_and_check_exactly():
     """A failed check writes one code (function key and check index) into a float64 record: exact
     for every key (below 2**31) and index, and an index past the limit is refused when lowering."""
     from revdiff.errors import SourceLocation
-    from revdiff.runtime import checks
+    from revdiff.ir import checks
     for fkey, idx in ((0, 1), (2**31 - 1, 2**20 - 1), (123456789, 4321)):
         code = float(checks.failure_code(fkey, idx))
         assert code != 0.0 and checks.decode(code) == (fkey, idx)

@@ -10,14 +10,14 @@ from helpers import assert_gradient, copy_args, fused_vjp
 from revdiff import programs as P
 from revdiff.programs.gram_schmidt import bcgs2_panel
 from revdiff import reversible, routine, zero, zeros
-from revdiff.transforms.fuse import split_for_fused_vjp
+from revdiff.passes.fuse import split_for_fused_vjp
 
 rng = np.random.default_rng(3)
 
 
 def test_projection_vjp_is_fused_and_elides_one_qr_uncompute_and_recompute():
     src = P.project_cgs2.source("vjp", np.zeros(6), np.zeros((3, 3)), np.zeros((6, 3)), np.zeros(6))
-    calls = re.findall(r"\b(qr_\w+)(?:\(| inlined)", src)  # called or inlined
+    calls = re.findall(r"\b(cgs2_\w+)(?:\(| inlined)", src)  # the QR program called (or inlined) by its name
     assert sum(c.endswith("_forward") for c in calls) == 1, calls  # the forward QR, not its recompute
     assert sum(c.endswith("_adjoint") for c in calls) == 1, calls
     assert not any(c.endswith("_inverse") or c.endswith("_inverse_adjoint") for c in calls), calls
@@ -178,10 +178,10 @@ def test_the_forward_half_leaves_out_uncomputes_of_ancillas_it_frees():
     args = (np.zeros(m), np.zeros((n, n)), rng.standard_normal((m, n)), rng.standard_normal(m))
     src = P.project_bcgs2.source("vjp", *args)
     assert "left out in the vjp's forward half" in src
-    # the panel's QR (bcgs2_panel, called as panel_qr), and cgs2 below it, run as vjp_forward programs
-    assert re.search(r"\bpanel_qr_[0-9a-f]{8}_vjp_forward\(", src) and not re.search(r"_[0-9a-f]{8}_forward\(", src)
+    # the panel's QR (bcgs2_panel, whose panels are cgs2's), and cgs2 below it, run as vjp_forward programs
+    assert re.search(r"\bbcgs2_panel_[0-9a-f]{8}_vjp_forward\(", src) and not re.search(r"_[0-9a-f]{8}_forward\(", src)
     inner = bcgs2_panel.source("vjp_forward", np.zeros((m, 32)), np.zeros((32, 32)), rng.standard_normal((m, 32)))
-    assert re.search(r"\bpanel_qr_[0-9a-f]{8}_vjp_forward\(", inner) and not re.search(r"_[0-9a-f]{8}_forward\(", inner)
+    assert re.search(r"\bcgs2_[0-9a-f]{8}_vjp_forward\(", inner) and not re.search(r"_[0-9a-f]{8}_forward\(", inner)
     assert re.search(r"abs\(bcgs2_adjoint_V\[", src)  # the adjoint half still checks its panel ancillas
     assert not re.search(r"abs\(bcgs2_forward_V\[", src)
     panel = P.cgs2.source("vjp_forward", np.zeros((m, 32)), np.zeros((32, 32)), rng.standard_normal((m, 32)))

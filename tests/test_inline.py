@@ -1,4 +1,4 @@
-"""Inlining in the fused vjp (``transforms/inline.py``): a function the vjp calls once runs as part of
+"""Inlining in the fused vjp (``optimize/inline.py``): a function the vjp calls once runs as part of
 the vjp's own code, with the same values and errors as the call, and only where that is valid."""
 import re
 

@@ -27,7 +27,7 @@ def test_chain_gradient_matches_finite_differences_and_conserves_energy():
 
 def test_nbody_gradient_matches_pytorch():
     pytest.importorskip("torch")
-    from revdiff import peers
+    from revdiff.tools import peers
     x, v, m = L.star_and_two_planets()
     _, gx, gv, *_ = revdiff.grad(L.nbody_final_energy, "E")(0.0, x, v, m, G, SOFT, DT, 500)
     tx, tv = peers.torch_nbody_gradient()(x, v, m, G, SOFT, DT, 500)

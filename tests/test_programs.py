@@ -8,7 +8,7 @@ import revdiff
 from helpers import assert_gradient, assert_round_trip
 from revdiff import formulas
 from revdiff import programs as P
-from revdiff.compare import matrix_with_condition
+from revdiff.tools.compare import matrix_with_condition
 
 rng = np.random.default_rng(7)
 
@@ -210,7 +210,7 @@ def test_lstsq_high_level():
 
 
 def test_compare_runs_and_reports(capsys):
-    from revdiff import compare
+    from revdiff.tools import compare
     res = compare.run(shape=(8, 4), conds=(1.0, 1e6), repeats=1, methods=["cgs2", "formula", "pinv"])
     out = capsys.readouterr().out
     assert "| kappa |" in out and "revdiff cgs2" in out
@@ -218,7 +218,7 @@ def test_compare_runs_and_reports(capsys):
 
 
 def test_compare_qr_loss_against_reference():
-    from revdiff import compare
+    from revdiff.tools import compare
     res = compare.run(shape=(6, 4), conds=(1.0, 1e4), repeats=1, loss="qr",
                       methods=["cgs2", "householder", "givens", "formula"])
     for name in ("revdiff cgs2", "revdiff householder", "revdiff givens", "formula"):
@@ -226,7 +226,7 @@ def test_compare_qr_loss_against_reference():
 
 
 def test_reference_qr_gradient_matches_formula_wide_and_complex():
-    from revdiff import reference
+    from revdiff.tools import reference
     for m, n, cplx in [(4, 6, False), (5, 3, True)]:
         A = rand((m, n), cplx)
         p = min(m, n)
@@ -237,7 +237,7 @@ def test_reference_qr_gradient_matches_formula_wide_and_complex():
 @pytest.mark.parametrize("peer", ["torch", "jax"])
 def test_compare_includes_installed_peers(peer):
     pytest.importorskip(peer)
-    from revdiff import compare
+    from revdiff.tools import compare
     for loss in ("projection", "qr"):
         res = compare.run(shape=(6, 4), conds=(1.0,), repeats=1, loss=loss, methods=[peer], batch=2)
         assert res[peer][0][1] < 1e-13
@@ -245,14 +245,14 @@ def test_compare_includes_installed_peers(peer):
 
 def test_compare_plot(tmp_path):
     pytest.importorskip("matplotlib")
-    from revdiff import compare
+    from revdiff.tools import compare
     path = tmp_path / "errors.png"
     compare.run(shape=(6, 3), conds=(1.0, 1e4), repeats=1, methods=["cgs2", "formula"], plot=str(path))
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_command_line(capsys):
-    from revdiff.cli import main
+    from revdiff.tools.cli import main
     main(["compare", "--loss", "qr", "--shape", "5x3", "--conds", "1,1e3", "--methods", "cgs2,formula",
           "--repeats", "1"])
     out = capsys.readouterr().out

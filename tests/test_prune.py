@@ -1,4 +1,4 @@
-"""Checks that cannot fail are left out of the generated code (``transforms/prune.py``), checks that
+"""Checks that cannot fail are left out of the generated code (``optimize/prune.py``), checks that
 can fail stay and still name the user's line; small arguments compile programs without BLAS
 branches (``function.blas_for``) and give the same results."""
 import numpy as np
@@ -6,9 +6,9 @@ import pytest
 
 from helpers import assert_gradient, assert_round_trip
 from revdiff import reversible, routine, zeros
-from revdiff.ir import BinOp, BoolOp, Compare, Const, Index, Name, Shape, Unary
-from revdiff.lowir import AugAssign, Check, LowFunction, Loop, nested_blocks
-from revdiff.transforms.prune import prune_checks
+from revdiff.ir.high import BinOp, BoolOp, Compare, Const, Index, Name, Shape, Unary
+from revdiff.ir.low import AugAssign, Check, LowFunction, Loop, nested_blocks
+from revdiff.optimize.prune import prune_checks
 
 THIS_FILE = __file__
 rng = np.random.default_rng(11)
@@ -31,7 +31,7 @@ def index_checks_on(found: list, array: str) -> list:
 
 
 def _walk(e):
-    from revdiff.ir import walk_expr
+    from revdiff.ir.high import walk_expr
     return walk_expr(e)
 
 

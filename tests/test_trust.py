@@ -62,7 +62,7 @@ def test_exactly_dependent_columns_raise_rank_deficient_not_division_by_zero(met
 
 
 def test_projection_refuses_what_qr_refuses_at_kappa_1e17():
-    from revdiff.compare import matrix_with_condition
+    from revdiff.tools.compare import matrix_with_condition
     A = matrix_with_condition(20, 6, 1e17, np.random.default_rng(0), np.float64)
     with pytest.raises(revdiff.RankDeficientError):
         P.qr(A)
@@ -698,14 +698,14 @@ def test_a_cache_entry_replaced_by_a_directory_is_rebuilt(tmp_path, target):
     (["--plot", "out.xyz"], "name a file ending in one of"),
     (["--plot", "/nonexistent/dir/x.png"], "cannot write a file there")])
 def test_compare_refuses_what_it_cannot_run_before_running(options, message, capsys):
-    from revdiff.cli import main
+    from revdiff.tools.cli import main
     with pytest.raises(SystemExit) as exit_info:
         main(["compare"] + options)
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_version(capsys):
-    from revdiff.cli import main
+    from revdiff.tools.cli import main
     with pytest.raises(SystemExit):
         main(["--version"])
     assert capsys.readouterr().out.strip() == f"revdiff {revdiff.__version__}"

@@ -6,11 +6,12 @@ emitted by the lowering passes.
 """
 from __future__ import annotations
 
-from ..analysis import modified_names, written_lvalues
-from ..errors import ReversibilityError
-from ..ir import (Alloc, Bind, CallFn, Compute, Dealloc, For, Function, If, Index, Instr, Name, Slice,
-                  Uncompute, While, base_name, names_read, walk_expr)
-from ..primitives import INSTRUCTIONS
+from revdiff.errors import ReversibilityError
+from revdiff.ir.high import (Alloc, Bind, CallFn, Compute, Dealloc, For, Function, If, Index, Instr, Name,
+                             Uncompute, While, base_name, names_read, walk_expr)
+from revdiff.passes.analysis import distinguishable, modified_names, written_lvalues
+from revdiff.primitives import INSTRUCTIONS
+from revdiff.primitives.printer import expr_source
 
 
 class Checker:
@@ -161,7 +162,7 @@ class Checker:
                         f"'{name}' is both updated and read by '{entry.syntax}'; views of one array may "
                         "overlap, so the update could not be undone. Copy the operand into an ancilla first",
                         s.loc)
-        if len(targets) == 2 and targets[0] == targets[1] and s.op != "swap":
+        if len(targets) == 2 and targets[0] == targets[1] and INSTRUCTIONS[s.op].distinct_targets:
             raise ReversibilityError(f"{entry.syntax} needs two different variables", s.loc)
 
     def call(self, s: CallFn, scope: dict, loop_vars: set) -> None:
@@ -194,15 +195,7 @@ class Checker:
                         "e.g. Q[:, j] and Q[:, k])", s.loc)
 
 
-def distinguishable(a: Index, b: Index) -> bool:
-    """Two element/view accesses of one array that may be told apart at run time: some position
-    holds integer indices in both that are not written the same way."""
-    pairs = [(x, y) for x, y in zip(a.indices, b.indices) if not isinstance(x, Slice) and not isinstance(y, Slice)]
-    return len(a.indices) == len(b.indices) and any(x != y for x, y in pairs)
-
-
 def _show(lv) -> str:
-    from ..emit.python import expr_source
     return expr_source(lv)
 
 
@@ -210,4 +203,4 @@ def check_function(func: Function, callee_modifies, callee_arity) -> None:
     Checker(func, callee_modifies, callee_arity).run()
 
 
-__all__ = ["check_function", "written_lvalues", "distinguishable"]
+__all__ = ["check_function", "written_lvalues"]

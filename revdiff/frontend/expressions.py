@@ -10,9 +10,9 @@ import types
 
 import numpy as np
 
-from ..ir import BinOp, BoolOp, Call, Compare, Const, Index, Name, Select, Shape, Slice, Unary
-from ..primitives import USER_FUNCTIONS
-from .source import SourceMap
+from revdiff.frontend.source import SourceMap
+from revdiff.ir.high import BinOp, BoolOp, Call, Compare, Const, Index, Name, Select, Shape, Slice, Unary
+from revdiff.primitives import FUNCTIONS, USER_FUNCTIONS
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**",
            ast.FloorDiv: "//", ast.Mod: "%"}
@@ -169,7 +169,6 @@ class ExpressionParser:
             raise self.error(node, f"'{shown}' is not a pure function revdiff knows. In expressions use "
                                    f"{', '.join(sorted(set(USER_FUNCTIONS.values())))} (from numpy or math); "
                                    "call reversible functions as statements: g(x, y)")
-        from ..primitives import FUNCTIONS
         arity = FUNCTIONS[name].arity
         if len(node.args) != arity:
             raise self.error(node, f"{name}() takes {arity} argument(s), got {len(node.args)}")

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import ast
 
-from .. import ir
-from ..errors import ReversibilityError
-from ..ir import Alloc, Bind, CallFn, Compute, Const, Dealloc, DType, For, If, Instr, Uncompute, While
-from ..primitives import AUGMENTED, CALL_INSTRUCTIONS
-from .expressions import ExpressionParser
-from .source import SourceMap, function_ast
-from .vector import VectorParser
+from revdiff.errors import ReversibilityError
+from revdiff.frontend.expressions import ExpressionParser
+from revdiff.frontend.source import SourceMap, function_ast
+from revdiff.frontend.vector import VectorParser
+from revdiff.ir import high as ir
+from revdiff.ir.high import (Alloc, Bind, CallFn, Compute, Const, Dealloc, DType, For, If, Instr, Uncompute,
+                             While)
+from revdiff.ir.types import kind_of_dtype
+from revdiff.primitives import AUGMENTED, INSTRUCTIONS, called
 
 _UNSUPPORTED = {
     "Return": "'return' is not allowed: a reversible function returns all its parameters itself",
@@ -209,7 +211,6 @@ class Parser:
                 dt = np.dtype(node.attr)
             except TypeError:
                 raise self.error(s, f"unknown dtype {ast.unparse(node)}") from None
-            from ..types import kind_of_dtype
             return DType(kind=kind_of_dtype(dt), np_name=dt.name)
         raise self.error(s, f"the dtype {ast.unparse(node)} is not understood; use float, complex, int, bool, "
                             "np.float32 (and other numpy types), A.dtype or A.real.dtype")
@@ -230,14 +231,14 @@ class Parser:
         func = value.func
         if value.keywords:
             raise self.error(s, "keyword arguments are not allowed in calls of reversible functions")
-        if isinstance(func, ast.Name) and func.id in CALL_INSTRUCTIONS and func.id not in self.expr.local_names:
-            op = CALL_INSTRUCTIONS[func.id]
-            if len(value.args) != 3:
-                raise self.error(s, f"{func.id}(a, b, theta) takes three arguments")
-            if inverse:
-                op = "irot" if op == "rot" else "rot"
-            return Instr(self.smap.loc(s), op, (self.target(value.args[0]), self.target(value.args[1]),
-                                                self.expr.convert(value.args[2])))
+        entry = called(func.id) if isinstance(func, ast.Name) and func.id not in self.expr.local_names else None
+        if entry is not None:
+            if len(value.args) != len(entry.roles):
+                raise self.error(s, f"{entry.syntax} takes {len(entry.roles)} arguments")
+            op = INSTRUCTIONS[entry.inverse].name if inverse else entry.name
+            operands = tuple(self.target(a) if role == "target" else self.expr.convert(a)
+                             for a, role in zip(value.args, entry.roles))
+            return Instr(self.smap.loc(s), op, operands)
         if not isinstance(func, ast.Name):
             raise self.error(s, f"'{ast.unparse(func)}' cannot be called here: call reversible functions by "
                                 "their name, g(x) or ~g(x)")

@@ -6,7 +6,7 @@ import inspect
 import textwrap
 from dataclasses import dataclass
 
-from ..errors import ReversibilityError, SourceLocation
+from revdiff.errors import ReversibilityError, SourceLocation
 
 
 @dataclass

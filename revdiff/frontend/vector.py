@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import ast
 
-from ..ir import Const, Index, Instr, Name, Slice
-from ..primitives.vector import AXPY, DOT, MATMAT, MATVEC
+from revdiff.ir.high import Const, Index, Instr, Name, Slice
+from revdiff.primitives.vector import AXPY, DOT, MATMAT, MATVEC
 
 _UPDATES = {"Add": "add", "Sub": "sub"}
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .. import algebra as A
-from ..ir import Call, Compare, Const, Expr, Select
-from ..types import join
+from revdiff.ir import algebra as A
+from revdiff.ir.high import Compare, Const, Expr, Select
+from revdiff.ir.types import join
 
 Rule = Callable[[Expr, tuple, Callable[[Expr], str]], tuple]
 
@@ -26,6 +26,8 @@ class PureFunction:
     result_kind: Callable[[tuple], str]
     cotangents: Rule | None  # None: no gradient flows through (integer-valued functions)
     aliases: tuple = field(default=())  # other spellings users write (np.arctan2 -> atan2)
+    divides: bool = False  # a division by its second argument: checked nonzero at run time
+    accumulates: bool = False  # ``t op= e`` adds e (or -e) to t, as a cotangent update does
 
 
 def _same(kinds: tuple) -> str:
@@ -94,19 +96,21 @@ def _minmax(pick_first: str) -> Rule:
     return rule
 
 
-def _entry(name, arity, python, cuda, result, rule, aliases=()):
-    return PureFunction(name, arity, python, cuda, result, rule, tuple(aliases))
+def _entry(name, arity, python, cuda, result, rule, aliases=(), **properties):
+    return PureFunction(name, arity, python, cuda, result, rule, tuple(aliases), **properties)
 
 
 _ENTRIES = [
     # operators
-    _entry("+", 2, "{0} + {1}", "{0} + {1}", _same, _holomorphic(lambda a, b: (Const(1), Const(1)))),
-    _entry("-", 2, "{0} - {1}", "{0} - {1}", _same, _holomorphic(lambda a, b: (Const(1), Const(-1)))),
+    _entry("+", 2, "{0} + {1}", "{0} + {1}", _same, _holomorphic(lambda a, b: (Const(1), Const(1))),
+           accumulates=True),
+    _entry("-", 2, "{0} - {1}", "{0} - {1}", _same, _holomorphic(lambda a, b: (Const(1), Const(-1))),
+           accumulates=True),
     _entry("*", 2, "{0} * {1}", "{0} * {1}", _same, _holomorphic(lambda a, b: (b, a))),
-    _entry("/", 2, "{0} / {1}", "{0} / {1}", _floating, _quotient_rule),
-    _entry("**", 2, "{0} ** {1}", "pow({0}, {1})", _same, _holomorphic(_pow_partials)),
-    _entry("//", 2, "{0} // {1}", "rd_floordiv({0}, {1})", _same, None),
-    _entry("%", 2, "{0} % {1}", "rd_mod({0}, {1})", _same, None),
+    _entry("/", 2, "{0} / {1}", "{0} / {1}", _floating, _quotient_rule, divides=True),
+    _entry("**", 2, "{0} ** {1}", "rd_pow({0}, {1})", _same, _holomorphic(_pow_partials)),
+    _entry("//", 2, "{0} // {1}", "rd_floordiv({0}, {1})", _same, None, divides=True),
+    _entry("%", 2, "{0} % {1}", "rd_mod({0}, {1})", _same, None, divides=True),
     _entry("neg", 1, "-{0}", "-{0}", _same, _holomorphic(lambda a: (Const(-1),))),
     _entry("pos", 1, "+{0}", "+{0}", _same, _holomorphic(lambda a: (Const(1),))),
     # elementary functions (complex-capable through numpy's ufuncs)
@@ -161,10 +165,3 @@ for _e in _ENTRIES:
         for _alias in _e.aliases:
             USER_FUNCTIONS[_alias] = _e.name
 
-
-def lookup(name: str) -> PureFunction:
-    return FUNCTIONS[name]
-
-
-def is_call_of(e: Expr, name: str) -> bool:
-    return isinstance(e, Call) and e.fn == name

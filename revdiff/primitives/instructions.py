@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import algebra as A
-from ..errors import ReversibilityError
-from ..ir import BoolOp, Call, Compare, Const, Name, Unary, base_name
-from ..lowir import Assign, AugAssign
-from ..types import is_real
-from .table import Instruction, instruction
+from revdiff.errors import ReversibilityError
+from revdiff.ir import algebra as A
+from revdiff.ir.high import BoolOp, Call, Compare, Const, Name, Unary, base_name
+from revdiff.ir.low import Assign, AugAssign
+from revdiff.ir.types import is_real
+from revdiff.primitives.table import Instruction, instruction
 
 
 def _no_gradient(ops: tuple, ctx) -> None:
@@ -161,7 +161,8 @@ def _neg_gradient(ops, ctx):
         ctx.emit(Assign((gt,), (A.neg(gt),)))
 
 
-instruction(Instruction("swap", "a, b = b, a", ("target", "target"), "swap", _swap_forward, _swap_gradient))
+instruction(Instruction("swap", "a, b = b, a", ("target", "target"), "swap", _swap_forward, _swap_gradient,
+                        distinct_targets=False))
 instruction(Instruction("neg", "t = -t", ("target",), "neg", _neg_forward, _neg_gradient,
                         target_kinds=("int", "float", "complex")))
 
@@ -204,11 +205,12 @@ def _rotation_gradient(sign: int):
 
 
 instruction(Instruction("rot", "rot(a, b, theta)", ("target", "target", "expr"), "irot",
-                        _rot_forward, _rotation_gradient(1), target_kinds=("float", "complex")))
+                        _rot_forward, _rotation_gradient(1), target_kinds=("float", "complex"),
+                        real_operands=((2, "the rotation angle"),), call_name="rot"))
 instruction(Instruction("irot", "irot(a, b, theta)", ("target", "target", "expr"), "rot",
-                        _irot_forward, _rotation_gradient(-1), target_kinds=("float", "complex")))
+                        _irot_forward, _rotation_gradient(-1), target_kinds=("float", "complex"),
+                        real_operands=((2, "the rotation angle"),), call_name="irot"))
 
 # Surface syntax of augmented assignments -> instruction names (read by the parser).
 AUGMENTED = {"Add": "add", "Sub": "sub", "Mult": "mul", "Div": "div", "BitXor": "xor"}
-CALL_INSTRUCTIONS = {"rot": "rot", "irot": "irot"}
-__all__ = ["AUGMENTED", "CALL_INSTRUCTIONS", "Name"]
+__all__ = ["AUGMENTED", "Name"]

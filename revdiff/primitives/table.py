@@ -2,7 +2,7 @@
 inverse instruction, and its gradient rule. Every pass and emitter reads instructions from here.
 
 Rules are written against a small context (``RuleContext``) that the passes provide:
-  * ``ctx.emit(stmt)`` appends a low-level statement (``revdiff.lowir``);
+  * ``ctx.emit(stmt)`` appends a low-level statement (``revdiff.ir.low``);
   * ``ctx.kind(expr)`` gives the value kind ("int", "float", "complex", ...);
   * ``ctx.temp(expr, hint)`` binds a temporary and returns its Name;
   * ``ctx.require(ok, message, *values)`` emits a runtime check at the instruction's source line;
@@ -24,10 +24,10 @@ of the new values to those of the old ones.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from ..ir import Expr, LValue
+from revdiff.ir.high import Expr, LValue
 
 
 class RuleContext(Protocol):  # pragma: no cover - a typing aid
@@ -55,7 +55,11 @@ class Instruction:
     ``operand_ranks`` (vector instructions only): the rank each operand must have (0: a number,
     1: a vector view, 2: a matrix view). ``additive``: the instruction is ``target += f(reads)`` and
     its gradient reads the target's cotangent, never its value, so an adjoint need not restore a
-    target that nothing reads afterwards."""
+    target that nothing reads afterwards. ``distinct_targets``: two targets naming the same element
+    make the instruction irreversible (a swap of an element with itself is not). ``real_operands``:
+    (position, what it is) of read operands that must be real. ``rank_hints``: {(operand position,
+    rank given): advice} for a vector operand of the wrong rank. ``call_name``: the name users call
+    the instruction by, ``rot(a, b, theta)``, its operands in the order of ``roles``."""
 
     name: str
     syntax: str  # how users write it, for messages: "t += e"
@@ -66,6 +70,10 @@ class Instruction:
     target_kinds: tuple = ("bool", "int", "float", "complex")
     operand_ranks: tuple | None = None
     additive: bool = False
+    distinct_targets: bool = True
+    real_operands: tuple = ()
+    rank_hints: dict = field(default_factory=dict, hash=False, compare=False)
+    call_name: str | None = None
 
     @property
     def is_vector(self) -> bool:
@@ -78,10 +86,6 @@ class Instruction:
     @property
     def reads(self) -> tuple:
         return tuple(i for i, r in enumerate(self.roles) if r == "expr")
-
-    @property
-    def self_inverse(self) -> bool:
-        return self.inverse == self.name
 
 
 INSTRUCTIONS: dict[str, Instruction] = {}
@@ -97,3 +101,8 @@ def instruction(entry: Instruction) -> Instruction:
 
 def inverse_of(name: str) -> Instruction:
     return INSTRUCTIONS[INSTRUCTIONS[name].inverse]
+
+
+def called(name: str) -> Instruction | None:
+    """The instruction users write as a call of ``name`` (``rot(a, b, theta)``), if any."""
+    return next((e for e in INSTRUCTIONS.values() if e.call_name == name), None)

@@ -16,32 +16,28 @@ from __future__ import annotations
 
 from functools import partial
 
-from .. import algebra as A
-from .. import views as V
-from ..ir import BinOp, Compare, Const, Name
-from ..lowir import AugAssign
-from ..types import is_real
-from .table import Instruction, instruction
+from revdiff.ir import algebra as A
+from revdiff.ir import views as V
+from revdiff.ir.high import BinOp, Compare, Const, Name
+from revdiff.ir.low import AugAssign
+from revdiff.ir.types import is_real
+from revdiff.primitives.printer import expr_source
+from revdiff.primitives.table import Instruction, instruction
 
 PARTIAL_SUMS = 4  # independent accumulators of a reduction: instruction-level parallelism
-# Up to this many elements, A @ x runs column by column (long inner loops over rows); above it, row
-# by row (contiguous in C order). Measured for CGS2 (benchmarks/RESULTS.md): the 32x16 forward takes
-# 15-18 us by columns against 30 us by rows; 64x32 runs 1.7x and 500x250 3x faster by rows. The
-# choice depends only on shapes, so an instruction and its inverse always take the same one.
+# Up to this many elements, A @ x runs column by column (long inner loops over rows, which small
+# matrices need to vectorise); above it, row by row (contiguous in C order, which large ones need).
+# The choice depends only on shapes, so an instruction and its inverse always take the same one.
 SMALL_MATRIX = 1024
-# The real gradient of A @ x outside BLAS walks A column by column (change 15 in RESULTS.md: 10000 x
-# 32x16 in SIMD lanes 5 % faster than by rows) only up to this many rows. A taller column walk in lanes
-# strides whole rows of lanes: 64x32 float64 lanes move 2 KiB a row, so a column's 64 rows fall into two
-# sets of the L1 cache and evict each other (1000 x 64x32 projection gradient 20-35 % slower, change 17).
+# The real gradient of A @ x outside BLAS walks A column by column only up to this many rows: a
+# taller column walk in SIMD lanes strides whole rows of lanes (64 float64 rows of 32 lanes: 2 KiB
+# apart), whose rows fall into the same sets of the L1 cache and evict each other.
 COLUMN_WALK_MAX_ROWS = 32
 # Above this many elements, real A @ x and its gradient call BLAS on the CPU (revdiff/runtime/host.py),
-# falling back to the loops (by columns or by rows) for layouts BLAS cannot take. Measured
-# (benchmarks/profile.py, one thread): the fused projection vjp on 500x250 takes 68 ms against 150 ms with the loops, on 64x32
-# 311 us against 386; a threshold of 256 made 32x16 slower (cgs2 forward + adjoint 72 us against 61).
-# It is also the largest element run in SIMD lanes (lanes.LANE_MAX_ELEMENTS: lanes never call BLAS, and
-# a batch must equal one element at a time bit for bit). 2048, not 1024, since session 11: batches of
-# 1000 x 64x32 projection gradients run 2-3x faster in lanes than one element at a time with BLAS
-# (float64 127 -> 64 ms, float32 117 -> 41); at 4096 lanes tie on 128x32 and lose on 64x64 (156 -> 229).
+# falling back to the loops (by columns or by rows) for layouts BLAS cannot take; below it the calls
+# cost more than the loops. It is also the largest element run in SIMD lanes (lanes never call BLAS,
+# and a batch must equal one element at a time bit for bit): 64x32 runs faster in lanes than with
+# BLAS, 64x64 slower. benchmarks/RESULTS.md has the measurements behind the three thresholds.
 BLAS_MIN_ELEMENTS = 2048
 
 
@@ -78,7 +74,6 @@ def _complex(ctx, *operands) -> bool:
 def _check_views(ctx, syntax: str, *views) -> None:
     """Every integer index of a view lies in its array and every written slice inside it (NumPy
     would silently shorten it): the instruction's loops then run unchecked."""
-    from ..emit.python import expr_source
     for v in views:
         rank = _rank(ctx, v)
         for axis in V.fixed_axes(v, rank):
@@ -451,17 +446,18 @@ def _axpy_gradient(sign: int):
 _NUMERIC = ("int", "float", "complex")
 
 
-def _add_and_sub(stem: str, syntax: str, forward, gradient, ranks: tuple) -> None:
+def _add_and_sub(stem: str, syntax: str, forward, gradient, ranks: tuple, rank_hints: dict | None = None) -> None:
     """Register ``<stem>_add`` and its inverse ``<stem>_sub``: the same rules with the sign flipped."""
     for op, inverse, sign in (("add", "sub", 1), ("sub", "add", -1)):
         instruction(Instruction(f"{stem}_{op}", syntax if sign > 0 else syntax.replace("+=", "-="),
                                 ("target", "expr", "expr"), f"{stem}_{inverse}", forward(sign), gradient(sign),
-                                _NUMERIC, operand_ranks=ranks, additive=True))
+                                _NUMERIC, operand_ranks=ranks, additive=True, rank_hints=rank_hints or {}))
 
 
 for _form, _syntax in _MATVEC_SYNTAX.items():
     _add_and_sub(f"matvec{_form}", _syntax, partial(_matvec_forward, _form), partial(_matvec_gradient, _form),
-                 (1, 2, 1))
+                 (1, 2, 1), {(0, 0): "a dot product into a number is written s += np.dot(x, y)",
+                             (0, 2): "a matrix product names both axes of its target: Y[:, :] += A @ B"})
 for _form, _syntax in _MATMAT_SYNTAX.items():
     _add_and_sub(f"matmat{_form}", _syntax, partial(_matmat_forward, _form), partial(_matmat_gradient, _form),
                  (2, 2, 2))

@@ -5,15 +5,17 @@ The reversible programs (``cgs2``, ``bcgs2``, ``mgs``, ``cgs``, ``householder``,
 high-level functions (``qr``, ``qr_vjp``, ``project``, ``project_vjp``, ...) allocate outputs and loop
 over leading batch dimensions.
 """
-from .api import (LSTSQ_METHODS, PROJECT_METHODS, QR_METHODS, lstsq, lstsq_vjp, normalize, normalize_vjp, project, project_vjp, qr, qr_vjp, tangent_project,
-                  tangent_project_vjp)
-from .givens import givens
-from .gram_schmidt import bcgs2, cgs, cgs2, mgs
-from .householder import householder
-from .projection import (lstsq_bcgs2, lstsq_cgs, lstsq_cgs2, lstsq_householder, lstsq_mgs, project_bcgs2,
-                         project_cgs, project_cgs2, project_householder, project_mgs)
-from .sphere import normalize as normalize_program
-from .sphere import tangent_project as tangent_project_program
+from revdiff.programs.api import (LSTSQ_METHODS, PROJECT_METHODS, QR_METHODS, lstsq, lstsq_vjp, normalize,
+                                  normalize_vjp, project, project_vjp, qr, qr_vjp, tangent_project,
+                                  tangent_project_vjp)
+from revdiff.programs.givens import givens
+from revdiff.programs.gram_schmidt import bcgs2, cgs, cgs2, mgs
+from revdiff.programs.householder import householder
+from revdiff.programs.projection import (lstsq_bcgs2, lstsq_cgs, lstsq_cgs2, lstsq_householder, lstsq_mgs,
+                                         project_bcgs2, project_cgs, project_cgs2, project_householder,
+                                         project_mgs)
+from revdiff.programs.sphere import normalize as normalize_program
+from revdiff.programs.sphere import tangent_project as tangent_project_program
 
 __all__ = ["QR_METHODS", "PROJECT_METHODS", "LSTSQ_METHODS", "qr", "qr_vjp", "project", "project_vjp", "lstsq", "lstsq_vjp", "normalize", "normalize_vjp",
            "tangent_project", "tangent_project_vjp", "cgs", "cgs2", "bcgs2", "mgs", "householder", "givens", "project_cgs",

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..batch import BatchedFunction
-from . import givens, gram_schmidt, householder, projection, sphere
-from ..runtime.scan import largest_per_element
-from .inputs import (DTYPES, array_module, as_array, batch_index, check_rank, check_result, combined, flat, negated,
-                     rank_tolerance, require_finite, scale_exponents, times_power_of_two)
+from revdiff.batch import BatchedFunction
+from revdiff.programs import givens, gram_schmidt, householder, projection, sphere
+from revdiff.programs.inputs import (DTYPES, array_module, as_array, batch_index, check_rank, check_result,
+                                     combined, flat, negated, rank_tolerance, require_finite, scale_exponents,
+                                     times_power_of_two)
+from revdiff.runtime.scan import largest_per_element
 
 QR_METHODS = {"cgs2": gram_schmidt.cgs2, "bcgs2": gram_schmidt.bcgs2, "mgs": gram_schmidt.mgs,
               "cgs": gram_schmidt.cgs, "householder": householder.householder, "givens": givens.givens}

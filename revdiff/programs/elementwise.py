@@ -1,5 +1,5 @@
 """Small building blocks shared by the QR programs."""
-from ..function import reversible
+from revdiff.function import reversible
 
 
 @reversible

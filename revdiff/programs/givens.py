@@ -8,9 +8,9 @@ Shapes and conventions as in ``gram_schmidt``: Q (m, p), R (p, n), angles (m, p)
 """
 import numpy as np
 
-from ..function import reversible
-from ..language import irot, rot, routine, zeros
-from .elementwise import add_into
+from revdiff.function import reversible
+from revdiff.language import irot, rot, routine, zeros
+from revdiff.programs.elementwise import add_into
 
 
 @reversible

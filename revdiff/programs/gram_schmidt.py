@@ -10,8 +10,8 @@ functions (``revdiff.programs.qr``, ...) read rank deficiency off R's diagonal a
 """
 import numpy as np
 
-from ..function import reversible
-from ..language import routine, zero, zeros
+from revdiff.function import reversible
+from revdiff.language import routine, zero, zeros
 
 
 @reversible

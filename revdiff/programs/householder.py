@@ -11,10 +11,10 @@ Shapes and conventions as in ``gram_schmidt``: Q (m, p), R (p, n), diag(R) real 
 """
 import numpy as np
 
-from ..function import reversible
-from ..language import routine, zero, zeros
-from .elementwise import add_into
-from .gram_schmidt import norm2
+from revdiff.function import reversible
+from revdiff.language import routine, zero, zeros
+from revdiff.programs.elementwise import add_into
+from revdiff.programs.gram_schmidt import norm2
 
 
 @reversible

@@ -16,8 +16,9 @@ import numbers
 
 import numpy as np
 
-from ..errors import RankDeficientError, ResultOverflowError
-from ..runtime.scan import largest_per_column, largest_per_element, rank_ratios
+from revdiff.errors import RankDeficientError, ResultOverflowError
+from revdiff.runtime.device import cupy_module
+from revdiff.runtime.scan import largest_per_column, largest_per_element, rank_ratios
 
 DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
 
@@ -25,7 +26,6 @@ DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
 def array_module(a):
     """The array module of ``a``: CuPy for GPU arrays (the programs then run as CUDA kernels), else NumPy."""
     if hasattr(a, "__cuda_array_interface__"):
-        from ..gpu import cupy_module
         return cupy_module()
     return np
 

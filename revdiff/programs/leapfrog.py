@@ -11,8 +11,8 @@ increments, so its round trip is bit-exact for any number of steps.
 """
 import numpy as np
 
-from ..function import reversible
-from ..language import routine, zero, zeros
+from revdiff.function import reversible
+from revdiff.language import routine, zero, zeros
 
 
 @reversible

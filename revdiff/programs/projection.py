@@ -8,11 +8,11 @@ projection is onto the span of the other columns and the solution meaningless. T
 functions (``revdiff.programs.project``, ``lstsq``) read it and raise ``RankDeficientError``.
 """
 
-from ..function import reversible
-from ..language import routine, zeros
-from .elementwise import add_into
-from .gram_schmidt import bcgs2, cgs, cgs2, mgs
-from .householder import householder
+from revdiff.function import reversible
+from revdiff.language import routine, zeros
+from revdiff.programs.elementwise import add_into
+from revdiff.programs.gram_schmidt import bcgs2, cgs, cgs2, mgs
+from revdiff.programs.householder import householder
 
 
 def _projection(name: str, qr):

@@ -2,9 +2,9 @@
 vector g onto the tangent plane at z, g - (g . z_hat) z_hat."""
 import numpy as np
 
-from ..function import reversible
-from ..language import routine, zero, zeros
-from .gram_schmidt import norm2
+from revdiff.function import reversible
+from revdiff.language import routine, zero, zeros
+from revdiff.programs.gram_schmidt import norm2
 
 
 @reversible

@@ -3,7 +3,7 @@ largest magnitude of a view (the scale of an ancilla's zero check).
 
 Each routine returns False, touching nothing, when its operands do not suit BLAS (a dtype other
 than float32/float64, mixed dtypes, a matrix strided along both axes, an empty view); the
-generated code then runs its own loops (``revdiff.lowir.HostCall``). The CUDA emitter prints only
+generated code then runs its own loops (``revdiff.ir.low.HostCall``). The CUDA emitter prints only
 those loops.
 
 Reversibility: ``y += A @ x`` computes ``t = A @ x`` into scratch with one BLAS call and then adds
@@ -21,9 +21,9 @@ import numpy as np
 from numba import types
 from numba.extending import intrinsic, overload
 
-from ..lowir import host_symbol
-from .cache import cached_njit
-from .checks import INTERRUPT
+from revdiff.ir.checks import INTERRUPT
+from revdiff.ir.low import host_symbol
+from revdiff.runtime.cache import cached_njit
 
 _VOID = types.voidptr
 _GEMV = types.ExternalFunction(  # y = alpha op(A) x + beta y, A column-major; x, y contiguous

@@ -1,4 +1,4 @@
-"""Runtime support for programs run in SIMD lanes (``transforms/lanes.py``): copying batch elements
+"""Runtime support for programs run in SIMD lanes (``backends/lanes/rewrite.py``): copying batch elements
 into lane buffers and back, and compiling with LLVM's SLP vectoriser, which turns each unrolled
 lane statement into vector instructions (Numba leaves it off by default)."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Iterator
 import numba
 import numpy as np
 
-from .cache import cached_njit
+from revdiff.runtime.cache import cached_njit
 
 _SLP_LOCK = threading.Lock()
 

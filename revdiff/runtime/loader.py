@@ -15,7 +15,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Iterator
 
-from .cache import cache_dir, ensure_file, verify_cache
+from revdiff.runtime.cache import cache_dir, ensure_file, verify_cache
 
 _MODULES: dict = {}
 _COMPILED: dict = {}
@@ -30,8 +30,8 @@ if "revdiff_generated" not in sys.modules:
 
 _FINGERPRINT: list = []
 # what generated code depends on (not the programs, whose own source is in their keys, nor the tools)
-_COMPILER_PARTS = {"frontend", "transforms", "emit", "primitives", "runtime", "ir.py", "lowir.py", "algebra.py",
-                   "types.py", "analysis.py", "language.py", "function.py", "errors.py"}
+_COMPILER_PARTS = {"ir", "primitives", "frontend", "passes", "optimize", "runtime", "backends", "compiler",
+                   "language.py", "function.py", "calls.py", "batch.py", "errors.py"}
 
 
 def compiler_fingerprint() -> str:
@@ -42,7 +42,7 @@ def compiler_fingerprint() -> str:
         digest = hashlib.sha256()
         for path in sorted(root.rglob("*")):
             relative = path.relative_to(root)
-            if path.suffix in (".py", ".h") and (relative.parts[0] in _COMPILER_PARTS or path.name in _COMPILER_PARTS):
+            if path.suffix in (".py", ".h") and relative.parts[0] in _COMPILER_PARTS:
                 digest.update(path.read_bytes())
         _FINGERPRINT.append(digest.hexdigest()[:12])
     return _FINGERPRINT[0]
@@ -123,7 +123,7 @@ def compiled(module: ModuleType, name: str, backend: str, dependencies: dict, pa
     checked the same way, so Numba's error model is NumPy's: no exception (a parallel loop would
     lose it) and no second zero test per division."""
     module.__dict__.update(dependencies)
-    if parallel:  # a batch entry's per-element (or per-chunk) workers and guards (emit/batch.py)
+    if parallel:  # a batch entry's per-element (or per-chunk) workers and guards (backends/numba/entries.py)
         for worker in (f"{name}_{suffix}" for suffix in BATCH_WORKERS):
             if hasattr(module, worker):
                 module.__dict__[worker] = compiled(module, worker, backend, {})

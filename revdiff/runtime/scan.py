@@ -9,7 +9,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .cache import cached_njit
+from revdiff.runtime.cache import cached_njit
 
 #: arrays with fewer entries are scanned by NumPy expressions
 COMPILED_MIN_SIZE = 1 << 16

@@ -2,8 +2,8 @@
 
 A batch runs its elements on Numba's threads; when each element's program also calls BLAS
 (``runtime/host.py``), OpenBLAS would start threads of its own inside every worker and the two
-pools would fight over the cores (measured: a batch of 500×250 block-CGS2 gradients took 1.7 s with
-OpenBLAS threads against 0.6 s without). So BLAS runs single-threaded for the length of a batch.
+pools would fight over the cores (a batch of 500×250 block-CGS2 gradients takes about three times
+as long). So BLAS runs single-threaded for the length of a batch.
 """
 from __future__ import annotations
 

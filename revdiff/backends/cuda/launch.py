@@ -1,0 +1,161 @@
+"""Running kernel modules: NVRTC compilation, a host (g++) build of the same source for testing
+without a GPU, and the launch loop both share: rerun with more ancilla scratch while it runs out,
+then turn the kernel's error record into the error the CPU backend raises."""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import subprocess
+from typing import Any, Callable
+
+import numpy as np
+
+from revdiff.backends.cuda.emit import PRELUDE
+from revdiff.errors import ReversibilityError
+from revdiff.ir import checks
+from revdiff.runtime import cache, loader
+from revdiff.runtime.device import cupy_module
+from revdiff.runtime.support import CheckFailed
+
+HOST_SHIM = PRELUDE.with_name("revdiff_host.h")
+#: error codes a kernel writes (``RD_CHECK_FAILED`` ... in ``revdiff_cuda.h``)
+CHECK_FAILED, INDEX_OUT_OF_BOUNDS, SCRATCH_EXHAUSTED = 1, 2, 3
+THREADS_PER_BLOCK = 128
+_DEVICE_ERROR = np.dtype([("code", np.int32), ("fkey", np.int32), ("idx", np.int32), ("pad", np.int32),
+                          ("batch", np.int64), ("v0", np.float64), ("v1", np.float64)])
+
+
+class HostModule:
+    """A kernel module compiled as host C++ (g++, unoptimised: it checks correctness, not speed)
+    and called through ctypes, one thread at a time: the kernel source NVRTC compiles, run on the
+    CPU to check it against the Numba backend."""
+
+    def __init__(self, source: str, stem: str):
+        digest = hashlib.sha256(source.encode()).hexdigest()[:20]
+        directory = loader.cache_dir() / "host"
+        directory.mkdir(exist_ok=True)
+        src, lib = directory / f"{stem}_{digest}.cpp", directory / f"{stem}_{digest}.so"
+        check = lib.with_suffix(".so.sha256")  # a damaged library is rebuilt, never loaded
+        if not (lib.is_file() and check.is_file() and check.read_text() == cache.digest(lib.read_bytes())):
+            cache.ensure_file(src, source.encode())
+            built = lib.with_suffix(f".{os.getpid()}.tmp.so")
+            cmd = ["g++", "-std=c++17", "-O0", "-ffp-contract=off", "-shared", "-fPIC", "-o", str(built), str(src)]
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise RuntimeError(f"host compilation of {src} failed:\n{done.stderr[-4000:]}")
+            cache.clear(lib)
+            os.replace(built, lib)
+            cache.write_atomically(check, cache.digest(lib.read_bytes()).encode())
+        self.lib = ctypes.CDLL(str(lib))
+
+    def entry(self, name: str):
+        return getattr(self.lib, name + "_host")
+
+
+class ErrorRecord(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_int), ("fkey", ctypes.c_int), ("idx", ctypes.c_int),
+                ("batch", ctypes.c_longlong), ("v0", ctypes.c_double), ("v1", ctypes.c_double)]
+
+
+def _meta(a: np.ndarray) -> np.ndarray:
+    return np.array(list(a.shape) + [s // a.itemsize for s in a.strides], dtype=np.int64)
+
+
+_SCALAR_CTYPES = {"float64": ctypes.c_double, "float32": ctypes.c_float, "int64": ctypes.c_longlong,
+                  "int32": ctypes.c_int, "bool": ctypes.c_bool}
+
+
+def launch(run: Callable[[int], tuple], arrays: list, is_array: Callable[[Any], bool], entry: str,
+           scratch_bytes: int, limit: int) -> None:
+    """``run(scratch_bytes)`` launches the kernel once and returns its error record (code, function
+    key, check index, batch element, two values). A kernel whose ancillas did not fit in the scratch
+    runs again, its arguments restored, with four times as much, up to ``limit`` bytes per element."""
+    originals = [a.copy() if is_array(a) else None for a in arrays]
+    while True:
+        code, fkey, idx, batch, v0, v1 = run(scratch_bytes)
+        if code != SCRATCH_EXHAUSTED:
+            break
+        scratch_bytes *= 4
+        if scratch_bytes > limit:
+            raise MemoryError(f"ancillas need more than {limit >> 20} MiB of scratch per batch element")
+        for a, original in zip(arrays, originals):
+            if original is not None:
+                a[...] = original
+    if code == CHECK_FAILED:
+        raise checks.to_error(CheckFailed(fkey, idx, v0, v1), batch) from None
+    if code == INDEX_OUT_OF_BOUNDS:
+        raise IndexError(f"index {int(v0)} is out of bounds for axis {idx} with size {int(v1)} "
+                         f"in {entry} (batch element {batch})")
+    if code:
+        raise ReversibilityError(f"kernel {entry} failed with code {code}")
+
+
+def run_host(module: HostModule, entry: str, arrays: list, batch: int, scratch_bytes: int = 1 << 16) -> None:
+    """Run kernel ``entry`` of a host-compiled module in place on ``arrays`` (the argument list of
+    the Numba batched entry), one batch element at a time."""
+    keep, cargs = [], []
+    for a in arrays:
+        if isinstance(a, np.ndarray):
+            meta = _meta(a)
+            keep.append(meta)
+            cargs += [a.ctypes.data_as(ctypes.c_void_p), meta.ctypes.data_as(ctypes.c_void_p)]
+        else:
+            cargs.append(_SCALAR_CTYPES[np.asarray(a).dtype.name](a))
+
+    def run(size: int) -> tuple:
+        err = ErrorRecord()
+        scratch = np.zeros(batch * size, np.uint8)
+        module.entry(entry)(*cargs, ctypes.c_longlong(batch), ctypes.byref(err),
+                            scratch.ctypes.data_as(ctypes.c_void_p), ctypes.c_longlong(size))
+        return err.code, err.fkey, err.idx, int(err.batch), err.v0, err.v1
+
+    launch(run, arrays, lambda a: isinstance(a, np.ndarray), entry, scratch_bytes, 1 << 30)
+
+
+def run_device(module, entry: str, arrays: list, batch: int, scratch_bytes: int = 1 << 14) -> None:
+    """Launch kernel ``entry`` of a CuPy ``RawModule`` in place on ``arrays`` (CuPy arrays and host
+    scalars: the argument list of the CPU batched entry), one thread per batch element."""
+    cupy = cupy_module()
+    kernel = module.get_function(entry)
+    kargs = []
+    for a in arrays:
+        if isinstance(a, cupy.ndarray):
+            kargs += [a, cupy.asarray(_meta(a))]
+        else:
+            kargs.append(np.asarray(a).dtype.type(a))
+    blocks = (batch + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
+
+    def run(size: int) -> tuple:
+        err = cupy.zeros(_DEVICE_ERROR.itemsize, np.uint8)
+        scratch = cupy.zeros(batch * size, np.uint8)
+        kernel((blocks,), (THREADS_PER_BLOCK,), tuple(kargs) + (np.int64(batch), err, scratch, np.int64(size)))
+        r = cupy.asnumpy(err).view(_DEVICE_ERROR)[0]
+        return (int(r["code"]), int(r["fkey"]), int(r["idx"]), int(r["batch"]), float(r["v0"]), float(r["v1"]))
+
+    launch(run, arrays, lambda a: isinstance(a, cupy.ndarray), entry, scratch_bytes, 1 << 26)
+
+
+def nvrtc_compile(source: str, arch: str = "sm_90", fmad: bool = False) -> bytes:
+    """Compile kernel source with NVRTC (``cuda-bindings``; no driver needed) and return the PTX;
+    raises RuntimeError with NVRTC's log on failure."""
+    from cuda.bindings import nvrtc
+    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"revdiff.cu", 0, [], [])
+    _nvrtc_ok(nvrtc, err)
+    opts = [f"--gpu-architecture={arch}".encode(), b"--std=c++17", f"--fmad={'true' if fmad else 'false'}".encode()]
+    (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+        log = b" " * size
+        nvrtc.nvrtcGetProgramLog(prog, log)
+        raise RuntimeError(f"NVRTC failed for {arch}:\n{log.decode(errors='replace')[-6000:]}")
+    _, size = nvrtc.nvrtcGetPTXSize(prog)
+    ptx = b" " * size
+    nvrtc.nvrtcGetPTX(prog, ptx)
+    nvrtc.nvrtcDestroyProgram(prog)
+    return ptx
+
+
+def _nvrtc_ok(nvrtc, err) -> None:
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        raise RuntimeError(f"NVRTC error {err}")

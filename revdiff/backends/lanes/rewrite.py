@@ -1,0 +1,326 @@
+"""Rewrite a program so that one call runs it on ``width`` batch elements at once (SIMD lanes).
+
+Every batch element's value of a *lane* variable sits side by side: an array gains a trailing lane
+axis, and a scalar becomes ``width`` scalars (``x__l0``, ``x__l1``, ...). Loops, shapes, loop
+variables and shared arguments stay *uniform* (one value for every lane), so control flow is run
+once for all lanes. Each statement that touches lane data is unrolled over the lanes, reading
+every lane's operands before storing any lane's result, so LLVM's SLP vectoriser can turn it into
+vector instructions without having to prove that the arrays do not alias: lanes never share
+memory. Every lane runs exactly the scalar operations of the one-element program, in the same
+order, so results are bit-identical to it.
+
+A program whose control flow depends on lane data (a branch or loop bound reading it) cannot run
+in lanes; ``NotLaneable`` says why, and the batch runs one element per iteration instead.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from revdiff.ir.high import (BinOp, BoolOp, Call, Compare, Const, Index, Name, Select, Shape, Slice, Unary,
+                             children)
+from revdiff.ir.low import (Assign, AugAssign, Branch, Check, Comment, HostCall, Invoke, Local, Loop,
+                            LowFunction, Repeat, Zero, nested_blocks)
+from revdiff.primitives.functions import FUNCTIONS
+
+LANE_DTYPES = ("float32", "float64")  # complex: SLP gains nothing on Numba's complex structs
+
+
+class NotLaneable(Exception):
+    """The program cannot run in lanes (the reason is the message)."""
+
+
+def lane_name(name: str, lane: int) -> str:
+    return f"{name}__l{lane}"
+
+
+@dataclass(frozen=True)
+class LaneCall:
+    """A callee the lane program invokes: the original alias and which parameters are lanes."""
+
+    alias: str
+    lanes: tuple  # bool per parameter
+
+
+def lane_alias(alias: str, lanes: tuple) -> str:
+    return f"{alias}_lanes{''.join('1' if b else '0' for b in lanes)}"
+
+
+class _Classes:
+    """Which names hold lane data: arrays (with a lane axis) and scalars (one value per lane)."""
+
+    def __init__(self, arrays: set, scalars: set):
+        self.arrays = set(arrays)
+        self.scalars = set(scalars)
+
+    def reads_lanes(self, e) -> bool:
+        if isinstance(e, Name):
+            return e.id in self.scalars or e.id in self.arrays
+        if isinstance(e, Shape):  # every element has the same shape
+            return False
+        if isinstance(e, Index) and e.base in self.arrays:
+            return True
+        return any(self.reads_lanes(c) for c in children(e))
+
+    def is_lane_target(self, t) -> bool:
+        return (isinstance(t, Name) and t.id in self.scalars) or (isinstance(t, Index) and t.base in self.arrays)
+
+
+def _is_view(e, classes: _Classes) -> bool:
+    """An expression naming an array (a whole array or a slice of one), not an element."""
+    if isinstance(e, Name):
+        return e.id in classes.arrays
+    return isinstance(e, Index) and e.base in classes.arrays and any(isinstance(i, Slice) for i in e.indices)
+
+
+def classify(fn: LowFunction, lane_params: set) -> _Classes:
+    """The lane names of ``fn`` given which parameters are lanes, iterated to a fixed point: a name
+    assigned lane data becomes a lane name. A callee's scalar results are lanes where its arguments
+    are (a callee that writes lane data into a shared scalar is itself not laneable)."""
+    arrays = {p for p in lane_params if fn.param_types[p].ndim > 0}
+    classes = _Classes(arrays, set(lane_params) - arrays)
+    changed = True
+    while changed:
+        before = (len(classes.arrays), len(classes.scalars))
+        _classify_block(fn.body, classes)
+        changed = before != (len(classes.arrays), len(classes.scalars))
+    return classes
+
+
+def _classify_block(body: list, c: _Classes) -> None:
+    for s in body:
+        if isinstance(s, Zero):
+            if s.dtype in LANE_DTYPES or s.dtype.startswith("complex"):
+                (c.arrays if s.shape is not None else c.scalars).add(s.name)
+        elif isinstance(s, Local):
+            if isinstance(s.expr, Index) and not _is_view(s.expr, c) and c.reads_lanes(s.expr) and \
+                    any(isinstance(i, Slice) for i in s.expr.indices):
+                raise NotLaneable(f"a view of a shared array at an index read from batch data ('{s.name}')")
+            if _is_view(s.expr, c):
+                c.arrays.add(s.name)
+            elif c.reads_lanes(s.expr):
+                c.scalars.add(s.name)
+        elif isinstance(s, (Assign, AugAssign)):
+            targets, exprs = (s.targets, s.exprs) if isinstance(s, Assign) else ((s.target,), (s.expr,))
+            for t, e in zip(targets, exprs):
+                if isinstance(t, Name) and c.reads_lanes(e) and t.id not in c.arrays:
+                    c.scalars.add(t.id)
+        elif isinstance(s, Invoke):
+            for r, lane in zip(s.results, _arg_lanes(s, c)):
+                if lane and isinstance(r, Name) and r.id not in c.arrays:
+                    c.scalars.add(r.id)
+        for block in nested_blocks(s):
+            _classify_block(block, c)
+
+
+def _arg_lanes(s: Invoke, c: _Classes) -> tuple:
+    return tuple(_is_view(a, c) or c.reads_lanes(a) for a in s.args)
+
+
+class LaneRewriter:
+    """Unrolls lane statements of one function over ``width`` lanes (see the module docstring)."""
+
+    def __init__(self, fn: LowFunction, classes: _Classes, width: int):
+        self.fn = fn
+        self.c = classes
+        self.width = width
+        self.calls: dict = {}  # lane alias -> LaneCall
+        self.counter = 0
+
+    # ---------------------------------------------------------------- expressions
+
+    def at(self, e, lane: int):
+        """Expression ``e`` as lane ``lane`` sees it."""
+        c = self.c
+        if isinstance(e, Name):
+            if e.id in c.scalars:
+                return Name(lane_name(e.id, lane))
+            return e
+        if isinstance(e, Index):
+            indices = tuple(self.at(i, lane) for i in e.indices)
+            if e.base in c.arrays:
+                extra = Slice() if any(isinstance(i, Slice) for i in e.indices) else Const(lane)
+                return Index(e.base, indices + (extra,))
+            return Index(e.base, indices)
+        if isinstance(e, Slice):
+            return Slice(*(None if x is None else self.at(x, lane) for x in (e.lower, e.upper, e.step)))
+        if isinstance(e, BinOp):
+            return BinOp(e.op, self.at(e.left, lane), self.at(e.right, lane))
+        if isinstance(e, Compare):
+            return Compare(e.op, self.at(e.left, lane), self.at(e.right, lane))
+        if isinstance(e, Unary):
+            return Unary(e.op, self.at(e.operand, lane))
+        if isinstance(e, BoolOp):
+            return BoolOp(e.op, tuple(self.at(v, lane) for v in e.values))
+        if isinstance(e, Call):
+            return Call(e.fn, tuple(self.at(a, lane) for a in e.args))
+        if isinstance(e, Select):
+            return Select(self.at(e.cond, lane), self.at(e.a, lane), self.at(e.b, lane))
+        return e
+
+    def view(self, e):
+        """An array argument: lane arrays keep their lane axis whole."""
+        return self.at(e, 0) if _is_view(e, self.c) else e
+
+    def uniform(self, e, what: str):
+        if self.c.reads_lanes(e):
+            raise NotLaneable(f"{what} in {self.fn.name} depends on batch data")
+        return e
+
+    def fresh(self) -> str:
+        self.counter += 1
+        return f"_lane{self.counter}"
+
+    # ---------------------------------------------------------------- statements
+
+    def function(self) -> LowFunction:
+        params = self.expand_names(self.fn.params)
+        returns = self.expand_names(self.fn.returns)
+        return replace(self.fn, params=params, body=self.block(self.fn.body), returns=returns)
+
+    def expand_names(self, names) -> list:
+        out = []
+        for p in names:
+            out += [lane_name(p, k) for k in range(self.width)] if p in self.c.scalars else [p]
+        return out
+
+    def block(self, body: list) -> list:
+        out: list = []
+        for s in body:
+            self.stmt(s, out)
+        return out
+
+    def stmt(self, s, out: list) -> None:
+        c, lanes = self.c, range(self.width)
+        if isinstance(s, Comment):
+            out.append(s)
+        elif isinstance(s, Local):
+            if s.name in c.arrays:
+                out.append(Local(s.name, self.view(s.expr)))
+            elif s.name in c.scalars:
+                out += [Local(lane_name(s.name, k), self.at(s.expr, k)) for k in lanes]
+            else:
+                out.append(s)
+        elif isinstance(s, AugAssign):
+            if not (c.is_lane_target(s.target) or c.reads_lanes(s.expr)):
+                out.append(s)
+            elif not c.is_lane_target(s.target):
+                raise NotLaneable(f"{self.fn.name} writes batch data into a shared variable")
+            elif isinstance(s.target, Index):  # every lane's value, then the stores
+                temps = [self.fresh() for _ in lanes]
+                out += [Local(t, BinOp(s.op, self.at(s.target, k), self.at(s.expr, k))) for k, t in zip(lanes, temps)]
+                out += [Assign((self.at(s.target, k),), (Name(t),)) for k, t in zip(lanes, temps)]
+            else:
+                out += [AugAssign(self.at(s.target, k), s.op, self.at(s.expr, k)) for k in lanes]
+        elif isinstance(s, Assign):
+            lane = [c.is_lane_target(t) or c.reads_lanes(e) for t, e in zip(s.targets, s.exprs)]
+            if not any(lane):
+                out.append(s)
+                return
+            if not all(c.is_lane_target(t) for t, is_lane in zip(s.targets, lane) if is_lane):
+                raise NotLaneable(f"{self.fn.name} writes batch data into a shared variable")
+            targets, exprs = [], []
+            for t, e, is_lane in zip(s.targets, s.exprs, lane):
+                for k in (lanes if is_lane else range(1)):
+                    targets.append(self.at(t, k) if is_lane else t)
+                    exprs.append(self.at(e, k) if is_lane else e)
+            out.append(Assign(tuple(targets), tuple(exprs)))
+        elif isinstance(s, Zero):
+            if s.name in c.arrays:
+                out.append(replace(s, shape=tuple(s.shape) + (Const(self.width),)))
+            elif s.name in c.scalars:
+                out += [Zero(lane_name(s.name, k), None, s.dtype) for k in lanes]
+            else:
+                out.append(s)
+        elif isinstance(s, Loop):
+            for bound, what in ((s.start, "a loop start"), (s.stop, "a loop bound"), (s.step, "a loop step")):
+                self.uniform(bound, what)
+            out.append(replace(s, body=self.block(s.body)))
+        elif isinstance(s, Branch):
+            selected = self.as_selects(s)
+            if selected is not None:
+                for u in selected:
+                    self.stmt(u, out)
+                return
+            self.uniform(s.cond, "a branch condition")
+            out.append(replace(s, then=self.block(s.then), orelse=self.block(s.orelse)))
+        elif isinstance(s, Repeat):
+            self.uniform(s.cond, "a while condition")
+            out.append(replace(s, body=self.block(s.body)))
+        elif isinstance(s, HostCall):  # host libraries know nothing of lanes: the loops
+            out += self.block(s.fallback)
+        elif isinstance(s, Check):
+            if c.reads_lanes(s.ok) or any(c.reads_lanes(v) for v in s.values):
+                out += [Check(self.at(s.ok, k), s.fkey, s.idx, tuple(self.at(v, k) for v in s.values), lane=k)
+                        for k in lanes]
+            else:
+                out.append(s)
+        elif isinstance(s, Invoke):
+            self.invoke(s, out)
+        else:
+            raise NotLaneable(f"cannot run {type(s).__name__} in lanes")
+
+    def as_selects(self, s: Branch):
+        """A branch whose condition reads lane data but whose body only adds to lane targets (the
+        adjoint's guarded cotangent updates, from ``a if c else b``), as that body under the
+        condition's uniform conjuncts alone, each update ``t = t + e if lane conjuncts else t``; or
+        None. The uniform conjuncts keep guarding the indices; every lane then runs the same
+        statements, each with its own condition."""
+        c = self.c
+        if s.orelse or not s.then or not c.reads_lanes(s.cond) or not all(
+                isinstance(u, AugAssign) and FUNCTIONS[u.op].accumulates and c.is_lane_target(u.target) for u in s.then):
+            return None
+        conjuncts = _conjuncts(s.cond)
+        uniform = tuple(x for x in conjuncts if not c.reads_lanes(x))
+        varying = tuple(x for x in conjuncts if c.reads_lanes(x))
+        if any(isinstance(u.target, Index) and any(c.reads_lanes(i) for i in u.target.indices) for u in s.then):
+            return None
+        condition = varying[0] if len(varying) == 1 else BoolOp("and", varying)
+        # t = t + e if condition else t: bit for bit what the branch leaves (-0.0 included)
+        body = [Assign((u.target,), (Select(condition, BinOp(u.op, u.target, u.expr), u.target),)) for u in s.then]
+        if not uniform:
+            return body
+        return [Branch(uniform[0] if len(uniform) == 1 else BoolOp("and", uniform), body, [])]
+
+    def invoke(self, s: Invoke, out: list) -> None:
+        c, lanes = self.c, range(self.width)
+        arg_lanes = _arg_lanes(s, c)
+        alias = lane_alias(s.fn, arg_lanes)
+        self.calls[alias] = LaneCall(s.fn, arg_lanes)
+        args, results = [], []
+        for a, is_lane in zip(s.args, arg_lanes):
+            if is_lane and not _is_view(a, c):
+                args += [self.at(a, k) for k in lanes]
+            else:
+                args.append(self.view(a) if is_lane else a)
+        for a, r, is_lane in zip(s.args, s.results, arg_lanes):
+            scalar_lanes = is_lane and not _is_view(a, c)
+            if r is None:  # an array, updated in place
+                results.append(None)
+            elif not scalar_lanes:
+                results.append(r)
+            elif isinstance(r, Name) and r.id.startswith("_unused"):
+                results += [Name(lane_name(r.id, k)) for k in lanes]
+            elif c.is_lane_target(r):
+                results += [self.at(r, k) for k in lanes]
+            else:
+                raise NotLaneable(f"{self.fn.name} writes batch data into a shared variable")
+        out.append(Invoke(alias, tuple(args), tuple(results)))
+
+
+def _conjuncts(e) -> tuple:
+    """The operands of a (nested) ``and``; the expression itself otherwise."""
+    if isinstance(e, BoolOp) and e.op == "and":
+        return tuple(x for v in e.values for x in _conjuncts(v))
+    return (e,)
+
+
+def to_lanes(fn: LowFunction, lane_params: set, width: int) -> tuple:
+    """(the lane version of ``fn``, its lane callees ``{lane alias: LaneCall}``). Raises NotLaneable
+    when control flow depends on lane data."""
+    classes = classify(fn, lane_params)
+    for p in fn.params:
+        if p in classes.scalars and p not in lane_params:
+            raise NotLaneable(f"{fn.name} writes batch data into its shared scalar parameter '{p}'")
+    rewriter = LaneRewriter(fn, classes, width)
+    low = rewriter.function()
+    return low, rewriter.calls

@@ -1,0 +1,1 @@
+"""The Numba backend: Python source of low-level IR, and batched entry points around it."""

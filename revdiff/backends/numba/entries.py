@@ -1,0 +1,172 @@
+"""Batched entry points: one generated function that runs a program (a call, or the fused vjp
+program) on every element of a leading batch axis, in parallel with Numba's prange.
+
+The per-element programs are the ordinary generated ones; the entry only indexes the batch, so there
+is no Python work per element. Scalars that are batched arrive as 1-D arrays and are written back.
+Each element has its own error record (a row of ``_errors``), read by the caller after the loop.
+
+An exception inside a parallel loop is lost (Numba cannot carry it out of a worker), and the only
+ones generated code raises are failed allocations: so each element (each chunk of lane groups) runs
+in a worker function called by a guard that catches them and records the allocation that failed
+in the element's record (``ir/checks.py``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from revdiff.ir.checks import ALLOCATION, GROUP, UNTRACKED, failure_code
+from revdiff.runtime.loader import BATCH_WORKERS
+
+WORK, ELEMENT, GROUPS, CHUNK = BATCH_WORKERS  # the functions beside an entry (loader.compiled compiles them)
+
+
+@dataclass(frozen=True)
+class BatchParam:
+    name: str
+    batched: bool  # has a leading batch axis
+    scalar: bool  # a scalar per element (batched: a 1-D array of them)
+
+
+def _element(p: BatchParam) -> str:
+    return f"{p.name}[_b]" if p.batched else p.name
+
+
+def _call(lines: list, fn: str, params: list, saved: tuple, indent: str) -> None:
+    """``r = fn(elements..., errors[b])`` then write back the batched scalars from those the program
+    returned (its scalar parameters, in order); a scalar's saved result is the one-element slice of
+    its ``out_`` array."""
+    args = [_element(p) for p in params]
+    scalars = [p for p in params if p.scalar]
+    args += [f"out_{name}[_b:_b + 1]" if name in {p.name for p in scalars} else f"out_{name}[_b]"
+             for name in saved]
+    call = f"{fn}({', '.join(args + ['_errors[_b]'])})"
+    lines.append(f"{indent}_r = {call}" if scalars else f"{indent}{call}")
+    for k, p in enumerate(scalars):
+        if p.batched:
+            lines.append(f"{indent}{p.name}[_b] = _r[{k}]")
+
+
+def _unpack(names: list) -> str:
+    """The line that takes a worker's arguments out of the tuple its guard passed on."""
+    return f"    {', '.join(names)}{',' if len(names) == 1 else ''} = _args"
+
+
+def _guard(name: str, worker: str, head: list, record: str, catch: bool) -> list:
+    """``name(head..., _args, _errors)``: ``worker`` with the same arguments, in ``try`` / ``except``
+    that records a failed allocation in ``record``: the one the record names, or an untracked one.
+    The arguments travel as one tuple: Numba cannot compile a call of more than about 30 arguments
+    inside ``try``. Without ``catch`` (plain Python, where exceptions leave loops), no ``try``."""
+    call = f"{worker}({', '.join(head + ['_args', '_errors'])})"
+    if not catch:
+        return [f"def {name}({', '.join(head + ['_args', '_errors'])}):", f"    {call}"]
+    return [f"def {name}({', '.join(head + ['_args', '_errors'])}):",
+            "    try:",
+            f"        {call}",
+            "    except Exception:  # a failed allocation",
+            f"        {record}[0] = {record}[{ALLOCATION}] if {record}[{ALLOCATION}] != 0.0 else "
+            f"{failure_code(0, UNTRACKED)}.0",
+            f"        {record}[2] = {record}[{ALLOCATION + 1}]"]
+
+
+def _arguments(names: list) -> str:
+    return f"({', '.join(names)}{',' if len(names) == 1 else ''})"
+
+
+def batch_source(entry: str, program: str, params: list, grads: list, header: str, saved: tuple = (),
+                 catch: bool = True) -> str:
+    """Source of ``entry(params..., grads..., out_<saved>...)``: run ``program`` on every batch
+    element (each through ``entry_element``, which catches failed allocations unless ``catch`` is
+    off). A fused vjp program takes ``params + grads + saved`` (``saved``: the parameters whose
+    forward results it copies out before its adjoint half restores them); others take ``params``."""
+    batched = [p for p in params + grads if p.batched]
+    if not batched:
+        raise ValueError("a batched entry needs at least one batched parameter")
+    outs = [f"out_{name}" for name in saved]
+    names = [p.name for p in params + grads] + outs
+    signature = ', '.join(names + ['_errors'])
+    body: list = []
+    _call(body, program, params + grads, saved, "    ")
+    lines = [header, "import numpy as np", "from numba import prange", "", "",
+             f"def {entry}_{WORK}(_b, _args, _errors):", _unpack(names)] + body
+    lines += ["", ""] + _guard(f"{entry}_{ELEMENT}", f"{entry}_{WORK}", ["_b"], "_errors[_b]", catch)
+    lines += ["", "", f"def {entry}({signature}):",
+              f"    _args = {_arguments(names)}",
+              f"    for _b in prange({batched[0].name}.shape[0]):",
+              f"        {entry}_{ELEMENT}(_b, _args, _errors)",
+              f"    return ({', '.join(names)},)"]
+    return "\n".join(lines) + "\n"
+
+
+LANE_CHUNK = 64  # groups per parallel iteration: lane buffers are allocated once per chunk
+
+
+def lane_records(n: int, width: int) -> int:
+    """Rows of the error table of a lane entry over n elements: one per element, then one per chunk
+    (the record its groups share, where the caller can also set the interrupt field)."""
+    groups = (n + width - 1) // width
+    return n + (groups + LANE_CHUNK - 1) // LANE_CHUNK
+
+
+def lane_batch_source(entry: str, program: str, params: list, grads: list, header: str, saved: tuple,
+                      width: int, written: set, catch: bool = True) -> str:
+    """Source of ``entry`` running ``program``, the lane version of a program (``backends/lanes/rewrite.py``),
+    on groups of ``width`` batch elements. The parallel loop runs over chunks of LANE_CHUNK groups;
+    each chunk allocates its lane buffers once (element axes, then lanes), copies each group's
+    elements in, runs the program once per group and copies back the arrays in ``written``; the
+    last group repeats its last element to fill its lanes. Each chunk runs in ``entry_groups``,
+    called by ``entry_chunk``, which catches failed allocations (unless ``catch`` is off)."""
+    saved_names = {f"out_{name}" for name in saved}
+    scalars = {p.name for p in params if p.scalar}
+    arrays = [p.name for p in params + grads if p.batched and not p.scalar] + [f"out_{n}" for n in saved]
+    first = next(p.name for p in params + grads if p.batched)
+    outs = [f"out_{name}" for name in saved]
+    names = [p.name for p in params + grads] + outs
+    signature = ", ".join(names + ["_errors"])
+    head = ["_c", "_n", "_groups", "_chunks", "_e"]
+    lines = [header, "import numpy as np", "from numba import prange", "", "",
+             f"def {entry}_{GROUPS}({', '.join(head)}, _args, _errors):", _unpack(names)]
+    for a in arrays:  # a saved scalar is a one-element array of each element
+        shape = f"(1, {width})" if a in saved_names and a[4:] in scalars else f"{a}.shape[1:] + ({width},)"
+        lines.append(f"    _{a} = np.empty({shape}, {a}.dtype)")
+    lines += ["    for _g in range(_c * _groups // _chunks, (_c + 1) * _groups // _chunks):",
+              f"        _b = _g * {width}",
+              f"        _e[{GROUP}] = _b"]
+    for a in arrays:
+        if a not in saved_names:
+            lines.append(f"        _lanes_gather(_{a}, {a}, _b)")
+    args, position, results = [], 0, []  # position: among the returned scalars (one per lane)
+    for p in params + grads:
+        if p.batched and p.scalar:
+            args += [f"{p.name}[min(_b + {k}, _n - 1)]" for k in range(width)]
+            results.append((p.name, position))
+            position += width
+        else:
+            args.append(f"_{p.name}" if p.batched else p.name)
+            position += p.scalar
+    args += [f"_{o}" for o in outs]
+    call = f"{program}({', '.join(args + ['_e'])})"
+    lines.append(f"        _r = {call}" if position else f"        {call}")
+    for a in arrays:
+        if a in written or a in saved_names:
+            lines.append(f"        _lanes_scatter(_{a}, {a}, _b)")
+    for name, at in results:
+        for k in range(width):
+            lines.append(f"        if _b + {k} < _n:")
+            lines.append(f"            {name}[_b + {k}] = _r[{at + k}]")
+    lines += ["        if _e[0] != 0.0:  # a failed check: its lane names the element",
+              "            _errors[min(_b + int(_e[1]), _n - 1), :] = _e",
+              "            _e[:] = 0.0"]
+    lines += ["", ""] + _guard(f"{entry}_{CHUNK}", f"{entry}_{GROUPS}", head, "_e", catch)
+    if catch:  # the first element of the group whose allocation failed reports it
+        lines += [f"        _errors[min(int(_e[{GROUP}]), _n - 1), :] = _e"]
+    lines += ["", "",
+              f"def {entry}({signature}):",
+              f"    _n = {first}.shape[0]",
+              f"    _groups = (_n + {width - 1}) // {width}",
+              f"    _chunks = (_groups + {LANE_CHUNK - 1}) // {LANE_CHUNK}",
+              "    _records = _errors[_n:]  # the chunks' own records: rows the caller added (lane_records)",
+              f"    _args = {_arguments(names)}",
+              "    for _c in prange(_chunks):",
+              f"        {entry}_{CHUNK}(_c, _n, _groups, _chunks, _records[_c], _args, _errors)",
+              f"    return ({', '.join(names)},)"]
+    return "\n".join(lines) + "\n"

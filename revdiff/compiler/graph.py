@@ -1,0 +1,26 @@
+"""The program graph: the name each compiled program links under, and the programs a low-level
+function calls, read from its ``Invoke`` statements. Every backend names and gathers programs here."""
+from __future__ import annotations
+
+from revdiff.ir.low import Invoke, LowFunction, nested_blocks
+
+
+def symbol(spec, program: str) -> str:
+    """The name ``program`` of specialisation ``spec`` links under in a module holding other
+    functions' programs too: the function's name, its specialisation key, and the program."""
+    return f"{spec.rf.__name__}_{spec.key[:8]}_{program}"
+
+
+def invoked(low: LowFunction) -> set:
+    """Names of the generated functions ``low`` calls."""
+    names: set = set()
+
+    def visit(body: list) -> None:
+        for s in body:
+            if isinstance(s, Invoke):
+                names.add(s.fn)
+            for block in nested_blocks(s):
+                visit(block)
+
+    visit(low.body)
+    return names

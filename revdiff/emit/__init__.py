@@ -1,1 +1,0 @@
-"""Emitters: print the low-level IR as Python (run by Numba or the interpreter) or as CUDA C."""

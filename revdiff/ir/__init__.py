@@ -1,0 +1,1 @@
+"""The intermediate representations every pass shares: the high-level IR the front end builds (``high``), the low-level IR emitters print (``low``), value types, expression algebra, array views, and the table of runtime checks."""

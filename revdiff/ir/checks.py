@@ -1,0 +1,87 @@
+"""The table of runtime checks of generated code, and their translation into user errors."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from revdiff.errors import ReversibilityError, SourceLocation
+
+
+@dataclass(frozen=True)
+class CheckInfo:
+    message: str
+    loc: SourceLocation
+    labels: tuple = ()  # names for the reported values, e.g. ("value",)
+    error: type = ReversibilityError
+
+
+_CHECKS: dict = {}
+
+# The error record of generated CPU code (float64, zero until written), field by field:
+#   0 failure code (nonzero: a check failed), 1 SIMD lane of the failure, 2 and 3 the values the
+#   message reports: written by a failed check; one code names the function and the check, so a
+#   failure costs three stores, not five (each is code Numba must type and compile, at every check);
+#   4 allocation code, 5 its number of entries: written before each array allocation and cleared
+#   after it, since an allocation that fails raises inside Numba, and the caller (or the batch
+#   entry, which catches it per element) turns them into a MemoryError naming the ancilla;
+#   6 interrupt: set by the caller on Ctrl-C, read by every iteration of a while loop, which then
+#   returns (compiled code cannot see Python's signals otherwise);
+#   7 the first element of the lane group running (lane entries), to name it for an allocation.
+RECORD_SIZE = 8
+ALLOCATION = 4
+INTERRUPT = 6
+GROUP = 7
+_CHECK_BITS = 20  # function keys stay below 2**31, so codes below 2**51 are exact in float64
+
+
+def register(fkey: int, idx: int, info: CheckInfo) -> None:
+    if not 0 < idx < 1 << _CHECK_BITS:
+        raise ValueError(f"{info.loc}: a generated function cannot have more than {(1 << _CHECK_BITS) - 1} "
+                         "runtime checks; split the reversible function")
+    _CHECKS[(fkey, idx)] = info
+
+
+#: the failure code of an exception raised inside a batch element's program other than a tracked
+#: allocation (a NumPy allocation of the runtime, such as the lanes' buffers)
+UNTRACKED = 1
+#: the failure code of a while loop that stopped because the caller set the interrupt field
+INTERRUPTED = 2
+
+
+def failure_code(fkey: int, idx: int) -> int:
+    """The nonzero number a failed check ``idx`` of function ``fkey`` writes into its record."""
+    return fkey << _CHECK_BITS | idx
+
+
+def decode(code: float) -> tuple:
+    """(function key, check index) of a failure code."""
+    return int(code) >> _CHECK_BITS, int(code) & ((1 << _CHECK_BITS) - 1)
+
+
+def to_error(exc: BaseException, batch_element: int | None = None, partial: str = "") -> Exception:
+    """The user-facing error for a failed check of generated code (in batch element ``batch_element``);
+    ``partial``: a sentence on what the caller now holds half-updated."""
+    fkey, idx, a, b = exc.args
+    info = _CHECKS.get((fkey, idx))
+    tail = f". {partial}" if partial else ""
+    if (fkey, idx) == (0, INTERRUPTED):
+        return KeyboardInterrupt(f"revdiff: interrupted inside a while loop of generated code{tail}")
+    if (fkey, idx) == (0, UNTRACKED):
+        where = f" in batch element {batch_element}" if batch_element is not None else ""
+        return MemoryError(f"an allocation failed{where} (not enough memory for the program's arrays){tail}")
+    if info is None:
+        return ReversibilityError(f"runtime check {idx} of generated function {fkey} failed "
+                                  "(its description was not loaded in this process)")
+    parts = []
+    if "value" in info.labels:
+        value = complex(a, b) if b else a
+        parts.append(f"value {value!r}")
+    else:
+        for label, v in zip(info.labels, (a, b)):
+            parts.append(f"{label} = {int(v) if float(v).is_integer() else v!r}")
+    detail = f" ({', '.join(parts)})" if parts else ""
+    if batch_element is not None:
+        detail += f" in batch element {batch_element}"
+    detail += tail
+    if info.error is ReversibilityError:
+        return ReversibilityError(info.message + detail, info.loc)
+    return info.error(f"{info.loc}: {info.message}{detail}")

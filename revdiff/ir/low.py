@@ -1,0 +1,143 @@
+"""The low-level IR that emitters print: plain assignments, loops, branches and checks.
+
+Passes lower the high-level IR (``revdiff.ir``) into these few statements by reading the
+instruction table; the Python/Numba emitter and the CUDA C emitter only print them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from revdiff.ir.high import Expr, LValue
+
+
+@dataclass
+class Assign:
+    """``target = expr``; with tuples, a parallel assignment (``a, b = b, a``)."""
+
+    targets: tuple
+    exprs: tuple
+
+
+@dataclass
+class AugAssign:
+    target: LValue
+    op: str  # + - * / // ^
+    expr: Expr
+
+
+@dataclass
+class Local:
+    """A temporary of the generated code, defined once per execution of its block."""
+
+    name: str
+    expr: Expr
+
+
+@dataclass
+class Loop:
+    var: str
+    start: Expr
+    stop: Expr
+    step: Expr
+    body: list
+
+
+@dataclass
+class Branch:
+    cond: Expr
+    then: list
+    orelse: list
+
+
+@dataclass
+class Repeat:
+    """``while cond: body``."""
+
+    cond: Expr
+    body: list
+
+
+@dataclass
+class Check:
+    """Raise the runtime error numbered ``idx`` of function ``fkey`` unless ``ok`` holds; ``lane``: the
+    batch lane whose data failed it (programs run in SIMD lanes, ``backends/lanes/rewrite.py``)."""
+
+    ok: Expr
+    fkey: int
+    idx: int
+    values: tuple  # up to two real expressions reported with the error
+    lane: "int | None" = None
+
+
+@dataclass
+class Invoke:
+    """Call a generated function. It returns its scalar parameters, in order; ``results`` holds, per
+    argument, where the returned value goes (None for an array argument, updated in place)."""
+
+    fn: str
+    args: tuple
+    results: tuple
+
+
+@dataclass
+class Zero:
+    """Allocate a zero-initialised ancilla: a scalar (shape None) or an array. ``reuse``: the name
+    already holds an array (declared at the top of the function); zero-fill it when the shape matches.
+    ``alloc``: the failure code the CPU code records before allocating the array, so that a failed
+    allocation (an exception Numba raises) is reported with the ancilla's name and line."""
+
+    name: str
+    shape: "tuple | None"
+    dtype: str
+    reuse: bool = False
+    alloc: "int | None" = None
+
+
+@dataclass
+class HostCall:
+    """Run host library routine ``routine`` (``revdiff.runtime.host``: BLAS) on ``args`` when
+    ``when`` holds (None: always) and the routine accepts the operands; otherwise run ``fallback``,
+    loops computing the same thing. With ``result``, the routine never declines and its value is
+    assigned to that variable, as the fallback assigns it. The CUDA emitter and SIMD lanes use only
+    the fallback."""
+
+    routine: str
+    args: tuple
+    fallback: list
+    when: "Expr | None" = None
+    result: "str | None" = None
+
+
+@dataclass
+class Comment:
+    text: str
+    loc: Any = None  # the user's source line the statements after it come from (CUDA ``#line``)
+
+
+LowStmt = Union[Assign, AugAssign, Local, Loop, Branch, Repeat, Check, Invoke, Zero, HostCall, Comment]
+
+
+def nested_blocks(s) -> list:
+    """The statement lists nested inside statement ``s`` (loop bodies, branch arms, fallbacks)."""
+    if isinstance(s, (Loop, Repeat)):
+        return [s.body]
+    if isinstance(s, Branch):
+        return [s.then, s.orelse]
+    if isinstance(s, HostCall):
+        return [s.fallback]
+    return []
+
+
+def host_symbol(routine: str) -> str:
+    """The name generated CPU code calls host routine ``routine`` by."""
+    return f"_host_{routine}"
+
+
+@dataclass
+class LowFunction:
+    name: str
+    params: list
+    body: list
+    returns: list  # names returned, in order: the scalar parameters (arrays change in place)
+    param_types: dict = field(default_factory=dict)  # name -> VarType of every parameter

@@ -1,0 +1,153 @@
+"""Inline the generated functions a program calls once: the callee's low IR replaces the call.
+
+Numba compiles each generated function as a unit, and LLVM then optimises and compiles every callee
+again inside each caller's module. A fused vjp calls its callees' forward and adjoint programs once
+each, and those are the largest functions of a gradient (the whole QR of a projection): compiled
+as units of their own, they cost about as much again as the vjp that contains them. Inlined, each
+is compiled once, inside the vjp (``benchmarks/compile_profile.py``).
+
+A call is inlined when every array argument is a whole array (a view would need a variable of its
+own). The callee's names get a prefix; a scalar parameter becomes a variable of the caller, and the
+scalars the callee modifies are assigned back, as the call returned them. A failed check inside the
+inlined body returns from the caller, as the caller did right after a failed call.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import fields, is_dataclass, replace
+from typing import Callable
+
+from revdiff.ir.high import Const, Name
+from revdiff.ir.low import Assign, Comment, Invoke, LowFunction, nested_blocks
+from revdiff.optimize.prune import written_names
+from revdiff.primitives.printer import expr_source
+
+# the string fields of low-level statements that name a variable (others name functions, routines, dtypes)
+_NAME_FIELDS = ("name", "var", "result")
+
+
+def inline_single_calls(fn: LowFunction, callee: Callable[[str], "LowFunction | None"]) -> LowFunction:
+    """``fn`` with every call of a function it calls only once replaced by the body of
+    ``callee(name)`` (its low function before allocation hoisting; None: keep the call). One level:
+    the calls the inlined bodies make stay calls (inlining those too measured no faster)."""
+    counts = Counter(s.fn for s in _walk(fn.body) if isinstance(s, Invoke))
+    taken = _all_names(fn.body) | set(fn.params)
+    return replace(fn, body=_inline_block(fn.body, counts, callee, taken))
+
+
+def _inline_block(body: list, counts: Counter, callee, taken: set) -> list:
+    out = []
+    for s in body:
+        if isinstance(s, Invoke) and counts[s.fn] == 1:
+            low = callee(s.fn)
+            if low is not None and _whole_arrays(s, low):
+                out += _inlined(s, low, taken)
+                continue
+        out.append(_with_blocks(s, lambda b: _inline_block(b, counts, callee, taken)))
+    return out
+
+
+def _whole_arrays(call: Invoke, low: LowFunction) -> bool:
+    return all(isinstance(a, Name) for a, p in zip(call.args, low.params) if low.param_types[p].is_array)
+
+
+def _inlined(call: Invoke, low: LowFunction, taken: set) -> list:
+    """The callee's body for this call: arrays renamed to the arguments, everything else prefixed."""
+    prefix = _prefix(low.name, _all_names(low.body) | set(low.params), taken)
+    written = _assigned(low.body)
+    names: dict = {}
+    entry, exit_ = [], []
+    for param, arg, result in zip(low.params, call.args, call.results):
+        if low.param_types[param].is_array:
+            names[param] = arg.id
+        elif param not in written and isinstance(arg, Name):
+            names[param] = arg.id
+        else:
+            names[param] = prefix + param
+            entry.append(Assign((Name(names[param]),), (arg,)))
+            if param in written and result is not None:
+                exit_.append(Assign((result,), (Name(names[param]),)))
+    rename = lambda n: names.get(n) or prefix + n  # noqa: E731
+    taken |= {rename(n) for n in _all_names(low.body)}
+    args = ", ".join(expr_source(a) for a in call.args)
+    return ([Comment(f"{call.fn} inlined, on ({args}); its names prefixed {prefix}")] + entry
+            + [_rename_stmt(s, rename) for s in low.body] + exit_ + [Comment(f"end of {call.fn}")])
+
+
+def _prefix(callee: str, names: set, taken: set) -> str:
+    """``<callee>_`` (e.g. ``cgs2_forward_``), numbered when a prefixed name would clash with one
+    the caller already has."""
+    prefix, k = callee + "_", 1
+    while any(prefix + n in taken for n in names):
+        k += 1
+        prefix = f"{callee}{k}_"
+    return prefix
+
+
+def _rename_expr(e, rename):
+    if e is None or isinstance(e, Const):
+        return e
+    if isinstance(e, Name):
+        return Name(rename(e.id))
+    if not is_dataclass(e):
+        return e
+    changes = {}
+    for f in fields(e):
+        v = getattr(e, f.name)
+        if f.name == "base":  # Index, Shape
+            changes[f.name] = rename(v)
+        elif isinstance(v, tuple):
+            changes[f.name] = tuple(_rename_expr(x, rename) for x in v)
+        elif is_dataclass(v):
+            changes[f.name] = _rename_expr(v, rename)
+    return replace(e, **changes)
+
+
+def _rename_stmt(s, rename):
+    changes = {}
+    for f in fields(s):
+        v = getattr(s, f.name)
+        if f.name in _NAME_FIELDS and isinstance(v, str):
+            changes[f.name] = rename(v)
+        elif isinstance(v, list):
+            changes[f.name] = [_rename_stmt(t, rename) for t in v]
+        elif isinstance(v, tuple):
+            changes[f.name] = tuple(_rename_expr(x, rename) for x in v)
+        elif is_dataclass(v):
+            changes[f.name] = _rename_expr(v, rename)
+    return replace(s, **changes)
+
+
+def _with_blocks(s, transform):
+    """``s`` with each nested statement list passed through ``transform``."""
+    if not nested_blocks(s):
+        return s
+    return replace(s, **{f.name: transform(getattr(s, f.name)) for f in fields(s)
+                         if isinstance(getattr(s, f.name), list)})
+
+
+def _walk(body: list):
+    for s in body:
+        yield s
+        for block in nested_blocks(s):
+            yield from _walk(block)
+
+
+def _all_names(body: list) -> set:
+    """Every variable a statement list defines or reads."""
+    out = set()
+    collect = lambda n: out.add(n) or n  # noqa: E731
+    for s in body:
+        _rename_stmt(s, collect)
+    return out
+
+
+def _assigned(body: list) -> set:
+    """Variables a statement list assigns (scalars, loop variables, allocations, call results)."""
+    out = set()
+    for s in body:
+        out |= written_names(s)
+    return out
+
+
+__all__ = ["inline_single_calls"]

@@ -1,0 +1,102 @@
+"""Index and division checks of generated code: for each low-level statement, the condition under
+which every integer index it evaluates lies inside its array (Python's range, -size <= i < size),
+and the divisors of its divisions (``/``, ``//``, ``%``) that must not be zero.
+
+Revdiff compiles without Numba's bounds checks and emits these instead, so that an out-of-range
+index names the user's line, and so that the loops of vector instructions, whose views are checked
+once before the loop, run without a check per element. An index read only under a condition
+(``x[i + 1] if i < n - 1 else 0.0``, the right operand of ``and``/``or``) is checked under it.
+"""
+from __future__ import annotations
+
+from revdiff.ir import algebra as A
+from revdiff.ir.high import BinOp, BoolOp, Compare, Const, Index, Select, Shape, Slice, Unary, children
+from revdiff.ir.low import Assign, AugAssign, Branch, Invoke, Local, Loop, Repeat
+from revdiff.primitives.functions import FUNCTIONS
+
+
+def index_conditions(stmt) -> list:
+    """(condition, element access, axis) for every integer index ``stmt`` itself evaluates."""
+    out, seen = [], set()
+    for e in _own_exprs(stmt):
+        for node, guard in _guarded(e, None, lambda n: isinstance(n, Index)):
+            if (node, guard) in seen:
+                continue
+            seen.add((node, guard))
+            for axis, i in enumerate(node.indices):
+                if isinstance(i, Slice):
+                    continue
+                ok = in_bounds(i, Shape(node.base, axis))
+                if guard is not None:
+                    ok = BoolOp("or", (Unary("not", guard), ok))
+                out.append((ok, node, axis))
+    return out
+
+
+def division_conditions(stmt) -> list:
+    """(condition, divisor) for every division ``stmt`` itself evaluates by a divisor not known to be
+    nonzero: Python raises ZeroDivisionError there, and generated code must say so with the user's
+    line rather than let Numba raise inside a parallel loop, which loses the exception."""
+    out, seen = [], set()
+    for e in _own_exprs(stmt):
+        for node, guard in _guarded(e, None, _is_division):
+            ok = Compare("!=", node.right, Const(0))
+            if guard is not None:
+                ok = BoolOp("or", (Unary("not", guard), ok))
+            if ok not in seen:
+                seen.add(ok)
+                out.append((ok, node.right))
+    return out
+
+
+def _is_division(e) -> bool:
+    return isinstance(e, BinOp) and FUNCTIONS[e.op].divides and not (isinstance(e.right, Const) and e.right.value != 0)
+
+
+def in_bounds(i, size):
+    """Python's range of an index into an axis of ``size`` elements: -size <= i < size."""
+    return BoolOp("and", (Compare("<=", A.neg(size), i), Compare("<", i, size)))
+
+
+def _guarded(e, guard, wanted):
+    """(node, condition under which it is evaluated or None) for every node of ``e`` that ``wanted``
+    accepts: the arms of ``a if c else b`` and the later operands of ``and``/``or`` are conditional."""
+    if wanted(e):
+        yield e, guard
+    if isinstance(e, Select):
+        yield from _guarded(e.cond, guard, wanted)
+        yield from _guarded(e.a, _conjunction(guard, e.cond), wanted)
+        yield from _guarded(e.b, _conjunction(guard, Unary("not", e.cond)), wanted)
+        return
+    if isinstance(e, BoolOp):
+        for k, v in enumerate(e.values):
+            earlier = e.values[:k]
+            conds = earlier if e.op == "and" else tuple(Unary("not", x) for x in earlier)
+            g = guard
+            for c in conds:
+                g = _conjunction(g, c)
+            yield from _guarded(v, g, wanted)
+        return
+    for c in children(e):
+        yield from _guarded(c, guard, wanted)
+
+
+def _conjunction(guard, cond):
+    return cond if guard is None else BoolOp("and", (guard, cond))
+
+
+def _own_exprs(stmt) -> tuple:
+    """The expressions a low-level statement evaluates itself (not those of nested blocks)."""
+    if isinstance(stmt, Assign):
+        return tuple(stmt.targets) + tuple(stmt.exprs)
+    if isinstance(stmt, AugAssign):
+        return (stmt.target, stmt.expr)
+    if isinstance(stmt, Local):
+        return (stmt.expr,)
+    if isinstance(stmt, Loop):
+        return (stmt.start, stmt.stop, stmt.step)
+    if isinstance(stmt, (Branch, Repeat)):
+        return (stmt.cond,)
+    if isinstance(stmt, Invoke):
+        return tuple(stmt.args)
+    return ()

@@ -1,0 +1,155 @@
+"""``revdiff bench``: speed of revdiff's batched reversible gradients against PyTorch autograd
+(``torch.linalg.qr``), ``jax.jit(jax.grad(...))`` (``jnp.linalg.qr``) and the NumPy formula
+adjoints, timed in one run (median of repeats), with ratios, GFLOP/s against this machine's
+measured dgemm rate, the cold compile time and the time to a first gradient in a fresh process.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Callable
+
+import numpy as np
+
+from revdiff import formulas
+from revdiff import programs as P
+from revdiff.tools import peers
+
+FULL_CASES = [(10000, 32, 16), (1000, 64, 32), (100, 500, 250), (1, 2000, 1000)]
+QUICK_CASES = [(1000, 32, 16), (100, 64, 32)]
+
+
+def median_time(fn: Callable, repeats: int) -> float:
+    fn()  # warm up (compilation, caches)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def dgemm_gflops(n: int = 2000, repeats: int = 3) -> float:
+    a, b = np.random.default_rng(0).standard_normal((2, n, n))
+    return 2 * n ** 3 / median_time(lambda: a @ b, repeats) / 1e9
+
+
+def reversible_flops(loss: str, m: int, n: int) -> float:
+    """Flops of a reversible CGS2 vjp, about 24 m n^2 (see the issue's cost model)."""
+    return 24.0 * m * n * n + (4.0 * m * n if loss == "projection" else 0.0)
+
+
+def methods(loss: str) -> dict:
+    """name -> gradient function of batched arrays (A, *inputs) -> gA; peers only when installed."""
+    out: dict = {}
+    if loss == "projection":
+        out["revdiff cgs2"] = lambda A, y, g: P.project_vjp(A, y, g)[0]
+        out["revdiff bcgs2"] = lambda A, y, g: P.project_vjp(A, y, g, method="bcgs2")[0]
+        out["numpy formula"] = lambda A, y, g: formulas.project_vjp(A, y, g)[0]
+        torch_grad, jax_grad = peers.torch_projection(), peers.jax_projection()
+    else:
+        out["revdiff cgs2"] = lambda A, gQ, gR: P.qr_vjp(A, gQ, gR)
+        out["revdiff bcgs2"] = lambda A, gQ, gR: P.qr_vjp(A, gQ, gR, method="bcgs2")
+        out["numpy formula"] = formulas.qr_vjp
+        torch_grad, jax_grad = peers.torch_qr(), peers.jax_qr()
+    if torch_grad is not None:
+        out["torch"] = torch_grad
+    if jax_grad is not None:
+        out["jax"] = jax_grad
+    return out
+
+
+def inputs(loss: str, B: int, m: int, n: int, dtype, rng) -> tuple:
+    A = rng.standard_normal((B, m, n)).astype(dtype)
+    if loss == "projection":
+        return A, rng.standard_normal((B, m)).astype(dtype), np.ones((B, m), dtype)
+    return A, rng.standard_normal((B, m, n)).astype(dtype), np.triu(rng.standard_normal((B, n, n))).astype(dtype)
+
+
+def run_cases(cases, dtypes, losses, repeats: int, out=sys.stdout) -> list:
+    rows = []
+    rng = np.random.default_rng(0)
+    for loss in losses:
+        for dtype in dtypes:
+            for B, m, n in cases:
+                args = inputs(loss, B, m, n, dtype, rng)
+                row = {"loss": loss, "dtype": np.dtype(dtype).name, "B": B, "m": m, "n": n, "times": {}}
+                reps = repeats if B * m * n * n < 5e8 else 1
+                for name, grad in methods(loss).items():
+                    row["times"][name] = median_time(lambda g=grad: g(*args), reps)
+                    sys.stderr.write(f"\r{loss} {row['dtype']} {B}x{m}x{n} {name:14s}")
+                rows.append(row)
+    sys.stderr.write("\n")
+    return rows
+
+
+def first_gradient_times(timeout: float = 600) -> dict:
+    """Cold compile (empty cache) and warm start (cached) of a 32x16 projection gradient, each in a
+    fresh process: seconds from process start to the first gradient, and the import time alone."""
+    code = ("import time; t0 = time.perf_counter(); import numpy as np; from revdiff import programs as P; "
+            "t1 = time.perf_counter(); A = np.random.default_rng(0).standard_normal((32, 16)); "
+            "P.project_vjp(A, A[:, 0], A[:, 1]); t2 = time.perf_counter(); print(t1 - t0, t2 - t0)")
+    result = {}
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, REVDIFF_CACHE_DIR=cache)
+        for label in ("cold", "warm"):
+            out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                 timeout=timeout, check=True).stdout.split()
+            result[label] = (float(out[0]), float(out[1]))
+    return result
+
+
+def report(rows: list, gemm: float, starts: dict, out=sys.stdout) -> None:
+    print(f"machine: {platform.node()}, {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}; "
+          f"Python {platform.python_version()}, NumPy {np.__version__}; dgemm {gemm:.1f} GFLOP/s", file=out)
+    names = list(rows[0]["times"]) if rows else []
+    ours = [k for k in names if k.startswith("revdiff")]
+    print("\n| loss | dtype | B x m x n | " + " | ".join(names) + " | "
+          + " | ".join(f"fastest peer / {k}" for k in ours) + " | revdiff cgs2 GFLOP/s |", file=out)
+    print("|---" * (len(names) + len(ours) + 4) + "|", file=out)
+    for r in rows:
+        t = r["times"]
+        peers_t = [v for k, v in t.items() if not k.startswith("revdiff")]
+        ratios = " | ".join(f"{min(peers_t) / t[k]:.2f}" if peers_t else "nan" for k in ours)
+        rate = r["B"] * reversible_flops(r["loss"], r["m"], r["n"]) / t["revdiff cgs2"] / 1e9
+        cells = " | ".join(f"{t[k] * 1e3:.1f} ms" for k in names)
+        print(f"| {r['loss']} | {r['dtype']} | {r['B']}x{r['m']}x{r['n']} | {cells} | {ratios} | {rate:.2f} "
+              f"({100 * rate / gemm:.0f}% of dgemm) |", file=out)
+    if starts:
+        cold, warm = starts["cold"], starts["warm"]
+        print(f"\nfirst 32x16 projection gradient in a fresh process: cold cache {cold[1]:.1f} s "
+              f"(import {cold[0]:.1f} s), warm cache {warm[1]:.2f} s (import {warm[0]:.2f} s)", file=out)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quick", action="store_true", help="small cases only (B=1000x32x16, 100x64x32), float64")
+    p.add_argument("--loss", default="projection,qr", help="comma-separated: projection,qr")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--no-startup", action="store_true", help="skip the cold/warm fresh-process timings")
+    p.add_argument("--cases", help="comma-separated BxMxN cases instead of the built-in ones, e.g. 10000x32x16")
+
+
+def parse_cases(text: str) -> list:
+    try:
+        cases = [tuple(int(x) for x in case.split("x")) for case in text.split(",")]
+    except ValueError:
+        cases = []
+    if not cases or any(len(c) != 3 or min(c) < 1 for c in cases):
+        raise SystemExit(f"--cases takes BxMxN triples of positive integers separated by commas, got {text!r}")
+    return cases
+
+
+def main_from_args(args: argparse.Namespace) -> None:
+    cases = parse_cases(args.cases) if args.cases else QUICK_CASES if args.quick else FULL_CASES
+    dtypes = [np.float64] if args.quick else [np.float64, np.float32]
+    losses = args.loss.split(",")
+    print(f"# revdiff bench{' --quick' if args.quick else ''} ({time.strftime('%Y-%m-%d')})")
+    starts = {} if args.no_startup else first_gradient_times()
+    rows = run_cases(cases, dtypes, losses, args.repeats)
+    report(rows, dgemm_gflops(1000 if args.quick else 2000), starts)
