@@ -43,7 +43,7 @@ def initial_state(dtype=np.float64) -> tuple:
 
 
 def _gradient_function(method: str):
-    from revdiff import peers
+    from revdiff.tools import peers
     if method == "revdiff":
         import revdiff
         from revdiff.programs.leapfrog import nbody_final_energy

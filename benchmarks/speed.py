@@ -5,7 +5,7 @@ adjoints, in one run. The same as `revdiff bench`; `--quick` runs the small case
 """
 import argparse
 
-from revdiff import bench
+from revdiff.tools import bench
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
