@@ -13,7 +13,7 @@ import numpy as np
 
 import revdiff
 from revdiff import programs as P
-from revdiff.function import ERROR_RECORD, blas_for
+from revdiff.calls import ERROR_RECORD, blas_for
 from revdiff.compiler.lanes import LANE_MAX_ELEMENTS
 
 

@@ -51,7 +51,7 @@ def assert_gradient(f, *args, tol=1e-6, eps=1e-6):
 
 def fused_vjp(f, args, cotangents):
     """(outputs, gradients) from f's fused vjp program, called directly."""
-    from revdiff.function import run
+    from revdiff.calls import run
     spec = f.specialize(f.argument_types(args))
     types = spec.types
     grads = [np.array(c, dtype=np.asarray(a).dtype) if c is not None else np.zeros_like(np.asarray(a))

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import revdiff
-from revdiff.function import run
+from revdiff.calls import run
 from helpers import assert_round_trip
 
 SCALARS = ["x0", "x1", "x2"]
