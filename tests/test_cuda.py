@@ -109,7 +109,7 @@ def _check_vjp(module, bf, types, args, tol):
         if t.differentiable:
             gbufs.append(c.copy() if c is not None else np.zeros((B,) + np.shape(a[0] if p in bf.batched else a),
                                                                   np.asarray(a).dtype))
-    saved = [np.empty_like(args[bf.f.params.index(p)]) for p in bf._saved(types)]
+    saved = [np.empty_like(args[bf.f.params.index(p)]) for p in bf.signature("vjp", types).saved]
     gpu.run_on_host(module, bf, "vjp", copies + gbufs + saved, types)
     k = 0
     for i, (p, t) in enumerate(zip(bf.f.params, types)):
@@ -120,7 +120,7 @@ def _check_vjp(module, bf, types, args, tol):
                 want, got = want.sum(axis=0), got.sum(axis=0)
             np.testing.assert_allclose(got, want, rtol=tol, atol=tol * 10, err_msg=f"gradient of {p}")
             k += 1
-    for p, s_ in zip(bf._saved(types), saved):
+    for p, s_ in zip(bf.signature("vjp", types).saved, saved):
         want = np.stack([np.asarray(o[bf.f.params.index(p)]) for o in outs])
         np.testing.assert_allclose(s_, want, rtol=tol, atol=tol, err_msg=f"forward result {p}")
 

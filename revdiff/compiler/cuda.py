@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from revdiff.backends.cuda.emit import PRELUDE, CudaEmitter, Signature, kernel_source, with_line_directives
 from revdiff.backends.cuda.launch import HOST_SHIM, HostModule, run_device, run_host
-from revdiff.backends.numba.entries import BatchParam
+from revdiff.compiler.entries import entry_signature
 from revdiff.compiler.graph import invoked, symbol
 from revdiff.runtime.device import cupy_module
 
@@ -90,26 +90,18 @@ def module_source(entries: list, host: bool = False, check: bool = True) -> str:
     functions: dict = {}
     kernels = []
     for bf, kind, types in entries:
-        f = bf.f
-        spec = f.forward_function.specialize(types)
-        program = f.programs[0] if kind == "call" else f.fused_vjp
-        params = bf._params(types)
-        type_map = dict(zip(f.params, types))
-        grads = []
-        if kind == "vjp":
-            for p, t in zip(params, types):
-                if t.differentiable:
-                    grads.append(BatchParam("g_" + p.name, True, p.scalar))
-                    type_map["g_" + p.name] = t
-        saved = bf._saved(types) if kind == "vjp" else ()
+        spec = bf.f.forward_function.specialize(types)
+        program, params, grads, saved = entry_signature(bf.f, bf.batched, kind, types)
+        type_map = dict(zip(bf.f.params, types))
+        type_map.update({g.name: t for g, t in zip(grads, [t for t in types if t.differentiable])})
         device_functions(spec, [program], functions)
         kernels.append(kernel_source(entry_name(bf, kind, types), symbol(spec, program), params, grads,
                                      type_map, saved, host=host))
     prelude = f'#include "{HOST_SHIM}"\n#include "{PRELUDE}"' if host else PRELUDE.read_text()
     head = "\n".join((["#define RD_BOUNDSCHECK"] if check else []) + [prelude, prototypes(functions)])
     lines = [(line, None) for line in head.split("\n")]
-    for f in functions.values():
-        lines += list(zip(f.text.splitlines(), f.origins)) + [("", None)]
+    for function in functions.values():
+        lines += list(zip(function.text.splitlines(), function.origins)) + [("", None)]
     lines += [(line, None) for line in "\n".join(kernels).split("\n")]
     return "\n".join(with_line_directives(lines, MODULE_NAME))
 

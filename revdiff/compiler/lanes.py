@@ -10,12 +10,13 @@ from __future__ import annotations
 import numpy as np
 
 from revdiff.backends.lanes.rewrite import LANE_DTYPES, NotLaneable, lane_alias, to_lanes
-from revdiff.backends.numba.emit import INTERRUPT_CHECK, PythonEmitter
-from revdiff.backends.numba.entries import BatchParam, lane_batch_source
+from revdiff.backends.numba.emit import INTERRUPT_CHECK, PythonEmitter, host_routines
+from revdiff.backends.numba.entries import lane_batch_source
+from revdiff.compiler.entries import entry_signature
 from revdiff.compiler.graph import symbol
 from revdiff.primitives.vector import BLAS_MIN_ELEMENTS
 from revdiff.runtime import loader
-from revdiff.runtime.host import routines_called
+from revdiff.runtime.host import routines
 from revdiff.runtime.lanes import HELPERS
 
 #: lanes per group, float64 and float32 alike: one AVX2 register of float32, two of float64. More
@@ -40,9 +41,9 @@ def lane_width(types: tuple, batched: tuple) -> int | None:
     return LANES
 
 
-def lane_functions(spec, program: str, lanes: tuple, width: int, done: dict, alias: str) -> None:
+def lane_functions(spec, program: str, lanes: tuple, width: int, done: dict, alias: str, used: set) -> None:
     """Python source of the lane version of ``program`` of ``spec`` (named ``alias``) and of every
-    callee's, by name, into ``done``. Raises NotLaneable."""
+    callee's, by name, into ``done``; the host routines they call into ``used``. Raises NotLaneable."""
     if alias in done:
         return
     done[alias] = ""  # recursion guard
@@ -51,25 +52,23 @@ def lane_functions(spec, program: str, lanes: tuple, width: int, done: dict, ali
     lane_low, calls = to_lanes(low, lane_params, width)
     for callee_alias, call in calls.items():
         dep, prog = spec.dependencies[call.alias]
-        lane_functions(dep, prog, call.lanes, width, done, callee_alias)
+        lane_functions(dep, prog, call.lanes, width, done, callee_alias, used)
     lane_low.name = alias
+    used |= host_routines(lane_low)
     done[alias] = PythonEmitter().function(lane_low)
 
 
 def lane_module_source(bf, kind: str, types: tuple, width: int) -> tuple:
-    """(source, entry name, names of the lane functions) of batched function ``bf``'s ``kind``
-    ("call" or "vjp") entry in lanes. Raises NotLaneable."""
+    """(source, entry name, names of the lane functions, host routines they call) of batched function
+    ``bf``'s ``kind`` ("call" or "vjp") entry in lanes. Raises NotLaneable."""
     f = bf.f
     spec = f.forward_function.specialize(types, blas=False)  # lanes never call BLAS
-    program = f.programs[0] if kind == "call" else f.fused_vjp
-    params = bf._params(types)
-    grads = [BatchParam("g_" + p.name, True, p.scalar) for p, t in zip(params, types) if t.differentiable] \
-        if kind == "vjp" else []
-    saved = bf._saved(types) if kind == "vjp" else ()
+    program, params, grads, saved = entry_signature(f, bf.batched, kind, types)
     lanes = tuple(p.batched for p in params + grads) + tuple(True for _ in saved)
     top = lane_alias(symbol(spec, program), lanes)
     functions: dict = {}
-    lane_functions(spec, program, lanes, width, functions, top)
+    used: set = set()
+    lane_functions(spec, program, lanes, width, functions, top, used)
     modified = f.forward_function.modified_positions()
     written = {p for k, p in enumerate(f.params) if k in modified} | {g.name for g in grads}
     entry = f"{f.__name__}_lanes_batch_{kind}"
@@ -78,22 +77,19 @@ def lane_module_source(bf, kind: str, types: tuple, width: int) -> tuple:
               f"({', '.join(f'{p}: {t.describe()}' for p, t in zip(f.params, types))}).")
     parts = [header, "import math", "import numpy as np", ""] + ["\n" + src for src in functions.values()]
     parts.append(lane_batch_source(entry, top, params, grads, "", saved, width, written, catch=f.backend == "numba"))
-    return "\n".join(parts), entry, list(functions)
+    return "\n".join(parts), entry, list(functions), used
 
 
 def compile_lanes(bf, kind: str, types: tuple, width: int):
     """The compiled lane entry. Raises NotLaneable."""
-    src, entry, names = lane_module_source(bf, kind, types, width)
+    src, entry, names, used = lane_module_source(bf, kind, types, width)
     backend = bf.f.backend
     module = loader.load(src, f"{bf.f.__name__}_lanes_{kind}", backend)
-    routines = {}
-    if "_host_" in src:  # the routines the loops call (an interrupt check in a while loop)
-        routines = routines_called(src)
-    compiled = {name: loader.compiled(module, name, backend, routines) for name in names}
+    compiled = {name: loader.compiled(module, name, backend, routines(used)) for name in names}
     module.__dict__.update(compiled)  # callers reach the compiled callees through the module globals
     fn = loader.compiled(module, entry, backend, HELPERS, parallel=True)
-    if INTERRUPT_CHECK in src:
-        fn.revdiff_loops = True  # a while loop: runs where Ctrl-C can stop it (``function.interruptible``)
+    if INTERRUPT_CHECK in used:
+        fn.revdiff_loops = True  # a while loop: runs where Ctrl-C can stop it (``calls.interruptible``)
     return fn
 
 

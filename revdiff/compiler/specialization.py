@@ -7,7 +7,7 @@ import dataclasses
 import hashlib
 import inspect
 
-from revdiff.backends.numba.emit import INTERRUPT_CHECK, emit_module
+from revdiff.backends.numba.emit import INTERRUPT_CHECK, emit_module, host_routines
 from revdiff.compiler.graph import invoked, symbol
 from revdiff.errors import ReversibilityError
 from revdiff.ir.high import CallFn
@@ -22,7 +22,7 @@ from revdiff.passes.infer import TypeEnv, expr_type, infer
 from revdiff.passes.invert import invert_block
 from revdiff.passes.lower import Lowerer
 from revdiff.runtime import loader
-from revdiff.runtime.host import routines_called
+from revdiff.runtime.host import routines
 
 PROGRAMS = ("forward", "inverse", "adjoint", "inverse_adjoint", "vjp", "inverse_vjp", "vjp_forward")
 
@@ -48,6 +48,7 @@ class Specialization:
         self.env = infer(self.func, dict(zip(rf.params, types)), self._callee_types)
         self._sources: dict = {}
         self._calls: dict = {}  # program -> the generated functions it calls
+        self._routines: dict = {}  # program -> the host routines it calls
         self._callables: dict = {}
 
     def _callee_types(self, call: CallFn, arg_types: tuple) -> None:
@@ -132,6 +133,7 @@ class Specialization:
                       f"# from {loc.filename}:{loc.lineno}, specialised for ({types}).\n"
                       f"# Options: {self.options}; Numba: fastmath off; index checks "
                       f"{'on' if self.rf.options.check else 'off'}.  Do not edit: regenerated from the source.")
+            self._routines[program] = host_routines(low)
             self._calls[program] = deps = sorted(invoked(low))
             if deps:
                 header += "\n# Calls: " + ", ".join(deps)
@@ -146,11 +148,10 @@ class Specialization:
             backend = self.rf.backend
             deps = {name: self.dependencies[name][0].callable(self.dependencies[name][1])
                     for name in self._calls[program]}
-            if "_host_" in src:  # BLAS routines
-                deps.update(routines_called(src))
+            deps.update(routines(self._routines[program]))
             module = loader.load(src, f"{self.rf.__name__}_{program}", backend, deps)
             fn = loader.compiled(module, self.local_name(program), backend, deps)
-            if INTERRUPT_CHECK in src or any(getattr(d, "revdiff_loops", False) for d in deps.values()):
+            if INTERRUPT_CHECK in self._routines[program] or any(getattr(d, "revdiff_loops", False) for d in deps.values()):
                 fn.revdiff_loops = True  # a while loop: run where Ctrl-C can stop it (``interruptible``)
             self._callables[program] = fn
         return fn

@@ -6,8 +6,8 @@ meaning lives in the instruction table (``revdiff.primitives``), never in the pa
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Iterator, Union
+from dataclasses import dataclass, field, fields, is_dataclass, replace
+from typing import Callable, Iterator, Union
 
 from revdiff.errors import SourceLocation
 
@@ -120,6 +120,24 @@ def walk_expr(e: Expr) -> Iterator[Expr]:
     yield e
     for c in children(e):
         yield from walk_expr(c)
+
+
+def rewrite_expr(e, leaf: Callable):
+    """``e`` with every node for which ``leaf`` returns an expression replaced by that expression
+    (its children are not visited then); the passes' one expression rewriter."""
+    new = leaf(e)
+    if new is not None:
+        return new
+    if not is_dataclass(e) or isinstance(e, (Const, Name)):
+        return e
+    changes = {}
+    for f in fields(e):
+        v = getattr(e, f.name)
+        if isinstance(v, tuple):
+            changes[f.name] = tuple(rewrite_expr(x, leaf) for x in v)
+        elif is_dataclass(v):
+            changes[f.name] = rewrite_expr(v, leaf)
+    return replace(e, **changes)
 
 
 def names_read(e: Expr) -> set[str]:

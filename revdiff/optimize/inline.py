@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import fields, is_dataclass, replace
 from typing import Callable
 
-from revdiff.ir.high import Const, Name
+from revdiff.ir.high import Index, Name, Shape, rewrite_expr
 from revdiff.ir.low import Assign, Comment, Invoke, LowFunction, nested_blocks
 from revdiff.optimize.prune import written_names
 from revdiff.primitives.printer import expr_source
@@ -85,22 +85,15 @@ def _prefix(callee: str, names: set, taken: set) -> str:
 
 
 def _rename_expr(e, rename):
-    if e is None or isinstance(e, Const):
-        return e
-    if isinstance(e, Name):
-        return Name(rename(e.id))
-    if not is_dataclass(e):
-        return e
-    changes = {}
-    for f in fields(e):
-        v = getattr(e, f.name)
-        if f.name == "base":  # Index, Shape
-            changes[f.name] = rename(v)
-        elif isinstance(v, tuple):
-            changes[f.name] = tuple(_rename_expr(x, rename) for x in v)
-        elif is_dataclass(v):
-            changes[f.name] = _rename_expr(v, rename)
-    return replace(e, **changes)
+    def leaf(n):
+        if isinstance(n, Name):
+            return Name(rename(n.id))
+        if isinstance(n, Shape):
+            return Shape(rename(n.base), n.axis)
+        if isinstance(n, Index):
+            return Index(rename(n.base), tuple(_rename_expr(i, rename) for i in n.indices))
+        return None
+    return rewrite_expr(e, leaf)
 
 
 def _rename_stmt(s, rename):

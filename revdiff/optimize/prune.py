@@ -23,10 +23,10 @@ unchanged: a check that can fail is kept with its own message and reported value
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, is_dataclass, replace
+from dataclasses import dataclass, replace
 
 from revdiff.ir import algebra as A
-from revdiff.ir.high import BinOp, BoolOp, Call, Compare, Const, Index, Name, Shape, Unary, walk_expr
+from revdiff.ir.high import BinOp, BoolOp, Call, Compare, Const, Index, Name, Shape, Unary, rewrite_expr, walk_expr
 from revdiff.ir.low import (Assign, AugAssign, Branch, Check, HostCall, Invoke, Local, Loop, LowFunction,
                             Repeat, Zero, nested_blocks)
 
@@ -307,25 +307,8 @@ def _slope(e, var: str):
     return None
 
 
-def _rewrite(e, leaf):
-    """``e`` with every node for which ``leaf`` returns an expression replaced by that expression."""
-    new = leaf(e)
-    if new is not None:
-        return new
-    if not is_dataclass(e) or isinstance(e, (Const, Name)):
-        return e
-    changes = {}
-    for f in fields(e):
-        v = getattr(e, f.name)
-        if isinstance(v, tuple):
-            changes[f.name] = tuple(_rewrite(x, leaf) for x in v)
-        elif is_dataclass(v):
-            changes[f.name] = _rewrite(v, leaf)
-    return replace(e, **changes)
-
-
 def _substitute_shapes(e, twins: dict):
-    return _rewrite(e, lambda n: Shape(twins.get(n.base, n.base), n.axis) if isinstance(n, Shape) else None)
+    return rewrite_expr(e, lambda n: Shape(twins.get(n.base, n.base), n.axis) if isinstance(n, Shape) else None)
 
 
 def _substitute_name(e, var: str, value):
@@ -337,7 +320,7 @@ def _substitute_name(e, var: str, value):
             left, right = _substitute_name(n.left, var, value), _substitute_name(n.right, var, value)
             return A.add(left, right) if n.op == "+" else A.sub(left, right)
         return None
-    return _rewrite(e, leaf)
+    return rewrite_expr(e, leaf)
 
 
 def prune_checks(fn: LowFunction, twins: dict | None = None) -> LowFunction:

@@ -284,7 +284,7 @@ def _load_acquire(typingctx, record, index):
 @_jit
 def interrupt_requested(record) -> bool:
     """Whether the caller set the interrupt field of the error record (Ctrl-C): read by every
-    iteration of a while loop, from memory another thread writes (``function.interruptible``)."""
+    iteration of a while loop, from memory another thread writes (``calls.interruptible``)."""
     return _load_acquire(record, INTERRUPT) != 0.0
 
 
@@ -292,6 +292,6 @@ ROUTINES = {"interrupt_requested": interrupt_requested, "largest_magnitude": lar
             "outer_update": outer_update, "matmat": matmat, "matmat_gradient": matmat_gradient}
 
 
-def routines_called(source: str) -> dict:
-    """The routines generated ``source`` calls, under the names it calls them by (its globals)."""
-    return {host_symbol(r): fn for r, fn in ROUTINES.items() if host_symbol(r) + "(" in source}
+def routines(names) -> dict:
+    """The routines ``names``, under the names generated code calls them by (its globals)."""
+    return {host_symbol(r): ROUTINES[r] for r in sorted(names)}

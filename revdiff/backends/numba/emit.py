@@ -4,12 +4,30 @@ from __future__ import annotations
 from revdiff.ir.checks import ALLOCATION, INTERRUPTED, failure_code
 from revdiff.ir.high import Const
 from revdiff.ir.low import (Assign, AugAssign, Branch, Check, Comment, HostCall, Invoke, Local, Loop,
-                            LowFunction, Repeat, Zero, host_symbol)
+                            LowFunction, Repeat, Zero, host_symbol, nested_blocks)
 from revdiff.primitives.printer import expr_source
 
-#: what generated code calls in every iteration of a while loop (a caller finding it runs the call
-#: where Ctrl-C can reach it: ``revdiff.calls.interruptible``)
-INTERRUPT_CHECK = host_symbol("interrupt_requested") + "("
+#: the host routine every iteration of a while loop calls (a caller of a program calling it runs the
+#: call where Ctrl-C can reach it: ``revdiff.calls.interruptible``)
+INTERRUPT_CHECK = "interrupt_requested"
+
+
+def host_routines(low: LowFunction) -> set:
+    """Names of the host routines (``runtime/host.py``) the Python source of ``low`` calls: the BLAS
+    routine of every host call, and the interrupt check of every while loop."""
+    names: set = set()
+
+    def visit(body: list) -> None:
+        for s in body:
+            if isinstance(s, HostCall):
+                names.add(s.routine)
+            elif isinstance(s, Repeat):
+                names.add(INTERRUPT_CHECK)
+            for block in nested_blocks(s):
+                visit(block)
+
+    visit(low.body)
+    return names
 
 _NUMPY_ZERO = {"float64": "0.0", "complex128": "0j", "int64": "0", "bool": "False"}
 
@@ -73,7 +91,7 @@ class PythonEmitter:
             self.block(s.fallback, d + 1)
         elif isinstance(s, Repeat):  # an endless loop must still stop on Ctrl-C (ir/checks.py)
             self.out(d, f"while {expr_source(s.cond)}:")
-            self.out(d + 1, f"if {host_symbol('interrupt_requested')}(_err):")
+            self.out(d + 1, f"if {host_symbol(INTERRUPT_CHECK)}(_err):")
             self.out(d + 2, f"_err[0] = {failure_code(0, INTERRUPTED)}.0")
             self.out(d + 2, self.ret)
             self.block(s.body, d + 1)
