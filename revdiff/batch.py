@@ -4,7 +4,7 @@ The named parameters carry a leading batch axis (scalars become 1-D arrays); the
 by every element. Forward, inverse and a fused vjp (forward then adjoint, element by element, so a
 matrix is still in cache when its gradient is computed) each run as one generated function whose
 loop over the batch is a Numba ``prange``: no Python work per element. Small real elements run in
-SIMD lanes (``revdiff/compiler/lanes.py``: groups of 8 float64 or float32 elements side by side, one vector
+SIMD lanes (``revdiff/backends/lanes/rewrite.py``: groups of 8 float64 or float32 elements side by side, one vector
 instruction per scalar operation of the program), bit-identical to one element at a time. A batch
 of one runs the ordinary programs (no parallel entry to compile); GPU arrays run as CUDA kernels
 (``revdiff.backends.cuda``).
@@ -19,7 +19,7 @@ import numpy as np
 from revdiff.backends.numba.entries import batch_source, lane_records
 from revdiff.calls import ERROR_RECORD, blas_for, cotangent, run
 from revdiff.compiler.cuda import run_on_device
-from revdiff.compiler.entries import EntrySignature, entry_signature
+from revdiff.compiler.entries import EntrySignature, check_names, entry_signature
 from revdiff.compiler.graph import symbol
 from revdiff.compiler.lanes import LANE_MIN_BATCH, NotLaneable, compile_lanes, lane_module_source, lane_width
 from revdiff.ir.types import VarType, kind_of_dtype, type_of_value
@@ -52,6 +52,7 @@ class BatchedFunction:
                              f"({', '.join(f.params)})")
         if not batched:
             raise ValueError("name at least one batched parameter")
+        check_names(f)
         self.f = f
         self.batched = frozenset(batched)
         self._entries: dict = {}

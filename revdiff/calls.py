@@ -13,7 +13,6 @@ from revdiff.errors import ReversibilityError
 from revdiff.ir import checks
 from revdiff.primitives.vector import BLAS_MIN_ELEMENTS
 from revdiff.runtime import loader
-from revdiff.runtime.support import CheckFailed
 
 
 def blas_for(args: Iterable, element_sizes: Iterable[int] = ()) -> bool:
@@ -110,7 +109,7 @@ def interruptible(fn, args: tuple, record: np.ndarray):
 
 
 def raise_failure(record: np.ndarray, batch_element: int | None = None, partial: str = "") -> None:
-    raise checks.to_error(CheckFailed(*checks.decode(record[0]), float(record[2]), float(record[3])),
+    raise checks.to_error(*checks.decode(record[0]), float(record[2]), float(record[3]),
                           batch_element, partial) from None
 
 

@@ -36,15 +36,20 @@ from __future__ import annotations
 
 from typing import Any, Callable, NoReturn
 
+from revdiff.primitives.functions import USER_FUNCTIONS
 from revdiff.primitives.table import INSTRUCTIONS, Instruction, Rule, RuleContext, instruction
 
 __all__ = ["Instruction", "RuleContext", "Rule", "register"]
+
+#: names reversible functions use for something else: builtins, allocation, routines, rotations
+RESERVED = {"range", "len", "zero", "zeros", "routine", "rot", "irot", "np", "math", "abs", "min", "max", "round"}
 
 
 def register(entry: Instruction, inverse: Instruction) -> tuple[Callable[..., NoReturn], Callable[..., NoReturn]]:
     """Add an instruction and its inverse to the table; returns a stand-in for each ``call_name``
     (import them where the reversible functions are written, so that linters see the names). The
-    call names are what the parser matches. ValueError for an entry the table cannot take."""
+    call names are what the parser matches, before the names of reversible functions. TypeError for
+    what is not an entry, ValueError for an entry the table cannot take."""
     for e, other in ((entry, inverse), (inverse, entry)):
         if not isinstance(e, Instruction):
             raise TypeError(f"register takes Instruction entries, got {type(e).__name__}")
@@ -54,8 +59,15 @@ def register(entry: Instruction, inverse: Instruction) -> tuple[Callable[..., No
             raise ValueError(f"instruction '{e.name}' needs a call_name users write it by, got {e.call_name!r}")
         if e.name in INSTRUCTIONS or any(x.call_name == e.call_name for x in INSTRUCTIONS.values()):
             raise ValueError(f"an instruction named '{e.name}' or called '{e.call_name}' is already in the table")
+        if e.call_name in RESERVED or e.call_name in USER_FUNCTIONS:
+            raise ValueError(f"'{e.call_name}' is a name of the language; call instruction '{e.name}' otherwise")
+        if e.is_vector:
+            raise ValueError(f"instruction '{e.name}': vector instructions (operand_ranks) have a syntax of "
+                             "their own and cannot be registered as calls")
         if not e.targets or set(e.roles) - {"target", "expr"}:
             raise ValueError(f"instruction '{e.name}': roles are 'target' or 'expr', with at least one target")
+    if entry is not inverse and entry.call_name == inverse.call_name:
+        raise ValueError(f"'{entry.name}' and '{inverse.name}' need call names of their own")
     if entry.roles != inverse.roles:
         raise ValueError(f"'{entry.name}' and its inverse '{inverse.name}' must take the same operands")
     instruction(entry)

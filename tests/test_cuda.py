@@ -9,7 +9,7 @@ import pytest
 
 import revdiff
 from revdiff.backends.cuda import launch
-from revdiff.compiler import cuda as gpu
+from revdiff.compiler import cuda as kernels
 from revdiff import programs as P
 from revdiff.programs import leapfrog as L
 
@@ -89,7 +89,7 @@ def _tolerance(args):
 def _check_call(module, bf, types, args, tol):
     want = _per_element_call(bf, args)
     got = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
-    gpu.run_on_host(module, bf, "call", got, types)
+    kernels.run_on_host(module, bf, "call", got, types)
     for w, g in zip(want, got):
         if isinstance(w, np.ndarray):
             np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
@@ -110,7 +110,7 @@ def _check_vjp(module, bf, types, args, tol):
             gbufs.append(c.copy() if c is not None else np.zeros((B,) + np.shape(a[0] if p in bf.batched else a),
                                                                   np.asarray(a).dtype))
     saved = [np.empty_like(args[bf.f.params.index(p)]) for p in bf.signature("vjp", types).saved]
-    gpu.run_on_host(module, bf, "vjp", copies + gbufs + saved, types)
+    kernels.run_on_host(module, bf, "vjp", copies + gbufs + saved, types)
     k = 0
     for i, (p, t) in enumerate(zip(bf.f.params, types)):
         if t.differentiable:
@@ -130,7 +130,7 @@ def _check_vjp(module, bf, types, args, tol):
 def test_host_emulation_of_kernel_source_matches_numba(case):
     program, batched, args = CASES[case]()
     entries = _entries(program, batched, args)
-    module = launch.HostModule(gpu.module_source([e[:3] for e in entries], host=True), "test_" + program.__name__)
+    module = launch.HostModule(kernels.module_source([e[:3] for e in entries], host=True), "test_" + program.__name__)
     tol = _tolerance(args)
     for bf, kind, types, inputs in entries:
         (_check_call if kind == "call" else _check_vjp)(module, bf, types, inputs, tol)
@@ -146,11 +146,11 @@ def test_host_emulation_reports_failed_checks_like_the_cpu():
     bf = revdiff.batched(divide, ("x", "y"))
     args = (np.ones(4), np.array([1.0, 2.0, 0.0, 4.0]))
     types = bf._element_types(args)
-    module = launch.HostModule(gpu.module_source([(bf, "call", types)], host=True), "test_divide")
+    module = launch.HostModule(kernels.module_source([(bf, "call", types)], host=True), "test_divide")
     with pytest.raises(revdiff.ReversibilityError, match="division by zero") as cpu:
         bf(*args)
     with pytest.raises(revdiff.ReversibilityError, match="division by zero") as emulated:
-        gpu.run_on_host(module, bf, "call", [a.copy() for a in args], types)
+        kernels.run_on_host(module, bf, "call", [a.copy() for a in args], types)
     assert str(cpu.value) == str(emulated.value)
 
 
@@ -160,7 +160,7 @@ def test_compiler_messages_name_the_users_line(tmp_path):
     the user's function is reported at that file and line (NVRTC reads them as g++ does)."""
     bf = revdiff.batched(divide, ("x", "y"))
     types = bf._element_types((np.ones(4), np.ones(4)))
-    lines = gpu.module_source([(bf, "call", types)], host=True).split("\n")
+    lines = kernels.module_source([(bf, "call", types)], host=True).split("\n")
     user_line = divide.ir.body[0].loc.lineno
     here = f'#line {user_line} "{__file__}"'
     k = next(i for i, line in enumerate(lines) if line == here and lines[i + 1].strip().startswith("x"))
@@ -177,7 +177,7 @@ def _all_kernels(dtype_filter=None) -> str:
     for case in CASES.values():
         program, batched, args = case()
         entries += [e[:3] for e in _entries(program, batched, args)]
-    return gpu.module_source(entries)
+    return kernels.module_source(entries)
 
 
 @pytest.mark.parametrize("arch", ["sm_90", "sm_80"])

@@ -75,6 +75,29 @@ def test_registration_refuses_what_the_table_cannot_take(cycle):
     with pytest.raises(ValueError, match="needs a call_name"):
         extend.register(extend.Instruction("spin", "spin", ("target",), "spin", rotate_left, rotate_left),
                         extend.Instruction("spin", "spin", ("target",), "spin", rotate_left, rotate_left))
+    with pytest.raises(ValueError, match="is a name of the language"):
+        extend.register(*entries("range", "unrange"))
+    same = extend.Instruction("spin", "spin(a)", ("target",), "unspin", rotate_left, rotate_left, call_name="spin")
+    with pytest.raises(ValueError, match="need call names of their own"):
+        extend.register(same, extend.Instruction("unspin", "spin(a)", ("target",), "spin", rotate_left, rotate_left,
+                                                 call_name="spin"))
     with pytest.raises(TypeError, match="Instruction entries"):
         extend.register("spin", b)
     assert "spin" not in INSTRUCTIONS
+
+
+def test_the_lowerers_provide_every_member_of_the_rule_context():
+    """``RuleContext`` is what rules may use: every member exists on the forward and adjoint
+    lowerers, methods with the protocol's parameters."""
+    import inspect
+
+    from revdiff.passes.adjoint import AdjointLowerer
+    from revdiff.passes.lower import Lowerer
+    members = [m for m in vars(extend.RuleContext) if not m.startswith("_")] + list(extend.RuleContext.__annotations__)
+    assert {"emit", "require", "loop", "push", "grad", "loc"} <= set(members)
+    for cls in (Lowerer, AdjointLowerer):
+        for name in members:
+            wanted = getattr(extend.RuleContext, name, None)
+            if callable(wanted):
+                got = inspect.signature(getattr(cls, name)).parameters
+                assert list(inspect.signature(wanted).parameters) == list(got), (cls.__name__, name)

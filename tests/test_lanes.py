@@ -1,4 +1,4 @@
-"""Batches in SIMD lanes (revdiff/compiler/lanes.py): groups of elements side by side give exactly the
+"""Batches in SIMD lanes (revdiff/backends/lanes/rewrite.py): groups of elements side by side give exactly the
 results of one element at a time, failures name their element, and programs whose control flow
 depends on the data are refused with the reason."""
 import numpy as np

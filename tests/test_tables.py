@@ -1,8 +1,8 @@
 """Every entry of the instruction table and of the function table, run through the programs that use
 it: forward then inverse gives the inputs back, and the pullback agrees with central finite
 differences (``check_grad``), for real and (where the entry takes them) complex values. The
-examples are matched to the tables by reading the instructions and functions their compiled
-programs contain, so a new table entry without an example here fails ``test_every_entry_*``."""
+examples are matched to the tables by reading the instructions of their IR and the functions of
+their lowered programs, so a new table entry without an example here fails ``test_every_entry_*``."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,5 +1,5 @@
 """Degenerate, extreme and faulty inputs: each gets the right answer or a named error saying what is
-wrong and where (batch element, column, the user's line). One test per way it used to go wrong."""
+wrong and where (batch element, column, the user's line). One test per failure mode."""
 from __future__ import annotations
 
 import math
@@ -709,3 +709,14 @@ def test_version(capsys):
     with pytest.raises(SystemExit):
         main(["--version"])
     assert capsys.readouterr().out.strip() == f"revdiff {revdiff.__version__}"
+
+
+@reversible
+def named_like_a_gradient(x, g_x):
+    x += g_x
+
+
+def test_a_parameter_named_like_a_derived_entry_name_is_refused_by_name():
+    with pytest.raises(ValueError, match="parameter 'g_x' of named_like_a_gradient has the name batched entries give the gradient of 'x'"):
+        revdiff.batched(named_like_a_gradient, ("x", "g_x"))
+    assert named_like_a_gradient(1.0, 2.0) == (3.0, 2.0)  # unbatched calls are unaffected

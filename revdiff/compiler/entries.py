@@ -16,9 +16,25 @@ class EntrySignature(NamedTuple):
     saved: tuple  # names of the parameters whose forward results a vjp entry copies out
 
 
+#: the names a batched entry derives from a parameter ``p``: its gradient buffer, its saved output,
+#: and (CUDA) the pointer and shape record it arrives as
+DERIVED = {"g_": "the gradient of", "out_": "the saved output of", "p_": "the device pointer of",
+           "m_": "the shape record of"}
+
+
+def check_names(f) -> None:
+    """ValueError for a parameter whose name is one a batched entry derives from another's."""
+    for p in f.params:
+        for prefix, what in DERIVED.items():
+            if p.startswith(prefix) and p[len(prefix):] in f.params:
+                raise ValueError(f"parameter '{p}' of {f.__qualname__} has the name batched entries give "
+                                 f"{what} '{p[len(prefix):]}'; rename it to run {f.__qualname__} batched")
+
+
 def entry_signature(f, batched: frozenset, kind: str, types: tuple) -> EntrySignature:
     """The signature of the ``kind`` ("call" or "vjp") entry of ``f`` (a reversible function or its
     inverse) batched over the parameters in ``batched``, for element ``types``."""
+    check_names(f)
     params = [BatchParam(p, p in batched, t.ndim == 0) for p, t in zip(f.params, types)]
     if kind == "call":
         return EntrySignature(f.programs[0], params, [], ())

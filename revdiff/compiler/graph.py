@@ -1,5 +1,6 @@
 """The program graph: the name each compiled program links under, and the programs a low-level
-function calls, read from its ``Invoke`` statements. Every backend names and gathers programs here."""
+function calls, read from its ``Invoke`` statements. The compiler names and gathers the programs of
+every backend's modules with these two."""
 from __future__ import annotations
 
 from revdiff.ir.low import Invoke, LowFunction, nested_blocks

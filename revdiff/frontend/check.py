@@ -162,8 +162,9 @@ class Checker:
                         f"'{name}' is both updated and read by '{entry.syntax}'; views of one array may "
                         "overlap, so the update could not be undone. Copy the operand into an ancilla first",
                         s.loc)
-        if len(targets) == 2 and targets[0] == targets[1] and INSTRUCTIONS[s.op].distinct_targets:
-            raise ReversibilityError(f"{entry.syntax} needs two different variables", s.loc)
+        if len(set(targets)) < len(targets) and INSTRUCTIONS[s.op].distinct_targets:
+            raise ReversibilityError(f"{entry.syntax} needs {len(targets)} different variables" if len(targets) > 2
+                                     else f"{entry.syntax} needs two different variables", s.loc)
 
     def call(self, s: CallFn, scope: dict, loop_vars: set) -> None:
         arity = self.callee_arity(s.callee)

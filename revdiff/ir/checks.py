@@ -57,10 +57,11 @@ def decode(code: float) -> tuple:
     return int(code) >> _CHECK_BITS, int(code) & ((1 << _CHECK_BITS) - 1)
 
 
-def to_error(exc: BaseException, batch_element: int | None = None, partial: str = "") -> Exception:
-    """The user-facing error for a failed check of generated code (in batch element ``batch_element``);
-    ``partial``: a sentence on what the caller now holds half-updated."""
-    fkey, idx, a, b = exc.args
+def to_error(fkey: int, idx: int, a: float, b: float, batch_element: int | None = None,
+             partial: str = "") -> Exception:
+    """The user-facing error for failed check ``idx`` of generated function ``fkey``, which recorded
+    the values ``a`` and ``b`` (in batch element ``batch_element``); ``partial``: a sentence on what
+    the caller now holds half-updated."""
     info = _CHECKS.get((fkey, idx))
     tail = f". {partial}" if partial else ""
     if (fkey, idx) == (0, INTERRUPTED):

@@ -1,4 +1,4 @@
-"""The intermediate representation shared by every pass.
+"""The high-level IR: what the front end builds and the passes read, down to lowering.
 
 Expressions are small frozen trees (hashable, so identical reads are recognised); statements of
 the high-level IR carry the user's source location. Instructions are ``Instr(op, ...)`` nodes whose

@@ -1,6 +1,6 @@
 """The low-level IR that emitters print: plain assignments, loops, branches and checks.
 
-Passes lower the high-level IR (``revdiff.ir``) into these few statements by reading the
+Passes lower the high-level IR (``revdiff.ir.high``) into these few statements by reading the
 instruction table; the Python/Numba emitter and the CUDA C emitter only print them.
 """
 from __future__ import annotations

@@ -97,7 +97,7 @@ def _sphere_methods(names) -> list:
 def _projection_inputs(A, rng):
     b, m = A.shape[0], A.shape[1]
     y = rng.standard_normal((b, m)).astype(A.dtype)
-    return y, np.ones((b, m), A.dtype)  # the loss of seed 000: sum(Q Q^T y)
+    return y, np.ones((b, m), A.dtype)  # the projection loss: sum(Q Q^T y)
 
 
 def _qr_inputs(A, rng):
@@ -296,7 +296,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                     "the vector length N for the sphere)")
     p.add_argument("--dtype", default="float64", choices=["float32", "float64", "complex64", "complex128"])
     p.add_argument("--loss", default="projection", choices=list(LOSSES),
-                   help="projection: Re<1, Q Q^H y> (seed 000); qr: Re<gQ, Q> + Re<gR, R>; sphere: x / |x|")
+                   help="projection: Re<1, Q Q^H y>; qr: Re<gQ, Q> + Re<gR, R>; sphere: x / |x|")
     p.add_argument("--batch", type=int, default=1, help="matrices per condition number, timed as one batch "
                                                         "(default 1)")
     p.add_argument("--methods", default=None,

@@ -16,7 +16,6 @@ from revdiff.errors import ReversibilityError
 from revdiff.ir import checks
 from revdiff.runtime import cache, loader
 from revdiff.runtime.device import cupy_module
-from revdiff.runtime.support import CheckFailed
 
 HOST_SHIM = PRELUDE.with_name("revdiff_host.h")
 #: error codes a kernel writes (``RD_CHECK_FAILED`` ... in ``revdiff_cuda.h``)
@@ -83,7 +82,7 @@ def launch(run: Callable[[int], tuple], arrays: list, is_array: Callable[[Any], 
             if original is not None:
                 a[...] = original
     if code == CHECK_FAILED:
-        raise checks.to_error(CheckFailed(fkey, idx, v0, v1), batch) from None
+        raise checks.to_error(fkey, idx, v0, v1, batch) from None
     if code == INDEX_OUT_OF_BOUNDS:
         raise IndexError(f"index {int(v0)} is out of bounds for axis {idx} with size {int(v1)} "
                          f"in {entry} (batch element {batch})")
