@@ -74,8 +74,12 @@ _STACK_LOCK = threading.Lock()
 def interruptible(fn, args: tuple, record: np.ndarray):
     """``fn(*args, record)``; one whose while loops may run without end (``revdiff_loops``) runs in
     a thread, so that Ctrl-C reaches this one: it sets the record's interrupt field, which the loops
-    read, waits for the call to return, and the failure it recorded raises KeyboardInterrupt."""
-    if not getattr(fn, "revdiff_loops", False):
+    read, waits for the call to return, and the failure it recorded raises KeyboardInterrupt. A
+    first call, which compiles, runs in such a thread too: Numba's compiler recurses through a
+    large program (a batch of block-CGS2 gradients in SIMD lanes) deeper than the main thread's
+    stack holds, and a C stack that overflows is a segfault, not an error."""
+    compiled = getattr(fn, "signatures", True)  # a Numba dispatcher lists what it compiled
+    if compiled and not getattr(fn, "revdiff_loops", False):
         return fn(*args, record)
     outcome: list = []
     done = threading.Event()  # not Thread.join, which an interrupt can leave returning early

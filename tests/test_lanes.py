@@ -136,3 +136,20 @@ def test_elements_up_to_the_blas_threshold_run_in_lanes_and_equal_single_calls()
         _, _, g_A, g_y = pullback(gz[b], None, None, None)
         np.testing.assert_array_equal(gA[b], g_A)
         np.testing.assert_array_equal(gy[b], g_y)
+
+
+def test_a_lane_program_too_large_to_compile_runs_one_element_at_a_time():
+    """A batch of block-CGS2 gradients in lanes is a 6500-line module, which Numba compiles for
+    minutes and, on the main thread's stack, can crash in: "auto" runs it one element at a time,
+    "lanes" refuses it by name."""
+    B, m, n = 256, 32, 16
+    A = np.random.default_rng(3).standard_normal((B, m, n))
+    args = (np.zeros((B, m, n)), np.zeros((B, n, n)), A)
+    cots = (np.ones((B, m, n)), np.ones((B, n, n)), None)
+    with pytest.raises(ValueError, match="lane program has .* lines"):
+        revdiff.batched(P.bcgs2, ("Q", "R", "A"), layout="lanes").vjp(args, cots)
+    auto = revdiff.batched(P.bcgs2, ("Q", "R", "A"))
+    assert auto.lanes("vjp", auto._element_types(args), args) is None
+    _, grads = auto.vjp(args, cots)
+    _, one = revdiff.vjp(P.bcgs2, np.zeros((m, n)), np.zeros((n, n)), A[5].copy())
+    np.testing.assert_array_equal(grads[2][5], one(np.ones((m, n)), np.ones((n, n)), None)[2])

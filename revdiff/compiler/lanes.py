@@ -27,6 +27,10 @@ LANES = 8
 #: element with larger arrays runs the programs with BLAS branches (``calls.blas_for``), which
 #: lanes never call, so lanes would no longer equal it bit for bit
 LANE_MAX_ELEMENTS = BLAS_MIN_ELEMENTS
+#: the longest lane module compiled: Numba's compile time and recursion depth grow with a function's
+#: size, and a batch of block-CGS2 gradients in lanes (6500 lines) takes minutes and overflows the
+#: main thread's stack; cgs2, mgs and Householder gradients (3000-4900 lines) fit
+LANE_MAX_LINES = 5000
 #: the smallest batch run in lanes by default: the lane programs are a second set of compiled
 #: programs (several times the compile time of the one-element set), which small batches never repay
 LANE_MIN_BATCH = 256
@@ -77,7 +81,12 @@ def lane_module_source(bf, kind: str, types: tuple, width: int) -> tuple:
               f"({', '.join(f'{p}: {t.describe()}' for p, t in zip(f.params, types))}).")
     parts = [header, "import math", "import numpy as np", ""] + ["\n" + src for src in functions.values()]
     parts.append(lane_batch_source(entry, top, params, grads, "", saved, width, written, catch=f.backend == "numba"))
-    return "\n".join(parts), entry, list(functions), used
+    source = "\n".join(parts)
+    lines = source.count("\n")
+    if lines > LANE_MAX_LINES:
+        raise NotLaneable(f"its lane program has {lines} lines, more than Numba compiles in reasonable time "
+                          f"and stack ({LANE_MAX_LINES})")
+    return source, entry, list(functions), used
 
 
 def compile_lanes(bf, kind: str, types: tuple, width: int):
