@@ -96,6 +96,8 @@ def interruptible(fn, args: tuple, record: np.ndarray):
         previous = threading.stack_size(WORKER_STACK)
         try:
             threading.Thread(target=call, name="revdiff-call", daemon=True).start()
+        except RuntimeError:  # no memory left for the thread's stack: run here, where it fails or not
+            return fn(*args, record)
         finally:
             threading.stack_size(previous)
     try:
