@@ -96,10 +96,13 @@ def interruptible(fn, args: tuple, record: np.ndarray):
         previous = threading.stack_size(WORKER_STACK)
         try:
             threading.Thread(target=call, name="revdiff-call", daemon=True).start()
-        except RuntimeError:  # no memory left for the thread's stack: run here, where it fails or not
-            return fn(*args, record)
+            started = True
+        except RuntimeError:  # no memory left for the thread's stack
+            started = False
         finally:
             threading.stack_size(previous)
+    if not started:  # run here (outside the lock), where it fails or not
+        return fn(*args, record)
     try:
         while not done.wait(0.05):
             pass
