@@ -14,7 +14,7 @@ import numpy as np
 import revdiff
 from revdiff import programs as P
 from revdiff.calls import ERROR_RECORD, blas_for
-from revdiff.compiler.lanes import LANE_MAX_ELEMENTS
+from revdiff.compiler.lane_modules import LANE_MAX_ELEMENTS
 
 
 def program(f, name: str, args: tuple):

@@ -5,7 +5,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from revdiff.batch import device_vjp
+from revdiff.device_calls import device_vjp
 from revdiff.calls import blas_for, copy_value, cotangent, run
 from revdiff.function import ReversibleFunction
 

@@ -19,13 +19,14 @@ import numpy as np
 from revdiff.backends.numba.entries import batch_source, lane_records
 from revdiff.calls import ERROR_RECORD, blas_for, cotangent, run
 from revdiff.compiler.cuda import run_on_device
-from revdiff.compiler.entries import EntrySignature, check_names, entry_signature
+from revdiff.compiler.entries import check_names, entry_signature
+from revdiff.ir.entries import EntrySignature
 from revdiff.compiler.graph import symbol
-from revdiff.compiler.lanes import LANE_MIN_BATCH, NotLaneable, compile_lanes, lane_module_source, lane_width
+from revdiff.compiler.lane_modules import LANE_MIN_BATCH, NotLaneable, compile_lanes, lane_module_source, lane_width
 from revdiff.ir.types import VarType, kind_of_dtype, type_of_value
 from revdiff.runtime import loader
 from revdiff.runtime.device import cupy_module
-from revdiff.runtime.lanes import slp_vectorized
+from revdiff.runtime.lane_buffers import slp_vectorized
 from revdiff.runtime.threads import blas_single_threaded
 
 if TYPE_CHECKING:  # for annotations only: revdiff.function imports this module
@@ -71,7 +72,7 @@ class BatchedFunction:
         types = []
         for name, a in zip(f.params, args):
             if name in self.batched:
-                if not _is_array(a) or a.ndim < 1:
+                if not is_array(a) or a.ndim < 1:
                     raise TypeError(f"batched argument '{name}' must be an array with a leading batch axis")
                 if size is not None and a.shape[0] != size[1]:
                     raise ValueError(f"batched arguments '{size[0]}' and '{name}' have batch sizes {size[1]} "
@@ -80,7 +81,7 @@ class BatchedFunction:
                 dtype = np.dtype(a.dtype)
                 types.append(VarType(kind_of_dtype(dtype), a.ndim - 1, dtype.name) if a.ndim > 1
                              else type_of_value(dtype.type(0)))
-            elif _is_array(a):
+            elif is_array(a):
                 dtype = np.dtype(a.dtype)
                 types.append(VarType(kind_of_dtype(dtype), a.ndim, dtype.name))
             else:
@@ -213,7 +214,7 @@ class BatchedFunction:
     def _blas(self, arrays: tuple) -> bool:
         """``blas_for`` one element: the batched arrays without their batch axis, the shared ones whole."""
         return blas_for((), (int(np.prod(a.shape[1:])) if p in self.batched else np.size(a)
-                             for p, a in zip(self.f.params, arrays) if _is_array(a)))
+                             for p, a in zip(self.f.params, arrays) if is_array(a)))
 
     def _size(self, args: tuple) -> int:
         return next(a.shape[0] for p, a in zip(self.f.params, args) if p in self.batched)
@@ -290,7 +291,7 @@ class BatchedFunction:
         return tuple(outs), tuple(gradients)
 
 
-def _is_array(a: Any) -> bool:
+def is_array(a: Any) -> bool:
     return isinstance(a, np.ndarray) or hasattr(a, "__cuda_array_interface__")
 
 
@@ -299,13 +300,13 @@ def _array_module(args: tuple) -> tuple:
     if not any(hasattr(a, "__cuda_array_interface__") for a in args):
         return np, args
     cp = cupy_module()
-    return cp, tuple(cp.asarray(a) if _is_array(a) else a for a in args)
+    return cp, tuple(cp.asarray(a) if is_array(a) else a for a in args)
 
 
 def _device_cotangent(xp, name: str, out: Any, ct: Any) -> Any:
     if ct is None:
-        return xp.zeros(out.shape, out.dtype) if _is_array(out) else type(out)(0)
-    if _is_array(out):
+        return xp.zeros(out.shape, out.dtype) if is_array(out) else type(out)(0)
+    if is_array(out):
         ct = xp.asarray(ct)
         if ct.shape != out.shape:
             raise ValueError(f"cotangent for '{name}' has shape {ct.shape}, expected {out.shape}")
@@ -324,55 +325,10 @@ def _copies(args: tuple, donate: bool) -> tuple:
     arrays, such as JAX hands its callbacks, are still copied: the entries write back), else copies."""
     def read_only(a: Any) -> bool:
         return isinstance(a, np.ndarray) and not a.flags.writeable
-    return tuple(a.copy() if _is_array(a) and (not donate or read_only(a)) else a for a in args)
+    return tuple(a.copy() if is_array(a) and (not donate or read_only(a)) else a for a in args)
 
 
 def batched(f: ReversibleFunction, batched: Sequence[str], layout: str = "auto") -> BatchedFunction:
     """``f`` over a leading batch axis of the parameters named in ``batched``, in parallel;
     ``layout`` "auto", "lanes" (SIMD lanes) or "elements" (one element per iteration)."""
     return BatchedFunction(f, batched, layout)
-
-
-def _as_batch_of_one(f: ReversibleFunction, args: tuple) -> tuple:
-    """(BatchedFunction, arguments) running one call of ``f`` as a batch of one on the GPU: arrays
-    gain a leading axis of length 1, and so do the scalars ``f`` modifies."""
-    cp = cupy_module()
-    modified = f.forward_function.modified_positions()
-    names, wrapped = [], []
-    for k, (p, a) in enumerate(zip(f.params, args)):
-        if _is_array(a):
-            names.append(p)
-            wrapped.append(cp.asarray(a)[None])
-        elif k in modified:
-            names.append(p)
-            wrapped.append(cp.asarray([a]))
-        else:
-            wrapped.append(a)
-    return BatchedFunction(f, names), tuple(wrapped)
-
-
-def _first(values: tuple, args: tuple) -> tuple:
-    return tuple(None if v is None else (v[0] if _is_array(a) else v[0].item()) if _is_array(v) else v
-                 for v, a in zip(values, args))
-
-
-def device_call(f: ReversibleFunction, args: tuple) -> tuple:
-    """``f(*args)`` where some arguments are GPU arrays: every parameter's final value."""
-    bf, wrapped = _as_batch_of_one(f, args)
-    return _first(bf(*wrapped), args)
-
-
-def device_vjp(f: ReversibleFunction, args: tuple) -> tuple:
-    """``revdiff.vjp`` on GPU arrays: (outs, pullback); the pullback reruns the fused kernel."""
-    bf, wrapped = _as_batch_of_one(f, args)
-    outs = _first(bf(*wrapped), args)
-
-    def pullback(*cotangents):
-        cts = []
-        for p, a, c in zip(f.params, args, cotangents):
-            if c is not None and p in bf.batched:
-                c = c[None] if _is_array(a) else [c]  # the leading batch axis of length one
-            cts.append(c)
-        return _first(bf.vjp(wrapped, tuple(cts))[1], args)
-
-    return outs, pullback

@@ -47,9 +47,9 @@ RESERVED = {"range", "len", "zero", "zeros", "routine", "rot", "irot", "np", "ma
 
 def register(entry: Instruction, inverse: Instruction) -> tuple[Callable[..., NoReturn], Callable[..., NoReturn]]:
     """Add an instruction and its inverse to the table; returns a stand-in for each ``call_name``
-    (import them where the reversible functions are written, so that linters see the names). The
-    call names are what the parser matches, before the names of reversible functions. TypeError for
-    what is not an entry, ValueError for an entry the table cannot take."""
+    (import them where the reversible functions are written, so that linters see the names). A call
+    of a reversible function named like an instruction is refused. TypeError for what is not an
+    entry, ValueError for an entry the table cannot take."""
     for e, other in ((entry, inverse), (inverse, entry)):
         if not isinstance(e, Instruction):
             raise TypeError(f"register takes Instruction entries, got {type(e).__name__}")

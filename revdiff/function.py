@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from revdiff.batch import device_call
+from revdiff.device_calls import device_call
 from revdiff.calls import blas_for, run
 from revdiff.compiler.cuda import program_source
 from revdiff.compiler.specialization import PROGRAMS, Specialization
@@ -20,9 +20,9 @@ from revdiff.errors import ReversibilityError
 from revdiff.frontend.check import check_function
 from revdiff.frontend.parse import is_reversible_function, parse_function
 from revdiff.ir.high import CallFn, Function, Index, Instr, Name, Shape, stmt_exprs, walk_expr, walk_stmts
+from revdiff.ir.options import Options
 from revdiff.ir.types import VarType, type_of_value
 from revdiff.passes.analysis import modified_names
-from revdiff.passes.lower import Options
 from revdiff.primitives import INSTRUCTIONS
 
 BACKENDS = ("numba", "python")
@@ -288,7 +288,7 @@ class ReversibleFunction:
         float) and, for Numba, on their sizes (``blas_for``: without example arguments, the version
         with BLAS branches); or with ``backend="cuda"`` CUDA C device functions for any shapes."""
         if program not in PROGRAMS:
-            raise ValueError(f"program must be one of {PROGRAMS}, got {program!r}")
+            raise ValueError(f"program must be one of {tuple(PROGRAMS)}, got {program!r}")
         f = self.forward_function
         types = f.argument_types(example_args) if example_args else f.default_types()
         if backend == "cuda":

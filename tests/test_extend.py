@@ -86,6 +86,21 @@ def test_registration_refuses_what_the_table_cannot_take(cycle):
     assert "spin" not in INSTRUCTIONS
 
 
+def test_a_reversible_function_named_like_an_instruction_is_refused(cycle):
+    """The parser matches instruction names first: a reversible function of the same name would never
+    be called, so the call is refused rather than silently running the instruction."""
+
+    @revdiff.reversible
+    def cycle(a, b, c):
+        a += b
+
+    with pytest.raises(revdiff.ReversibilityError, match="both the instruction cycle") as info:
+        @revdiff.reversible
+        def caller(x):
+            cycle(x[0], x[1], x[2])
+    assert "test_extend.py" in str(info.value)
+
+
 def test_the_lowerers_provide_every_member_of_the_rule_context():
     """``RuleContext`` is what rules may use: every member exists on the forward and adjoint
     lowerers, methods with the protocol's parameters."""

@@ -20,7 +20,7 @@ LAYERS = [
     ["revdiff.runtime"],
     ["revdiff.backends"],
     ["revdiff.compiler"],
-    ["revdiff.calls", "revdiff.batch", "revdiff.function", "revdiff.ad", "revdiff.diagnostics", "revdiff.extend"],
+    ["revdiff.calls", "revdiff.batch", "revdiff.device_calls", "revdiff.function", "revdiff.ad", "revdiff.diagnostics", "revdiff.extend"],
     ["revdiff.programs"],
     ["revdiff.torch", "revdiff.jax", "revdiff.formulas", "revdiff.tools", "revdiff.__main__", "revdiff"],
 ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from revdiff.backends.cuda.emit import PRELUDE, CudaEmitter, Signature, kernel_source, with_line_directives
-from revdiff.backends.cuda.launch import HOST_SHIM, HostModule, run_device, run_host
+from revdiff.backends.cuda.launch import HOST_SHIM, HostModule, nvrtc_options, run_device, run_host
 from revdiff.compiler.entries import entry_signature
 from revdiff.compiler.graph import invoked, symbol
 from revdiff.runtime.device import cupy_module
@@ -24,13 +24,15 @@ class DeviceFunction(NamedTuple):
 
 
 def by_reference(spec, program: str) -> tuple:
-    """Scalar parameters a program writes (passed by reference): those the function modifies, and
-    every gradient of an adjoint or fused vjp (whose saved outputs are arrays)."""
+    """Scalar parameters a program writes (passed by reference), in the driver's parameter order
+    (``Plan``): those the function modifies, the gradients of an adjoint or fused vjp, and (fused)
+    the saved outputs, which are arrays."""
     modified = spec.rf.modified_positions()
     refs = tuple(k in modified for k in range(len(spec.rf.params)))
-    if program in ("adjoint", "inverse_adjoint", "vjp", "inverse_vjp"):
+    lowering = spec.plan(program).lowering
+    if lowering != "forward":
         refs += tuple(True for t in spec.types if t.differentiable)
-    if program in ("vjp", "inverse_vjp"):
+    if lowering == "fused":
         refs += tuple(False for _ in modified)
     return refs
 
@@ -77,6 +79,11 @@ def program_source(f, program: str, types: tuple) -> str:
               f"device code, for any shapes;\n// element types ({', '.join(t.describe() for t in types)}). "
               f"Needs revdiff/backends/cuda/revdiff_cuda.h.\n")
     return header + with_prototypes(device_functions(spec, [program]))
+
+
+# Kernels use the CPU's specialisation (``blas=True``), whose BLAS calls the CUDA emitter replaces by
+# their loops: below BLAS_MIN_ELEMENTS those are the loops the CPU runs, so a kernel's arithmetic is
+# the CPU's (elements and lanes) bit for bit, which ``run_on_host`` tests without a GPU.
 
 
 def entry_name(bf, kind: str, types: tuple) -> str:
@@ -126,6 +133,5 @@ def run_on_device(bf, kind: str, arrays: list, types: tuple) -> None:
     key = (bf, kind, types, options.check, options.fmad, bf.f.forward_function.version())
     if key not in _DEVICE_MODULES:
         source = module_source([(bf, kind, types)], check=options.check)
-        flags = ("--std=c++17", f"--fmad={'true' if options.fmad else 'false'}")
-        _DEVICE_MODULES[key] = cupy.RawModule(code=source, options=flags)
+        _DEVICE_MODULES[key] = cupy.RawModule(code=source, options=nvrtc_options(options.fmad))
     run_device(_DEVICE_MODULES[key], entry_name(bf, kind, types), arrays, _batch_size(bf, arrays))

@@ -1,25 +1,10 @@
-"""Signatures of batched entries, one definition for the Numba, lane and CUDA entries: the program
-an entry runs, which parameters carry a batch axis, the gradient buffers a vjp entry takes (one per
-element, shared parameters included: they are summed after), and the outputs it saves before its
-adjoint half restores the inputs."""
+"""The signature of a reversible function's batched entries (``ir/entries.py``): the program an entry
+runs, which parameters carry a batch axis, the gradient buffers a vjp entry takes (one per element,
+shared parameters included: they are summed after), and the outputs it saves before its adjoint
+half restores the inputs."""
 from __future__ import annotations
 
-from typing import NamedTuple
-
-from revdiff.backends.numba.entries import BatchParam
-
-
-class EntrySignature(NamedTuple):
-    program: str  # the program run per element: a call's, or the fused vjp
-    params: list  # BatchParam per parameter of the function
-    grads: list  # BatchParam per differentiable parameter (vjp entries; empty for calls)
-    saved: tuple  # names of the parameters whose forward results a vjp entry copies out
-
-
-#: the names a batched entry derives from a parameter ``p``: its gradient buffer, its saved output,
-#: and (CUDA) the pointer and shape record it arrives as
-DERIVED = {"g_": "the gradient of", "out_": "the saved output of", "p_": "the device pointer of",
-           "m_": "the shape record of"}
+from revdiff.ir.entries import DERIVED, BatchParam, EntrySignature
 
 
 def check_names(f) -> None:

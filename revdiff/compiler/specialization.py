@@ -1,14 +1,17 @@
-"""The compiler driver: one function specialised on its argument types, and the passes each of its
-programs runs (forward, inverse, adjoint, fused vjp), from the high-level IR to a compiled callable.
-Callees are specialised once per specialisation and linked under ``symbol``."""
+"""The compiler driver: one function specialised on its argument types, and how each of its programs
+is made (``PROGRAMS``: which body, which lowering) from the high-level IR to the low-level IR, pruned,
+inlined and hoisted. The targets take the low IR from here: Numba (``compiler/numba.py``), lanes
+(``compiler/lane_modules.py``), CUDA (``compiler/cuda.py``). Callees are specialised once per
+specialisation and linked under ``symbol``."""
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import inspect
+from typing import NamedTuple
 
-from revdiff.backends.numba.emit import INTERRUPT_CHECK, emit_module, host_routines
-from revdiff.compiler.graph import invoked, symbol
+from revdiff.compiler.graph import symbol
+from revdiff.compiler.numba import NumbaPrograms
 from revdiff.errors import ReversibilityError
 from revdiff.ir.high import CallFn
 from revdiff.ir.low import LowFunction
@@ -22,9 +25,26 @@ from revdiff.passes.infer import TypeEnv, expr_type, infer
 from revdiff.passes.invert import invert_block
 from revdiff.passes.lower import Lowerer
 from revdiff.runtime import loader
-from revdiff.runtime.host import routines
 
-PROGRAMS = ("forward", "inverse", "adjoint", "inverse_adjoint", "vjp", "inverse_vjp", "vjp_forward")
+
+class Plan(NamedTuple):
+    """How one program is made from the function's body. Its parameters are the function's, then
+    (adjoint, fused) a gradient per differentiable parameter, then (fused) the saved outputs."""
+    inverted: bool  # from the inverse of the body (``passes/invert.py``)
+    lowering: str  # "forward": ``Lowerer``; "adjoint": ``AdjointLowerer``; "fused": forward then adjoint
+    vjp_forward: bool = False  # the forward half of a batched vjp: keeps what the adjoint half reads
+
+
+#: every program of a function; its position is part of each program's runtime-check codes
+PROGRAMS = {
+    "forward": Plan(False, "forward"),
+    "inverse": Plan(True, "forward"),
+    "adjoint": Plan(False, "adjoint"),
+    "inverse_adjoint": Plan(True, "adjoint"),
+    "vjp": Plan(False, "fused"),
+    "inverse_vjp": Plan(True, "fused"),
+    "vjp_forward": Plan(False, "forward", vjp_forward=True),
+}
 
 
 class Specialization:
@@ -46,10 +66,7 @@ class Specialization:
         self.dependencies: dict = {}
         self._callee_specs: dict = {}
         self.env = infer(self.func, dict(zip(rf.params, types)), self._callee_types)
-        self._sources: dict = {}
-        self._calls: dict = {}  # program -> the generated functions it calls
-        self._routines: dict = {}  # program -> the host routines it calls
-        self._callables: dict = {}
+        self.numba = NumbaPrograms(self)
 
     def _callee_types(self, call: CallFn, arg_types: tuple) -> None:
         self.callee_spec(call, arg_types)
@@ -71,6 +88,10 @@ class Specialization:
         self._callee_specs[key] = spec
         return spec
 
+    @staticmethod
+    def plan(program: str) -> Plan:
+        return PROGRAMS[program]
+
     def local_name(self, program: str) -> str:
         """The name of ``program`` in its own generated module (``symbol`` where it is linked)."""
         return f"{self.rf.__name__}_{program}"
@@ -88,25 +109,26 @@ class Specialization:
     def low_function(self, program: str, inline: bool = False, hoist: bool = True) -> LowFunction:
         """The low IR of ``program``, its impossible checks pruned. ``inline``: with the functions it
         calls once inlined (CPU code; ``optimize/inline.py``); ``hoist``: allocations in loops hoisted."""
+        plan = self.plan(program)
         env = TypeEnv(self.env.types)
-        body = self.func.body if program in ("forward", "adjoint", "vjp", "vjp_forward") else invert_block(self.func.body)
+        body = invert_block(self.func.body) if plan.inverted else self.func.body
         params = list(self.rf.params)
-        args = (env, self.options, self.fkey * 8 + PROGRAMS.index(program), self.callee_symbol(env),
+        args = (env, self.options, self.fkey * 8 + list(PROGRAMS).index(program), self.callee_symbol(env),
                 ancilla_names(self.func.body), params)
         twins = {}  # gradient parameter -> its primal (same shape)
-        if program in ("forward", "inverse", "vjp_forward"):
-            lowerer = Lowerer(*args, callee_modifies=self.rf._callee_modifies, vjp_forward=program == "vjp_forward")
+        if plan.lowering == "forward":
+            lowerer = Lowerer(*args, callee_modifies=self.rf._callee_modifies, vjp_forward=plan.vjp_forward)
             low, all_params = lowerer.lower_block(body), params
         else:
             lowerer = AdjointLowerer(*args, callee_modifies=self.rf._callee_modifies)
-            if program in ("vjp", "inverse_vjp"):
+            if plan.lowering == "fused":
                 modified = [p for k, p in enumerate(params) if k in self.rf.modified_positions()]
                 low, all_params = lower_fused_vjp(lowerer, body, modified)
             else:
                 low = lowerer.adjoint_body(body)
                 all_params = params + lowerer.gradient_params()
             twins = {lowerer.gname(p): p for p in params if lowerer.gname(p) in all_params}
-            if program in ("vjp", "inverse_vjp"):  # saved_<p>: p's forward result, p's shape
+            if plan.lowering == "fused":  # saved_<p>: p's forward result, p's shape
                 twins.update({s: p for s, p in zip(all_params[len(all_params) - len(modified):], modified)
                               if env[p].is_array})
         types = {p: env[p] for p in all_params}
@@ -124,37 +146,12 @@ class Specialization:
         return low
 
     def source(self, program: str) -> str:
-        src = self._sources.get(program)
-        if src is None:  # a fused vjp runs its callees' programs once each: they are inlined
-            low = self.low_function(program, inline=program in ("vjp", "inverse_vjp"))
-            loc = self.rf.ir.loc
-            types = ", ".join(f"{p}: {t.describe()}" for p, t in zip(self.rf.params, self.types))
-            header = (f"# Generated by revdiff: the {program} program of {self.rf.__qualname__}\n"
-                      f"# from {loc.filename}:{loc.lineno}, specialised for ({types}).\n"
-                      f"# Options: {self.options}; Numba: fastmath off; index checks "
-                      f"{'on' if self.rf.options.check else 'off'}.  Do not edit: regenerated from the source.")
-            self._routines[program] = host_routines(low)
-            self._calls[program] = deps = sorted(invoked(low))
-            if deps:
-                header += "\n# Calls: " + ", ".join(deps)
-            src = emit_module([low], header)
-            self._sources[program] = src
-        return src
+        """The generated Python module of ``program`` (``f.source(program)``)."""
+        return self.numba.source(program)
 
     def callable(self, program: str):
-        fn = self._callables.get(program)
-        if fn is None:
-            src = self.source(program)
-            backend = self.rf.backend
-            deps = {name: self.dependencies[name][0].callable(self.dependencies[name][1])
-                    for name in self._calls[program]}
-            deps.update(routines(self._routines[program]))
-            module = loader.load(src, f"{self.rf.__name__}_{program}", backend, deps)
-            fn = loader.compiled(module, self.local_name(program), backend, deps)
-            if INTERRUPT_CHECK in self._routines[program] or any(getattr(d, "revdiff_loops", False) for d in deps.values()):
-                fn.revdiff_loops = True  # a while loop: run where Ctrl-C can stop it (``interruptible``)
-            self._callables[program] = fn
-        return fn
+        """``program`` compiled by Numba (or plain Python), its callees linked in."""
+        return self.numba.callable(program)
 
 
 def _source_text(rf) -> str:

@@ -233,6 +233,9 @@ class Parser:
             raise self.error(s, "keyword arguments are not allowed in calls of reversible functions")
         entry = called(func.id) if isinstance(func, ast.Name) and func.id not in self.expr.local_names else None
         if entry is not None:
+            if is_reversible_function(self.expr._global(func.id)):
+                raise self.error(s, f"'{func.id}' is both the instruction {entry.syntax} and a reversible "
+                                    "function of this module; rename the function")
             if len(value.args) != len(entry.roles):
                 raise self.error(s, f"{entry.syntax} takes {len(entry.roles)} arguments")
             op = INSTRUCTIONS[entry.inverse].name if inverse else entry.name

@@ -7,7 +7,6 @@ is ``lower(invert(body))``; the adjoint pass (``adjoint.py``) extends this class
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 from revdiff.ir import algebra as A
 from revdiff.ir import views
@@ -15,6 +14,7 @@ from revdiff.ir.checks import CheckInfo, failure_code, register
 from revdiff.ir.high import (Alloc, Bind, Call, CallFn, Compare, Compute, Const, Dealloc, For, If, Index,
                              Instr, Name, Shape, Slice, Unary, Uncompute, While, base_name, names_read,
                              walk_expr)
+from revdiff.ir.options import Options
 from revdiff.ir.low import Assign, Branch, Check, Comment, HostCall, Invoke, Local, Loop, Repeat, Zero
 from revdiff.ir.types import VarType
 from revdiff.passes.aliasing import AliasChecks
@@ -24,20 +24,6 @@ from revdiff.passes.infer import TypeEnv, alloc_type, expr_type
 from revdiff.passes.invert import invert_block
 from revdiff.primitives import INSTRUCTIONS
 from revdiff.primitives.printer import expr_source
-
-
-@dataclass
-class Options:
-    check: bool = True
-    atol: float = 1e-12
-    rtol: float | None = None  # None: 1e-9 for 64-bit data, 1e-4 for 32-bit
-    fmad: bool = False  # CUDA only: allow fused multiply-add contraction
-    blas: bool = True  # CPU: vector instructions on large views may call BLAS (False: loops only)
-
-    def rtol_for(self, dtype: str) -> float:
-        if self.rtol is not None:
-            return self.rtol
-        return 1e-4 if dtype in ("float32", "complex64") else 1e-9
 
 
 class Lowerer(AliasChecks):
@@ -462,4 +448,4 @@ def _expr_type(env: TypeEnv, e) -> VarType:
     return expr_type(e, env, None)
 
 
-__all__ = ["Lowerer", "Options", "names_read"]
+__all__ = ["Lowerer", "names_read"]

@@ -14,7 +14,7 @@ from revdiff.programs import givens, gram_schmidt, householder, projection, sphe
 from revdiff.programs.inputs import (DTYPES, array_module, as_array, batch_index, check_rank, check_result,
                                      combined, flat, negated, rank_tolerance, require_finite, scale_exponents,
                                      times_power_of_two)
-from revdiff.runtime.scan import largest_per_element
+from revdiff.programs.scan import largest_per_element
 
 QR_METHODS = {"cgs2": gram_schmidt.cgs2, "bcgs2": gram_schmidt.bcgs2, "mgs": gram_schmidt.mgs,
               "cgs": gram_schmidt.cgs, "householder": householder.householder, "givens": givens.givens}

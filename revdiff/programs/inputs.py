@@ -18,7 +18,7 @@ import numpy as np
 
 from revdiff.errors import RankDeficientError, ResultOverflowError
 from revdiff.runtime.device import cupy_module
-from revdiff.runtime.scan import largest_per_column, largest_per_element, rank_ratios
+from revdiff.programs.scan import largest_per_column, largest_per_element, rank_ratios
 
 DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
 

@@ -175,8 +175,9 @@ _IN_TREE = getattr(_caching, "InTreeCacheLocator", None) or getattr(_caching, "_
 
 
 class _RevdiffCacheLocator(_IN_TREE):
-    """Caches revdiff's own Numba helpers in revdiff's cache directory when the install directory
-    is not writable (consulted after Numba's in-tree locator, before its user-wide one)."""
+    """Caches revdiff's own Numba helpers in revdiff's cache directory (``REVDIFF_CACHE_DIR``), not
+    beside the installed package, where they would outlive an uninstall; consulted first, and when
+    that directory is not writable, Numba's own locators are."""
 
     def __init__(self, py_func, py_file):
         super().__init__(py_func, py_file)
@@ -196,7 +197,7 @@ def _register_locator() -> None:
     impl = getattr(_caching, "CacheImpl", None) or getattr(_caching, "_CacheImpl")
     locators = impl._locator_classes
     if _RevdiffCacheLocator not in locators:
-        locators.insert(locators.index(_IN_TREE) + 1 if _IN_TREE in locators else 0, _RevdiffCacheLocator)
+        locators.insert(0, _RevdiffCacheLocator)
 
 
 _register_locator()

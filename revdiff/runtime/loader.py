@@ -15,6 +15,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Iterator
 
+from revdiff.ir.entries import BATCH_WORKERS
 from revdiff.runtime.cache import cache_dir, ensure_file, verify_cache
 
 _MODULES: dict = {}
@@ -31,7 +32,7 @@ if "revdiff_generated" not in sys.modules:
 _FINGERPRINT: list = []
 # what generated code depends on (not the programs, whose own source is in their keys, nor the tools)
 _COMPILER_PARTS = {"ir", "primitives", "frontend", "passes", "optimize", "runtime", "backends", "compiler",
-                   "language.py", "function.py", "calls.py", "batch.py", "errors.py"}
+                   "language.py", "function.py", "calls.py", "batch.py", "device_calls.py", "errors.py"}
 
 
 def compiler_fingerprint() -> str:
@@ -87,9 +88,6 @@ def load(source: str, stem: str, backend: str, dependencies: dict | None = None)
     return module
 
 
-#: the functions beside a batched entry, compiled before it: ``entry_work`` run by ``entry_element``
-#: for each element, ``entry_groups`` by ``entry_chunk`` for each chunk of lane groups
-BATCH_WORKERS = ("work", "element", "groups", "chunk")
 _DEPTH_LOCK = threading.Lock()
 _DEPTH: list = [0, 0]  # calls inside ``deep_recursion``, and the limit they saved
 #: the recursion limit while generated code runs: Numba compiles a callee inside its caller's type

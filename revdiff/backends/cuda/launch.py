@@ -135,13 +135,20 @@ def run_device(module, entry: str, arrays: list, batch: int, scratch_bytes: int 
     launch(run, arrays, lambda a: isinstance(a, cupy.ndarray), entry, scratch_bytes, 1 << 26)
 
 
+def nvrtc_options(fmad: bool) -> tuple:
+    """The NVRTC options of every kernel module (CuPy's ``RawModule`` and ``nvrtc_compile`` alike): FMA
+    contraction only where the function allows it (``fmad=True``), so that by default a forward value
+    is exactly what its inverse subtracts."""
+    return ("--std=c++17", f"--fmad={'true' if fmad else 'false'}")
+
+
 def nvrtc_compile(source: str, arch: str = "sm_90", fmad: bool = False) -> bytes:
     """Compile kernel source with NVRTC (``cuda-bindings``; no driver needed) and return the PTX;
     raises RuntimeError with NVRTC's log on failure."""
     from cuda.bindings import nvrtc
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"revdiff.cu", 0, [], [])
     _nvrtc_ok(nvrtc, err)
-    opts = [f"--gpu-architecture={arch}".encode(), b"--std=c++17", f"--fmad={'true' if fmad else 'false'}".encode()]
+    opts = [option.encode() for option in (f"--gpu-architecture={arch}",) + nvrtc_options(fmad)]
     (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         _, size = nvrtc.nvrtcGetProgramLogSize(prog)

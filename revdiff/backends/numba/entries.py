@@ -12,19 +12,10 @@ in the element's record (``ir/checks.py``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from revdiff.ir.checks import ALLOCATION, GROUP, UNTRACKED, failure_code
-from revdiff.runtime.loader import BATCH_WORKERS
+from revdiff.ir.entries import BATCH_WORKERS, BatchParam
 
 WORK, ELEMENT, GROUPS, CHUNK = BATCH_WORKERS  # the functions beside an entry (loader.compiled compiles them)
-
-
-@dataclass(frozen=True)
-class BatchParam:
-    name: str
-    batched: bool  # has a leading batch axis
-    scalar: bool  # a scalar per element (batched: a 1-D array of them)
 
 
 def _element(p: BatchParam) -> str:

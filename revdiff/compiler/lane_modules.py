@@ -17,7 +17,7 @@ from revdiff.compiler.graph import symbol
 from revdiff.primitives.vector import BLAS_MIN_ELEMENTS
 from revdiff.runtime import loader
 from revdiff.runtime.host import routines
-from revdiff.runtime.lanes import HELPERS
+from revdiff.runtime.lane_buffers import HELPERS
 
 #: lanes per group, float64 and float32 alike: one AVX2 register of float32, two of float64. More
 #: lanes share a group's calls and loop overheads among more elements but compile for longer; 16

@@ -1,0 +1,31 @@
+"""What a batched entry is, for every backend that generates one (Numba, lanes, CUDA): its parameters
+with their batch axes, the names it derives from them, and the worker functions beside it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+
+@dataclass(frozen=True)
+class BatchParam:
+    name: str
+    batched: bool  # has a leading batch axis
+    scalar: bool  # a scalar per element (batched: a 1-D array of them)
+
+
+class EntrySignature(NamedTuple):
+    program: str  # the program run per element: a call's, or the fused vjp
+    params: list  # BatchParam per parameter of the function
+    grads: list  # BatchParam per differentiable parameter (vjp entries; empty for calls)
+    saved: tuple  # names of the parameters whose forward results a vjp entry copies out
+
+
+#: the names a batched entry derives from a parameter ``p``: its gradient buffer, its saved output,
+#: and (CUDA) the pointer and shape record it arrives as
+DERIVED = {"g_": "the gradient of", "out_": "the saved output of", "p_": "the device pointer of",
+           "m_": "the shape record of"}
+
+
+#: the functions beside a batched entry, compiled before it: ``entry_work`` run by ``entry_element``
+#: for each element, ``entry_groups`` by ``entry_chunk`` for each chunk of lane groups
+BATCH_WORKERS = ("work", "element", "groups", "chunk")
