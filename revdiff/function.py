@@ -17,6 +17,7 @@ from revdiff.calls import blas_for, run
 from revdiff.compiler.cuda import program_source
 from revdiff.compiler.specialization import PROGRAMS, Specialization
 from revdiff.errors import ReversibilityError
+from revdiff.frontend.arguments import bind
 from revdiff.frontend.check import check_function
 from revdiff.frontend.parse import is_reversible_function, parse_function
 from revdiff.ir.high import CallFn, Function, Index, Instr, Name, Shape, stmt_exprs, walk_expr, walk_stmts
@@ -164,6 +165,12 @@ class ReversibleFunction:
                                      "calls back into itself; write it as a loop", loc)
         check_function(self.ir, self._callee_modifies, lambda n: len(self._callee(n).params))
         self._checked = True
+        modified = [self.params[k] for k in sorted(self.modified_positions()) if self.params[k] in self.ir.defaults]
+        if modified:
+            self._checked = False
+            raise ReversibilityError(f"parameter '{modified[0]}' has a default value, so {self.__qualname__} may not "
+                                     "modify it (the default is the same for every call); remove the default or "
+                                     "modify a copy in an ancilla", self.ir.loc)
 
     def _call_cycle(self, path: tuple, acyclic: set | None = None):
         """(names along the chain, location of its first call) of a chain of calls from this function
@@ -250,7 +257,12 @@ class ReversibleFunction:
                     raise ReversibilityError(f"arguments '{self.params[k]}' and '{self.params[j]}' of "
                                              f"{self.__qualname__}() share memory; pass separate arrays")
 
-    def __call__(self, *args: Any) -> tuple:
+    def bind(self, args: tuple, kwargs: dict | None = None) -> tuple:
+        """Every parameter's argument, in order: keywords by name, defaults for those left out."""
+        return bind(self.__qualname__, self.params, self.forward_function.ir.defaults, tuple(args), kwargs or {})
+
+    def __call__(self, *args: Any, **kwargs: Any) -> tuple:
+        args = self.bind(args, kwargs)
         if any(hasattr(a, "__cuda_array_interface__") for a in args):
             return device_call(self, args)
         types = self.argument_types(args)

@@ -22,7 +22,9 @@ N = 4  # length of the array parameter a
 _counter = itertools.count()
 _tmpdir = Path(tempfile.mkdtemp(prefix="revdiff_random_"))
 
-PRELUDE = """import numpy as np
+PRELUDE = """import math
+
+import numpy as np
 from revdiff import reversible, rot, routine, zero, zeros
 
 
@@ -42,13 +44,17 @@ def expression(draw, avoid: frozenset, depth: int = 0):
     leaf = st.sampled_from(leaves + ["0.5", "1.25"]) if leaves else st.just("0.75")
     if depth >= 2 or draw(st.booleans()):
         return draw(leaf)
-    kind = draw(st.sampled_from(["+", "*", "sin", "cos", "tanh", "exp"]))
+    kind = draw(st.sampled_from(["+", "*", "sin", "cos", "tanh", "exp", "arcsin", "log1p", "erf", "arcsinh"]))
     a = draw(expression(avoid, depth + 1))
     if kind in "+*":
         b = draw(expression(avoid, depth + 1))
         return f"({a} {kind} {b})"
     if kind == "exp":
         return f"np.exp(np.sin({a}))"
+    if kind in ("arcsin", "log1p"):  # arguments inside the domain, away from its edges
+        return f"np.{kind}(0.5 * np.tanh({a}))"
+    if kind == "erf":
+        return f"math.erf({a})"
     return f"np.{kind}({a})"
 
 

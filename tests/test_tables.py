@@ -6,6 +6,7 @@ their lowered programs, so a new table entry without an example here fails ``tes
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -134,6 +135,12 @@ def elementary(y, x):
 
 
 @reversible
+def inverse_and_special(y, x, z):
+    y += np.arcsin(x) + np.arccos(x) + np.arctanh(x) + np.arcsinh(x) + np.arccosh(z)
+    y += np.log1p(x) + np.expm1(x) + np.log2(z) + np.log10(z) + math.erf(x) + math.erfc(x)
+
+
+@reversible
 def real_valued(y, x, z):
     y += np.arctan2(x, z) + np.hypot(x, z)
     y += abs(x - 0.1) + min(x, z) + max(x, z)
@@ -155,6 +162,8 @@ FUNCTION_EXAMPLES = {
     "integer_valued": (integer_valued, lambda c: (_scalar(False), 0.37, 4, 11), False),
     "elementary": (elementary, lambda c: (_scalar(c), _scalar(c)), True),
     "real_valued": (real_valued, lambda c: (_scalar(False), 0.42, 0.77), False),
+    "inverse_and_special": (inverse_and_special, lambda c: (_scalar(False), _scalar(False), _scalar(False, 1.2, 3.0)),
+                            False),
     "complex_parts": (complex_parts, lambda c: (_scalar(True), _scalar(True)), False),
     "strided_loop": (strided_loop, lambda c: (_scalar(c), _vector(7, c)), True),
 }

@@ -86,6 +86,12 @@ class ExpressionParser:
             return Const(value.item() if isinstance(value, np.generic) else value)
         if value is None:
             raise self.error(node, f"name '{node.id}' is not defined: not a parameter, local or global constant")
+        if getattr(value, "__revdiff_reversible__", False) is True:
+            raise self.error(node, f"'{node.id}' is a reversible function, not a value: call it as a statement, "
+                                   f"{node.id}(...) or ~{node.id}(...); functions cannot be passed or stored")
+        if callable(value):
+            raise self.error(node, f"'{node.id}' is a function, not a value: call it on numbers ({node.id}(x)); "
+                                   "functions cannot be passed or stored in a reversible function")
         raise self.error(node, f"name '{node.id}' refers to a {type(value).__name__}, not a number; "
                                "only numeric globals can be read in a reversible function")
 
@@ -96,6 +102,9 @@ class ExpressionParser:
             return Call(node.attr, (self.convert(node.value),))
         if node.attr == "shape":
             raise self.error(node, "use a.shape[k] (or 'm, n = a.shape') to read a shape")
+        if self._is_math_module(node.value) and node.attr in USER_FUNCTIONS:
+            raise self.error(node, f"{ast.unparse(node)} is a function, not a value: call it on numbers "
+                                   f"({ast.unparse(node)}(x)); functions cannot be passed or stored")
         raise self.error(node, f"attribute '.{node.attr}' is not allowed in an expression")
 
     def _Subscript(self, node, allow_slices=False):

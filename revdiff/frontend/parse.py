@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 
 from revdiff.errors import ReversibilityError
+from revdiff.frontend.arguments import bind, default_value
 from revdiff.frontend.expressions import ExpressionParser
 from revdiff.frontend.source import SourceMap, function_ast
 from revdiff.frontend.vector import VectorParser
@@ -67,20 +68,31 @@ class Parser:
 
     def _params(self, node: ast.FunctionDef) -> list:
         a = node.args
-        if a.vararg or a.kwarg or a.kwonlyargs or a.defaults or a.kw_defaults or a.posonlyargs:
-            raise self.smap.error(node, "parameters of a reversible function must be plain positional "
-                                        "names (no defaults, *args, **kwargs or keyword-only)")
+        if a.vararg or a.kwarg or a.kwonlyargs or a.kw_defaults or a.posonlyargs:
+            raise self.smap.error(node, "parameters of a reversible function must be positional names, "
+                                        "with default values or not (no *args, **kwargs or keyword-only)")
         names = [p.arg for p in a.args]
         if not names:
             raise self.smap.error(node, "a reversible function needs at least one parameter: its state")
         return names
+
+    def _defaults(self, node: ast.FunctionDef) -> dict:
+        """Parameter -> its default value: numbers only (``frontend/arguments.py``)."""
+        values = self.fn.__defaults__ or ()
+        names = self.params[len(self.params) - len(values):]
+        for name, value, expr in zip(names, values, node.args.defaults):
+            if not default_value(value):
+                raise self.smap.error(expr, f"the default value of '{name}' must be a number (bool, int, float "
+                                            f"or complex), not {type(value).__name__}: one object would be "
+                                            "shared by every call")
+        return dict(zip(names, values))
 
     # ---------------------------------------------------------------- blocks
 
     def parse(self) -> ir.Function:
         body = self.block(self.node.body)
         return ir.Function(self.node.name, self.params, body, self.smap.loc(self.node), self.callees,
-                           dict(self.expr.constants))
+                           dict(self.expr.constants), self._defaults(self.node))
 
     def block(self, stmts: list) -> list:
         out: list = []
@@ -169,7 +181,7 @@ class Parser:
                 and all(isinstance(e, ast.Name) for e in elts):
             return [Bind(loc, e.id, ir.Shape(value.value.id, k)) for k, e in enumerate(elts)]
         raise self.error(s, "tuple assignment is allowed only as a swap 'a, b = b, a' or as "
-                            "'m, n = A.shape'")
+                            "'m, n = A.shape'; update each variable in a statement of its own (a += x, then b += y)")
 
     def _allocation(self, s, name: str, value: ast.AST):
         loc = self.smap.loc(s)
@@ -229,10 +241,10 @@ class Parser:
             raise self.error(s, "an expression on its own does nothing; statements are updates "
                                 "(+=, -=, *=, /=, ^=), swaps, calls and control flow")
         func = value.func
-        if value.keywords:
-            raise self.error(s, "keyword arguments are not allowed in calls of reversible functions")
         entry = called(func.id) if isinstance(func, ast.Name) and func.id not in self.expr.local_names else None
         if entry is not None:
+            if value.keywords:
+                raise self.error(s, f"the instruction {entry.syntax} takes no keyword arguments")
             if is_reversible_function(self.expr._global(func.id)):
                 raise self.error(s, f"'{func.id}' is both the instruction {entry.syntax} and a reversible "
                                     "function of this module; rename the function")
@@ -252,19 +264,40 @@ class Parser:
                                 "an update such as y += f(x))")
         if obj is not None:
             self.callees[func.id] = obj
-        args = tuple(self.expr.convert(a, allow_slices=True) if isinstance(a, ast.Subscript)
-                     else self.expr.convert(a) for a in value.args)
-        return CallFn(self.smap.loc(s), func.id, args, inverse)
+        return CallFn(self.smap.loc(s), func.id, self._call_arguments(s, func.id, obj, value), inverse)
+
+    def _call_arguments(self, s: ast.stmt, name: str, callee, call: ast.Call) -> tuple:
+        """The arguments of a call of reversible function ``callee`` in parameter order: keywords
+        bound by name and left-out parameters given their default values (``frontend/arguments.py``)."""
+        if any(k.arg is None for k in call.keywords):
+            raise self.error(s, f"'**' arguments cannot be passed to '{name}': name each keyword")
+        if call.keywords and callee is None:
+            raise self.error(s, f"keyword arguments in a call of '{name}' need '{name}' defined before this "
+                                "function (its parameter names are read here)")
+        if callee is None:  # defined later: positional arguments, checked against it when it is
+            return tuple(self._argument(a) for a in call.args)
+        defaults = callee.forward_function.ir.defaults
+        try:
+            nodes = bind(name, callee.params, {p: None for p in defaults}, tuple(call.args),
+                         {k.arg: k.value for k in call.keywords})
+        except TypeError as exc:
+            raise self.error(s, str(exc)) from None
+        return tuple(Const(defaults[p]) if a is None else self._argument(a) for p, a in zip(callee.params, nodes))
+
+    def _argument(self, a: ast.expr):
+        return self.expr.convert(a, allow_slices=True) if isinstance(a, ast.Subscript) else self.expr.convert(a)
 
     def _For(self, s: ast.For):
         if s.orelse:
             raise self.error(s, "'for ... else' is not allowed")
         if not isinstance(s.target, ast.Name):
-            raise self.error(s, "the loop variable must be a single name")
+            raise self.error(s, "the loop variable must be a single name: loop over indices, "
+                                "'for i in range(len(x)):', and read x[i]")
         it = s.iter
         if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
                 and 1 <= len(it.args) <= 3 and not it.keywords):
-            raise self.error(s, "loops must run over range(stop), range(start, stop) or range(start, stop, step)")
+            raise self.error(s, "loops must run over range(stop), range(start, stop) or range(start, stop, step); "
+                                "for the elements of an array x write 'for i in range(len(x)):' and read x[i]")
         args = [self.expr.convert(a) for a in it.args]
         start, stop, step = (Const(0), args[0], Const(1)) if len(args) == 1 else \
             (args[0], args[1], args[2] if len(args) == 3 else Const(1))

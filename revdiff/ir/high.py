@@ -263,6 +263,7 @@ class Function:
     loc: SourceLocation
     globals_names: dict = field(default_factory=dict)  # name used in calls -> resolved object
     constants: dict = field(default_factory=dict)  # global or closure name -> the number compiled in
+    defaults: dict = field(default_factory=dict)  # parameter -> its default value (a number)
 
 
 def stmt_exprs(s: Stmt) -> Iterator[Expr]:

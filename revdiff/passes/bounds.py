@@ -1,6 +1,8 @@
-"""Index and division checks of generated code: for each low-level statement, the condition under
-which every integer index it evaluates lies inside its array (Python's range, -size <= i < size),
-and the divisors of its divisions (``/``, ``//``, ``%``) that must not be zero.
+"""Index, division and domain checks of generated code: for each low-level statement, the condition
+under which every integer index it evaluates lies inside its array (Python's range, -size <= i <
+size), the divisors of its divisions (``/``, ``//``, ``%``) that must not be zero, and the real
+arguments of functions defined on part of the line (``log``, ``sqrt``, ``asin``, ...: their table
+entry's ``domain``).
 
 Revdiff compiles without Numba's bounds checks and emits these instead, so that an out-of-range
 index names the user's line, and so that the loops of vector instructions, whose views are checked
@@ -10,7 +12,7 @@ once before the loop, run without a check per element. An index read only under 
 from __future__ import annotations
 
 from revdiff.ir import algebra as A
-from revdiff.ir.high import BinOp, BoolOp, Compare, Const, Index, Select, Shape, Slice, Unary, children
+from revdiff.ir.high import BinOp, BoolOp, Call, Compare, Const, Index, Select, Shape, Slice, Unary, children
 from revdiff.ir.low import Assign, AugAssign, Branch, Invoke, Local, Loop, Repeat
 from revdiff.primitives.functions import FUNCTIONS
 
@@ -47,6 +49,35 @@ def division_conditions(stmt) -> list:
                 seen.add(ok)
                 out.append((ok, node.right))
     return out
+
+
+def domain_conditions(stmt, kind_of) -> list:
+    """(condition, call, what the domain is) for every call ``stmt`` itself evaluates of a function with
+    a domain, on a real argument (``kind_of``: an expression's kind): outside it NumPy returns NaN or
+    an infinity with a warning, and Python's math module raises ValueError, as generated code does."""
+    out, seen = [], set()
+    for e in _own_exprs(stmt):
+        for node, guard in _guarded(e, None, lambda n: isinstance(n, Call) and FUNCTIONS[n.fn].domain is not None):
+            if kind_of(node.args[0]) == "complex" or (isinstance(node.args[0], Const) and
+                                                       _holds(FUNCTIONS[node.fn].domain[0], node.args[0])):
+                continue
+            condition, text = FUNCTIONS[node.fn].domain
+            ok = condition(node.args[0])
+            if guard is not None:
+                ok = BoolOp("or", (Unary("not", guard), ok))
+            if ok not in seen:
+                seen.add(ok)
+                out.append((ok, node, text))
+    return out
+
+
+def _holds(condition, value: Const) -> bool:
+    """Whether a domain condition holds for a constant argument (so needs no check)."""
+    c = condition(value)
+    parts = c.values if isinstance(c, BoolOp) else (c,)
+    ops = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+    return all(isinstance(p.left, Const) and isinstance(p.right, Const) and ops[p.op](p.left.value, p.right.value)
+               for p in parts)
 
 
 def _is_division(e) -> bool:

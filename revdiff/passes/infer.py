@@ -82,7 +82,11 @@ def expr_type(e, env: TypeEnv, loc) -> VarType:
     else:
         raise TypeError(e)
     kinds = tuple(_scalar(a, env, loc).kind for a in args)
-    kind = FUNCTIONS[e.op if isinstance(e, BinOp) else e.fn].result_kind(kinds)
+    fn = FUNCTIONS[e.op if isinstance(e, BinOp) else e.fn]
+    if fn.real_only and "complex" in kinds:
+        raise ReversibilityError(f"{fn.name} takes real arguments, not complex ones (here: "
+                                 f"{expr_source(e)}); take the real or imaginary part first", loc)
+    kind = fn.result_kind(kinds)
     return _result(kind, args, env, loc)
 
 

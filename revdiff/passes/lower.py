@@ -19,7 +19,7 @@ from revdiff.ir.low import Assign, Branch, Check, Comment, HostCall, Invoke, Loc
 from revdiff.ir.types import VarType
 from revdiff.passes.aliasing import AliasChecks
 from revdiff.passes.analysis import ancilla_names, restores_only_freed
-from revdiff.passes.bounds import division_conditions, in_bounds, index_conditions
+from revdiff.passes.bounds import division_conditions, domain_conditions, in_bounds, index_conditions
 from revdiff.passes.infer import TypeEnv, alloc_type, expr_type
 from revdiff.passes.invert import invert_block
 from revdiff.primitives import INSTRUCTIONS
@@ -56,6 +56,9 @@ class Lowerer(AliasChecks):
                 self.index_checks(stmt)
             for ok, divisor in division_conditions(stmt):
                 self.require(ok, f"division by zero: {expr_source(divisor)} is 0", error=ZeroDivisionError)
+            for ok, call, domain in domain_conditions(stmt, self.kind):
+                self.require(ok, f"math domain error: {expr_source(call)} needs "
+                             f"{domain.format(expr_source(call.args[0]))}", call.args[0], error=ValueError)
         self.out.append(stmt)
 
     def index_checks(self, stmt) -> None:
