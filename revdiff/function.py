@@ -164,13 +164,13 @@ class ReversibleFunction:
             raise ReversibilityError(f"recursion is not supported in reversible functions: {' -> '.join(names)} "
                                      "calls back into itself; write it as a loop", loc)
         check_function(self.ir, self._callee_modifies, lambda n: len(self._callee(n).params))
-        self._checked = True
-        modified = [self.params[k] for k in sorted(self.modified_positions()) if self.params[k] in self.ir.defaults]
-        if modified:
-            self._checked = False
-            raise ReversibilityError(f"parameter '{modified[0]}' has a default value, so {self.__qualname__} may not "
+        modified = modified_names(self.ir.body, self._callee_modifies)
+        defaulted = [p for p in self.params if p in self.ir.defaults and p in modified]
+        if defaulted:
+            raise ReversibilityError(f"parameter '{defaulted[0]}' has a default value, so {self.__qualname__} may not "
                                      "modify it (the default is the same for every call); remove the default or "
                                      "modify a copy in an ancilla", self.ir.loc)
+        self._checked = True
 
     def _call_cycle(self, path: tuple, acyclic: set | None = None):
         """(names along the chain, location of its first call) of a chain of calls from this function
@@ -296,8 +296,9 @@ class ReversibleFunction:
         """Generated source of ``program`` ("forward", "inverse", "adjoint", "inverse_adjoint", "vjp",
         "inverse_vjp": forward and adjoint fused; "vjp_forward": the forward program as a fused vjp's
         forward half runs it, without the uncomputes its adjoint half repeats),
-        specialised on the types of ``example_args`` (default: every parameter a float64 array or
-        float) and, for Numba, on their sizes (``blas_for``: without example arguments, the version
+        specialised on the types of ``example_args`` (default: float64 arrays where the body indexes a
+        parameter or passes it to a vector instruction, floats otherwise: pass example arguments for the
+        whole arrays a whole-array statement reads) and, for Numba, on their sizes (``blas_for``: without example arguments, the version
         with BLAS branches); or with ``backend="cuda"`` CUDA C device functions for any shapes."""
         if program not in PROGRAMS:
             raise ValueError(f"program must be one of {tuple(PROGRAMS)}, got {program!r}")
@@ -310,7 +311,8 @@ class ReversibleFunction:
         return f.specialize(types, blas_for(example_args) if example_args else True).source(program)
 
     def default_types(self) -> tuple:
-        """float64 for every parameter, arrays where the body indexes them (for ``source()``)."""
+        """float64 for every parameter, arrays where the body indexes them or passes them to a vector
+        instruction (for ``source()``; an operand of a whole-array statement is taken for a number)."""
         ranks: dict = {}
         for s in walk_stmts(self.ir.body):
             if isinstance(s, CallFn):
@@ -318,7 +320,7 @@ class ReversibleFunction:
                 for a, t in zip(s.args, callee_types):
                     if isinstance(a, Name):
                         ranks[a.id] = max(ranks.get(a.id, 0), t.ndim)
-            if isinstance(s, Instr) and INSTRUCTIONS[s.op].is_vector:  # whole arrays as vector operands
+            if isinstance(s, Instr) and INSTRUCTIONS[s.op].operand_ranks:  # whole arrays as vector operands
                 for o, rank in zip(s.operands, INSTRUCTIONS[s.op].operand_ranks):
                     if isinstance(o, Name):
                         ranks[o.id] = max(ranks.get(o.id, 0), rank)

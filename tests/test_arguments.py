@@ -158,3 +158,24 @@ def test_recursion_is_refused_with_what_to_write_instead():
 
     with pytest.raises(ReversibilityError, match="recursion is not supported .* write it as a loop"):
         countdown(0.0, 3)
+
+
+@reversible
+def early_caller(y, x):
+    defined_later(y, x)
+
+
+@reversible
+def defined_later(y, x, a=2.0):
+    y[:] += a * x
+
+
+def test_numpy_scalars_are_defaults_too_and_late_callees_get_a_hint():
+    @reversible
+    def scaled(y, a=np.float64(0.5)):
+        y += a
+
+    assert scaled(1.0)[0] == 1.5
+    with pytest.raises(ReversibilityError, match="default values and keywords are bound where 'defined_later' is "
+                                                 "defined before its caller"):
+        early_caller(np.zeros(2), np.ones(2))

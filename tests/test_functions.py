@@ -141,3 +141,26 @@ def test_a_gradient_at_the_edge_of_the_domain_raises_zero_division():
         pullback(1.0, None, None)
     assert pullback is not None and revdiff.vjp(one_of, 0.0, 0.5, 0)[1](1.0, None, None)[1] == pytest.approx(
         1 / math.sqrt(0.75), rel=1e-15)
+
+
+@reversible
+def power(y, x, e):
+    y += x ** e
+
+
+@reversible
+def square_root_by_power(y, x):
+    y += x ** 0.5
+
+
+@pytest.mark.parametrize("backend", ["numba", "python"])
+def test_real_powers_outside_their_domain_raise_on_both_backends(backend):
+    """NumPy returns NaN for (-2.0) ** 0.5, plain Python a complex number: both refuse it here."""
+    f, g = power.with_options(backend=backend), square_root_by_power.with_options(backend=backend)
+    with pytest.raises(ValueError, match=r"x \*\* e needs x > 0, x = 0 with e >= 0, or an integer e \(x = -2.*e = 0.5\)"):
+        f(0.0, -2.0, 0.5)
+    with pytest.raises(ValueError, match="math domain error"):
+        f(0.0, 0.0, -1.0)
+    with pytest.raises(ValueError, match=r"x \*\* 0.5 needs x >= 0 \(a non-integer power\)"):
+        g(0.0, -4.0)
+    assert f(0.0, -2.0, 3.0)[0] == -8.0 and g(0.0, 4.0)[0] == 2.0 and f(0.0, 0.0, 2.0)[0] == 0.0

@@ -91,6 +91,16 @@ def dots_and_axpy(s, x, y, w, a, b):
     y[:] -= b * w[:]
 
 
+@reversible
+def whole_arrays(y, Y, x, A, w):
+    y[:] += x * np.sin(x)
+    y[1:] -= w[:-1] * 0.5 + 1.0
+    Y[:, :] *= A * A + 1.0
+    Y[1:, :] /= A[:-1, :] * A[:-1, :] + 2.0
+    y[:] *= w * w + 1.0
+    y[:] /= 2.0
+
+
 INSTRUCTION_EXAMPLES = {
     "add_sub_mul_div": (add_sub_mul_div, lambda c: (_scalar(c), _scalar(c)), True),
     "negate_and_swap": (negate_and_swap, lambda c: (_scalar(c), _scalar(c)), True),
@@ -102,6 +112,8 @@ INSTRUCTION_EXAMPLES = {
                                                 _matrix(3, 2, c), _matrix(3, 2, c), _matrix(4, 2, c)), True),
     "dots_and_axpy": (dots_and_axpy, lambda c: (_scalar(c), _vector(5, c), _vector(5, c), _vector(5, c),
                                                 _scalar(c), _scalar(c)), True),
+    "whole_arrays": (whole_arrays, lambda c: (_vector(5, c), _matrix(3, 4, c), _vector(5, c), _matrix(3, 4, c),
+                                              _vector(5, c)), True),
 }
 
 # ----------------------------------------------------------------------------- functions

@@ -6,9 +6,6 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
-#: the types a default value may have: a number, compiled into calls as a constant (an array would
-#: be one object shared by every call, and a function may not modify a parameter with a default)
-DEFAULT_TYPES = (bool, int, float, complex)
 
 
 def bind(name: str, params: list, defaults: dict, args: tuple, kwargs: dict) -> tuple:
@@ -31,5 +28,7 @@ def bind(name: str, params: list, defaults: dict, args: tuple, kwargs: dict) -> 
 
 
 def default_value(value: Any) -> bool:
-    """Whether ``value`` may be a parameter's default (a Python number; not bool's subclasses)."""
-    return type(value) in DEFAULT_TYPES and isinstance(value, numbers.Number)
+    """Whether ``value`` may be a parameter's default: a number (Python's or a NumPy scalar), compiled
+    into calls as a constant. An array would be one object shared by every call (and a function may
+    not modify a parameter with a default)."""
+    return isinstance(value, numbers.Number)

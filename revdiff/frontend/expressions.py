@@ -29,6 +29,7 @@ class ExpressionParser:
         self.local_names = local_names
         self.globals = fn_globals
         self.constants: dict = {}  # global or closure numbers read, by name: their values are compiled in
+        self.views_allowed = False  # inside the expression of a whole-array statement
 
     # -------------------------------------------------------------- helpers
 
@@ -118,16 +119,31 @@ class ExpressionParser:
             raise self.error(node, "only variables can be indexed (write a[i, j], not an expression)")
         elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         indices = []
-        for elt in elts:
-            if isinstance(elt, ast.Slice):
-                if not allow_slices:
-                    raise self.error(node, "array slices are allowed only as arguments of calls to "
-                                           "reversible functions; index single elements here")
-                indices.append(Slice(*(None if x is None else self.convert(x)
-                                       for x in (elt.lower, elt.upper, elt.step))))
-            else:
-                indices.append(self.convert(elt))
+        views, self.views_allowed = self.views_allowed, False  # an index is a number
+        try:
+            for elt in elts:
+                if isinstance(elt, ast.Slice):
+                    if not (allow_slices or views):
+                        raise self.error(node, "array slices are allowed in whole-array statements (y[:] += "
+                                               "x[1:] * 2.0) and as arguments of calls to reversible functions; "
+                                               "index single elements here")
+                    if views and elt.step is not None:
+                        raise self.error(node, "whole-array statements take slices of step 1 (a:b), not a:b:step")
+                    indices.append(Slice(*(None if x is None else self.convert(x)
+                                           for x in (elt.lower, elt.upper, elt.step))))
+                else:
+                    indices.append(self.convert(elt))
+        finally:
+            self.views_allowed = views
         return Index(value.id, tuple(indices))
+
+    def convert_elementwise(self, node: ast.AST):
+        """The expression of a whole-array statement, where arrays and views stand for their elements."""
+        self.views_allowed = True
+        try:
+            return self.convert(node)
+        finally:
+            self.views_allowed = False
 
     def _BinOp(self, node):
         op = _BINOPS.get(type(node.op))

@@ -12,12 +12,14 @@ from revdiff.errors import ReversibilityError
 from revdiff.frontend.arguments import bind, default_value
 from revdiff.frontend.expressions import ExpressionParser
 from revdiff.frontend.source import SourceMap, function_ast
-from revdiff.frontend.vector import VectorParser
+from revdiff.frontend.vector import VectorParser, is_view_syntax
 from revdiff.ir import high as ir
-from revdiff.ir.high import (Alloc, Bind, CallFn, Compute, Const, Dealloc, DType, For, If, Instr, Uncompute,
-                             While)
+from revdiff.ir import views as V
+from revdiff.ir.high import (Alloc, Bind, CallFn, Compute, Const, Dealloc, DType, For, If, Index, Instr, Name,
+                             Slice, Uncompute, While)
 from revdiff.ir.types import kind_of_dtype
 from revdiff.primitives import AUGMENTED, INSTRUCTIONS, called
+from revdiff.primitives.elementwise import ELEMENTWISE
 
 _UNSUPPORTED = {
     "Return": "'return' is not allowed: a reversible function returns all its parameters itself",
@@ -82,9 +84,8 @@ class Parser:
         names = self.params[len(self.params) - len(values):]
         for name, value, expr in zip(names, values, node.args.defaults):
             if not default_value(value):
-                raise self.smap.error(expr, f"the default value of '{name}' must be a number (bool, int, float "
-                                            f"or complex), not {type(value).__name__}: one object would be "
-                                            "shared by every call")
+                raise self.smap.error(expr, f"the default value of '{name}' must be a number (bool, int, float, "
+                                            f"complex or a NumPy scalar), not {type(value).__name__}")
         return dict(zip(names, values))
 
     # ---------------------------------------------------------------- blocks
@@ -189,8 +190,9 @@ class Parser:
                 and value.value == 0:
             kinds = {bool: "bool", int: "int", float: "float", complex: "complex"}
             return Alloc(loc, name, None, DType(kind=kinds[type(value.value)]))
-        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
-                value.func.id in ("zero", "zeros") and value.func.id not in self.expr.local_names:
+        if self._language_call(value, "ancilla"):
+            return self._valued_ancilla(s, name, value)
+        if self._language_call(value, "zero") or self._language_call(value, "zeros"):
             args = list(value.args)
             kw = {k.arg: k.value for k in value.keywords}
             if value.func.id == "zero":
@@ -206,6 +208,41 @@ class Parser:
             dtype = self._dtype(args[1] if len(args) > 1 else kw.get("dtype"), s)
             return Alloc(loc, name, shape, dtype)
         return None
+
+    def _language_call(self, node: ast.AST, name: str) -> bool:
+        return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name \
+            and name not in self.expr.local_names
+
+    def _copy(self, s, name: str, node: ast.Call, what: str) -> tuple:
+        """(target, copied value, the instructions by operator) of ``ancilla(e)`` / ``release(t, e)``:
+        ``add`` for a number, ``elementwise_add`` for a view (one slice or index per axis)."""
+        if node.keywords or len(node.args) != 1:
+            raise self.error(s, f"{what} takes one value: a number or an expression, or an array view x[:]")
+        value = node.args[0]
+        if is_view_syntax(value):
+            view = self.expr.convert_elementwise(value)
+            written = value.slice.elts if isinstance(value.slice, ast.Tuple) else [value.slice]
+            target = Index(name, tuple(Slice() for e in written if isinstance(e, ast.Slice)))
+            return target, view, ELEMENTWISE
+        return Name(name), self.expr.convert(value), {"add": "add", "sub": "sub"}
+
+    def _valued_ancilla(self, s, name: str, call: ast.Call) -> list:
+        """``t = ancilla(e)``: a zero ancilla of e's type (or view's shape), then ``t += e``."""
+        loc = self.smap.loc(s)
+        target, value, ops = self._copy(s, name, call, "ancilla()")
+        if isinstance(target, Name):
+            return [Alloc(loc, name, None, DType(kind="float"), value), Instr(loc, ops["add"], (target, value))]
+        shape = tuple(V.lengths(value, len(value.indices)))  # every axis written (checked at the first call)
+        return [Alloc(loc, name, shape, DType(like=V.base(value)), value), Instr(loc, ops["add"], (target, value))]
+
+    def _release(self, s: ast.Expr, call: ast.Call) -> list:
+        """``release(t, e)``: ``t -= e``, then ``t`` deallocated (checked zero): the inverse of ancilla(e)."""
+        if len(call.args) != 2 or call.keywords or not isinstance(call.args[0], ast.Name):
+            raise self.error(s, "release(t, e) takes the ancilla and the value it was allocated with")
+        name = call.args[0].id
+        loc = self.smap.loc(s)
+        target, value, ops = self._copy(s, name, ast.Call(call.func, call.args[1:], []), "release(t, e)")
+        return [Instr(loc, ops["sub"], (target, value)), Dealloc(loc, name, value)]
 
     def _dtype(self, node, s) -> DType:
         if node is None:
@@ -241,6 +278,10 @@ class Parser:
             raise self.error(s, "an expression on its own does nothing; statements are updates "
                                 "(+=, -=, *=, /=, ^=), swaps, calls and control flow")
         func = value.func
+        if self._language_call(value, "release"):
+            if inverse:
+                raise self.error(s, "release(t, e) has no '~': its inverse is the ancilla(e) it undoes")
+            return self._release(s, value)
         entry = called(func.id) if isinstance(func, ast.Name) and func.id not in self.expr.local_names else None
         if entry is not None:
             if value.keywords:
@@ -282,7 +323,8 @@ class Parser:
                          {k.arg: k.value for k in call.keywords})
         except TypeError as exc:
             raise self.error(s, str(exc)) from None
-        return tuple(Const(defaults[p]) if a is None else self._argument(a) for p, a in zip(callee.params, nodes))
+        return tuple(Const(_number(defaults[p])) if a is None else self._argument(a)
+                     for p, a in zip(callee.params, nodes))
 
     def _argument(self, a: ast.expr):
         return self.expr.convert(a, allow_slices=True) if isinstance(a, ast.Subscript) else self.expr.convert(a)
@@ -360,3 +402,8 @@ def parse_function(fn) -> ir.Function:
     node, smap = function_ast(fn)
     parser = Parser(fn, node, smap)
     return parser.parse()
+
+
+def _number(value):
+    """A default value as the constant compiled into calls (a NumPy scalar as its Python number)."""
+    return value.item() if hasattr(value, "item") and not isinstance(value, (bool, int, float, complex)) else value

@@ -230,11 +230,13 @@ class Alloc(Stmt):
     name: str
     shape: "tuple | None"  # None: a scalar ancilla
     dtype: DType
+    value: "Expr | None" = None  # ``t = ancilla(e)``: the number or array view it starts as a copy of
 
 
 @dataclass
 class Dealloc(Stmt):
     name: str
+    value: "Expr | None" = None  # ``release(t, e)``: what it was a copy of (its check's message)
 
 
 @dataclass

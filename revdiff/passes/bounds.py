@@ -19,9 +19,19 @@ from revdiff.primitives.functions import FUNCTIONS
 
 def index_conditions(stmt) -> list:
     """(condition, element access, axis) for every integer index ``stmt`` itself evaluates."""
+    return _index_conditions(_own_exprs(stmt), lambda n: isinstance(n, Index))
+
+
+def element_conditions(exprs) -> list:
+    """(condition, element, axis) for every integer index of the single elements (``a[k]``, not
+    views) that ``exprs`` read, under the conditions they are read under."""
+    return _index_conditions(exprs, lambda n: isinstance(n, Index) and not any(isinstance(i, Slice) for i in n.indices))
+
+
+def _index_conditions(exprs, wanted) -> list:
     out, seen = [], set()
-    for e in _own_exprs(stmt):
-        for node, guard in _guarded(e, None, lambda n: isinstance(n, Index)):
+    for e in exprs:
+        for node, guard in _guarded(e, None, wanted):
             if (node, guard) in seen:
                 continue
             seen.add((node, guard))
@@ -57,12 +67,15 @@ def domain_conditions(stmt, kind_of) -> list:
     an infinity with a warning, and Python's math module raises ValueError, as generated code does."""
     out, seen = [], set()
     for e in _own_exprs(stmt):
-        for node, guard in _guarded(e, None, lambda n: isinstance(n, Call) and FUNCTIONS[n.fn].domain is not None):
-            if kind_of(node.args[0]) == "complex" or (isinstance(node.args[0], Const) and
-                                                       _holds(FUNCTIONS[node.fn].domain[0], node.args[0])):
+        for node, guard in _guarded(e, None, _has_domain):
+            args = node.args if isinstance(node, Call) else (node.left, node.right)
+            kinds = {kind_of(a) for a in args}
+            if "complex" in kinds or kinds <= {"int", "bool"}:  # integer powers stay integers
                 continue
-            condition, text = FUNCTIONS[node.fn].domain
-            ok = condition(node.args[0])
+            found = FUNCTIONS[_function(node)].domain(*args)
+            if found is None:
+                continue
+            ok, text = found
             if guard is not None:
                 ok = BoolOp("or", (Unary("not", guard), ok))
             if ok not in seen:
@@ -71,13 +84,12 @@ def domain_conditions(stmt, kind_of) -> list:
     return out
 
 
-def _holds(condition, value: Const) -> bool:
-    """Whether a domain condition holds for a constant argument (so needs no check)."""
-    c = condition(value)
-    parts = c.values if isinstance(c, BoolOp) else (c,)
-    ops = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
-    return all(isinstance(p.left, Const) and isinstance(p.right, Const) and ops[p.op](p.left.value, p.right.value)
-               for p in parts)
+def _function(e) -> str:
+    return e.fn if isinstance(e, Call) else e.op
+
+
+def _has_domain(e) -> bool:
+    return isinstance(e, (Call, BinOp)) and FUNCTIONS[_function(e)].domain is not None
 
 
 def _is_division(e) -> bool:
