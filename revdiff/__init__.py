@@ -8,10 +8,10 @@ from revdiff.batch import BatchedFunction, batched
 from revdiff.diagnostics import Drift, peak_memory_growth, roundtrip_error
 from revdiff.errors import RankDeficientError, ResultOverflowError, ReversibilityError
 from revdiff.function import InverseFunction, ReversibleFunction, reversible
-from revdiff.language import irot, rot, routine, zero, zeros
+from revdiff.language import ancilla, irot, release, rot, routine, zero, zeros
 
 __version__ = "0.1.0"
 
 __all__ = ["reversible", "ReversibleFunction", "InverseFunction", "ReversibilityError", "RankDeficientError", "ResultOverflowError",
-           "rot", "irot", "zero", "zeros", "routine", "vjp", "grad", "check_grad",
+           "rot", "irot", "zero", "zeros", "ancilla", "release", "routine", "vjp", "grad", "check_grad",
            "roundtrip_error", "Drift", "peak_memory_growth", "batched", "BatchedFunction"]

@@ -10,8 +10,9 @@ from revdiff.calls import blas_for, copy_value, cotangent, run
 from revdiff.function import ReversibleFunction
 
 
-def vjp(f: ReversibleFunction, *args: Any) -> tuple:
-    """Run ``f`` forward on copies of ``args``; return ``(outs, pullback)``.
+def vjp(f: ReversibleFunction, *args: Any, **kwargs: Any) -> tuple:
+    """Run ``f`` forward on copies of ``args`` (keywords and defaults bound as a call binds them);
+    return ``(outs, pullback)``.
 
     ``outs`` are the final values of all parameters. ``pullback(*cotangents)`` returns the
     cotangents of the initial values, one per parameter (None for integer and bool parameters).
@@ -20,6 +21,7 @@ def vjp(f: ReversibleFunction, *args: Any) -> tuple:
     """
     if not isinstance(f, ReversibleFunction):
         raise TypeError(f"vjp differentiates reversible functions (decorated with @revdiff.reversible), got {f!r}")
+    args = f.bind(args, kwargs)
     if any(hasattr(a, "__cuda_array_interface__") for a in args):
         return device_vjp(f, args)
     forward = f.forward_function
@@ -66,7 +68,8 @@ def grad(f: ReversibleFunction, loss: str | int = 0) -> Callable[..., tuple]:
     with respect to the initial value of every parameter (None for integer parameters)."""
     k = _loss_index(f, loss)
 
-    def gradient(*args: Any) -> tuple:
+    def gradient(*args: Any, **kwargs: Any) -> tuple:
+        args = f.bind(args, kwargs)
         loss_value = args[k]
         if isinstance(loss_value, (np.ndarray, bool, np.bool_, complex, np.complexfloating)) or \
                 not isinstance(loss_value, (float, np.floating)):
@@ -105,6 +108,7 @@ def check_grad(f: ReversibleFunction, *args: Any, eps: float = 1e-6, trials: int
     """Worst relative error of the pullback of ``f`` against central finite differences,
     compared as inner products <u, J v> vs <J^T u, v> along random directions u and v."""
     rng = np.random.default_rng(seed)
+    args = f.bind(args)
     types = f.argument_types(args)
     mask = [t.differentiable for t in types]
     worst = 0.0

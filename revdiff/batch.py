@@ -182,7 +182,7 @@ class BatchedFunction:
         value. CuPy arrays (or anything with __cuda_array_interface__) run on the GPU. ``donate``:
         run on the arrays given, without copying them (those ``f`` modifies end up holding their
         final values, and the results are those arrays)."""
-        xp, args = _array_module(args)
+        xp, args = _array_module(self.f.bind(args))
         types = self._element_types(args)
         return self._execute("call", types, _copies(args, donate), xp)
 
@@ -259,7 +259,7 @@ class BatchedFunction:
         arrays of ``args`` are run on in place, not copies (a 10000 x 32x16 batch spends about a
         tenth of its gradient's time copying A otherwise); afterwards those of parameters ``f``
         modifies hold scratch values (the final values are in ``outs``), the others are unchanged."""
-        xp, args = _array_module(tuple(args))
+        xp, args = _array_module(self.f.bind(tuple(args)))
         types = self._element_types(args)
         if len(cotangents) != len(args):
             raise TypeError(f"vjp of {self.f.__qualname__} takes {len(args)} cotangents, got {len(cotangents)}")

@@ -42,7 +42,7 @@ from revdiff.primitives.table import INSTRUCTIONS, Instruction, Rule, RuleContex
 __all__ = ["Instruction", "RuleContext", "Rule", "register"]
 
 #: names reversible functions use for something else: builtins, allocation, routines, rotations
-RESERVED = {"range", "len", "zero", "zeros", "routine", "rot", "irot", "np", "math", "abs", "min", "max", "round"}
+RESERVED = {"range", "len", "zero", "zeros", "ancilla", "release", "routine", "rot", "irot", "np", "math", "abs", "min", "max", "round"}
 
 
 def register(entry: Instruction, inverse: Instruction) -> tuple[Callable[..., NoReturn], Callable[..., NoReturn]]:
@@ -62,8 +62,8 @@ def register(entry: Instruction, inverse: Instruction) -> tuple[Callable[..., No
         if e.call_name in RESERVED or e.call_name in USER_FUNCTIONS:
             raise ValueError(f"'{e.call_name}' is a name of the language; call instruction '{e.name}' otherwise")
         if e.is_vector:
-            raise ValueError(f"instruction '{e.name}': vector instructions (operand_ranks) have a syntax of "
-                             "their own and cannot be registered as calls")
+            raise ValueError(f"instruction '{e.name}': vector instructions and whole-array statements "
+                             "(operand_ranks, elementwise) have a syntax of their own and cannot be registered as calls")
         if not e.targets or set(e.roles) - {"target", "expr"}:
             raise ValueError(f"instruction '{e.name}': roles are 'target' or 'expr', with at least one target")
     if entry is not inverse and entry.call_name == inverse.call_name:

@@ -17,6 +17,7 @@ from revdiff.calls import blas_for, run
 from revdiff.compiler.cuda import program_source
 from revdiff.compiler.specialization import PROGRAMS, Specialization
 from revdiff.errors import ReversibilityError
+from revdiff.frontend.arguments import bind
 from revdiff.frontend.check import check_function
 from revdiff.frontend.parse import is_reversible_function, parse_function
 from revdiff.ir.high import CallFn, Function, Index, Instr, Name, Shape, stmt_exprs, walk_expr, walk_stmts
@@ -163,6 +164,12 @@ class ReversibleFunction:
             raise ReversibilityError(f"recursion is not supported in reversible functions: {' -> '.join(names)} "
                                      "calls back into itself; write it as a loop", loc)
         check_function(self.ir, self._callee_modifies, lambda n: len(self._callee(n).params))
+        modified = modified_names(self.ir.body, self._callee_modifies)
+        defaulted = [p for p in self.params if p in self.ir.defaults and p in modified]
+        if defaulted:
+            raise ReversibilityError(f"parameter '{defaulted[0]}' has a default value, so {self.__qualname__} may not "
+                                     "modify it (the default is the same for every call); remove the default or "
+                                     "modify a copy in an ancilla", self.ir.loc)
         self._checked = True
 
     def _call_cycle(self, path: tuple, acyclic: set | None = None):
@@ -250,7 +257,12 @@ class ReversibleFunction:
                     raise ReversibilityError(f"arguments '{self.params[k]}' and '{self.params[j]}' of "
                                              f"{self.__qualname__}() share memory; pass separate arrays")
 
-    def __call__(self, *args: Any) -> tuple:
+    def bind(self, args: tuple, kwargs: dict | None = None) -> tuple:
+        """Every parameter's argument, in order: keywords by name, defaults for those left out."""
+        return bind(self.__qualname__, self.params, self.forward_function.ir.defaults, tuple(args), kwargs or {})
+
+    def __call__(self, *args: Any, **kwargs: Any) -> tuple:
+        args = self.bind(args, kwargs)
         if any(hasattr(a, "__cuda_array_interface__") for a in args):
             return device_call(self, args)
         types = self.argument_types(args)
@@ -284,8 +296,9 @@ class ReversibleFunction:
         """Generated source of ``program`` ("forward", "inverse", "adjoint", "inverse_adjoint", "vjp",
         "inverse_vjp": forward and adjoint fused; "vjp_forward": the forward program as a fused vjp's
         forward half runs it, without the uncomputes its adjoint half repeats),
-        specialised on the types of ``example_args`` (default: every parameter a float64 array or
-        float) and, for Numba, on their sizes (``blas_for``: without example arguments, the version
+        specialised on the types of ``example_args`` (default: float64 arrays where the body indexes a
+        parameter or passes it to a vector instruction, floats otherwise: pass example arguments for the
+        whole arrays a whole-array statement reads) and, for Numba, on their sizes (``blas_for``: without example arguments, the version
         with BLAS branches); or with ``backend="cuda"`` CUDA C device functions for any shapes."""
         if program not in PROGRAMS:
             raise ValueError(f"program must be one of {tuple(PROGRAMS)}, got {program!r}")
@@ -298,7 +311,8 @@ class ReversibleFunction:
         return f.specialize(types, blas_for(example_args) if example_args else True).source(program)
 
     def default_types(self) -> tuple:
-        """float64 for every parameter, arrays where the body indexes them (for ``source()``)."""
+        """float64 for every parameter, arrays where the body indexes them or passes them to a vector
+        instruction (for ``source()``; an operand of a whole-array statement is taken for a number)."""
         ranks: dict = {}
         for s in walk_stmts(self.ir.body):
             if isinstance(s, CallFn):
@@ -306,7 +320,7 @@ class ReversibleFunction:
                 for a, t in zip(s.args, callee_types):
                     if isinstance(a, Name):
                         ranks[a.id] = max(ranks.get(a.id, 0), t.ndim)
-            if isinstance(s, Instr) and INSTRUCTIONS[s.op].is_vector:  # whole arrays as vector operands
+            if isinstance(s, Instr) and INSTRUCTIONS[s.op].operand_ranks:  # whole arrays as vector operands
                 for o, rank in zip(s.operands, INSTRUCTIONS[s.op].operand_ranks):
                     if isinstance(o, Name):
                         ranks[o.id] = max(ranks.get(o.id, 0), rank)

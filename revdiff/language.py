@@ -33,6 +33,17 @@ def zeros(shape: Any, dtype: Any = float) -> NoReturn:
     _outside("zeros")
 
 
+def ancilla(value: Any) -> NoReturn:
+    """Allocate an ancilla holding a copy of ``value``: ``t = ancilla(x * 2.0)``, ``v = ancilla(x[:])``
+    (an array, as a view); ``release(t, x * 2.0)`` deallocates it."""
+    _outside("ancilla")
+
+
+def release(name: Any, value: Any) -> NoReturn:
+    """Deallocate an ancilla made by ``ancilla(value)``, checking that it still equals ``value``."""
+    _outside("release")
+
+
 class _Routine:
     """``with routine:`` opens a compute block; a later ``~routine`` runs its inverse."""
 

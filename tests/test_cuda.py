@@ -1,6 +1,7 @@
 """The CUDA backend without a GPU: every program's kernels compile with NVRTC (sm_90 and sm_80),
 and the very kernel source, compiled as host C++ and run one thread after another, agrees with
 the Numba backend (forward, inverse and both adjoints). GPU tests run only where a GPU is."""
+import math
 import shutil
 import subprocess
 
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 
 import revdiff
+from revdiff import ancilla, release
 from revdiff.backends.cuda import launch
 from revdiff.compiler import cuda as kernels
 from revdiff import programs as P
@@ -36,6 +38,24 @@ def vector_case(program, m, n, dtype, out_len):
                                      rand((B, m, n), dtype), rand((B, m), dtype))
 
 
+@revdiff.reversible
+def special_functions(y, x):
+    for i in range(x.shape[0]):
+        y[i] += np.arcsin(x[i]) + np.arccos(x[i]) + np.arctanh(x[i]) + np.arcsinh(x[i]) + np.arccosh(x[i] + 2.0)
+        y[i] += np.log1p(x[i]) + np.expm1(x[i]) + np.log2(x[i] + 2.0) + np.log10(x[i] + 2.0)
+        y[i] += math.erf(x[i]) + math.erfc(x[i]) + np.sqrt(x[i] + 1.0) + np.log(x[i] + 1.5)
+
+
+@revdiff.reversible
+def whole_arrays(y, Y, x, A, w):
+    y[:] += x * np.sin(w)
+    Y[1:, :] -= A[:-1, :] * 0.5 + 1.0
+    y[:] *= w * w + 1.0
+    t = ancilla(x[:])
+    y[:] /= t * t + 2.0
+    release(t, x[:])
+
+
 CASES = {
     "cgs2": lambda: qr_case(P.cgs2, 6, 4, np.float64),
     "cgs2 wide complex": lambda: qr_case(P.cgs2, 3, 5, np.complex128),
@@ -53,6 +73,9 @@ CASES = {
     "nbody_final_energy": lambda: (L.nbody_final_energy, ("E", "x", "v"),
                                    (np.zeros(B), rand((B, 3, 3)), 0.1 * rand((B, 3, 3)), np.ones(3), 1.0, 0.1,
                                     1e-3, 5)),
+    "special_functions": lambda: (special_functions, ("y", "x"), (np.zeros((B, 5)), rng.uniform(-0.9, 0.9, (B, 5)))),
+    "whole_arrays": lambda: (whole_arrays, ("y", "Y", "x", "A", "w"), (rand((B, 5)), rand((B, 3, 4)), rand((B, 5)),
+                                                                    rand((B, 3, 4)), rand((B, 5)))),
     "chain_leapfrog": lambda: (L.chain_leapfrog, ("x", "v"), (rand((B, 6)), rand((B, 6)), 1.0, 1.0, 0.01, 7)),
 }
 

@@ -22,8 +22,10 @@ N = 4  # length of the array parameter a
 _counter = itertools.count()
 _tmpdir = Path(tempfile.mkdtemp(prefix="revdiff_random_"))
 
-PRELUDE = """import numpy as np
-from revdiff import reversible, rot, routine, zero, zeros
+PRELUDE = """import math
+
+import numpy as np
+from revdiff import ancilla, release, reversible, rot, routine, zero, zeros
 
 
 @reversible(backend="{backend}")
@@ -42,13 +44,17 @@ def expression(draw, avoid: frozenset, depth: int = 0):
     leaf = st.sampled_from(leaves + ["0.5", "1.25"]) if leaves else st.just("0.75")
     if depth >= 2 or draw(st.booleans()):
         return draw(leaf)
-    kind = draw(st.sampled_from(["+", "*", "sin", "cos", "tanh", "exp"]))
+    kind = draw(st.sampled_from(["+", "*", "sin", "cos", "tanh", "exp", "arcsin", "log1p", "erf", "arcsinh"]))
     a = draw(expression(avoid, depth + 1))
     if kind in "+*":
         b = draw(expression(avoid, depth + 1))
         return f"({a} {kind} {b})"
     if kind == "exp":
         return f"np.exp(np.sin({a}))"
+    if kind in ("arcsin", "log1p"):  # arguments inside the domain, away from its edges
+        return f"np.{kind}(0.5 * np.tanh({a}))"
+    if kind == "erf":
+        return f"math.erf({a})"
     return f"np.{kind}({a})"
 
 
@@ -58,7 +64,7 @@ def targets():
 
 @st.composite
 def statement(draw, depth: int, ancillas: tuple):
-    choices = ["add", "sub", "mul", "div", "swap", "neg", "rot"]
+    choices = ["add", "sub", "mul", "div", "swap", "neg", "rot", "whole", "scale_whole", "copy", "copy_whole"]
     if depth < 2:
         choices += ["for", "if", "ifpost", "routine", "call", "invcall"]
     kind = draw(st.sampled_from(choices))
@@ -76,6 +82,21 @@ def statement(draw, depth: int, ancillas: tuple):
         return [f"rot({t}, {u}, {draw(expression(frozenset({t, u})))})"]
     if kind == "neg":
         return [f"{t} = -{t}"]
+    not_a = frozenset(["a"] + [f"a[{k}]" for k in range(N)])
+    if kind == "whole":  # a whole-array update by an expression of the scalars (it may not read a)
+        view = draw(st.sampled_from(["a[:]", "a[1:]", "a[:-1]", f"a[1:{N - 1}]"]))
+        return [f"{view} {draw(st.sampled_from(['+=', '-=']))} {draw(expression(not_a))}"]
+    if kind == "scale_whole":
+        op = draw(st.sampled_from(["*=", "/="]))
+        return [f"a[:] {op} (1.0 + 0.25 * np.sin({draw(expression(not_a))}))"]
+    if kind == "copy":  # an ancilla holding a value the statement between never changes
+        name, value = f"c{depth}_{len(ancillas)}", draw(expression(frozenset({t})))
+        return [f"{name} = ancilla({value})", f"{t} += {name} * 0.5", f"release({name}, {value})"]
+    if kind == "copy_whole":
+        name = f"v{depth}_{len(ancillas)}"
+        u = draw(st.sampled_from(SCALARS))
+        return [f"{name} = ancilla(a[:])", f"{u} += {name}[{draw(st.integers(0, N - 1))}] * 0.5",
+                f"release({name}, a[:])"]
     if kind == "for":
         var = f"i{depth}"
         start, stop, step = draw(st.sampled_from([(0, N, 1), (1, N, 2), (N - 1, -1, -1), (0, N, 3), (2, 2, 1)]))

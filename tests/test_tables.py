@@ -6,6 +6,7 @@ their lowered programs, so a new table entry without an example here fails ``tes
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -90,6 +91,16 @@ def dots_and_axpy(s, x, y, w, a, b):
     y[:] -= b * w[:]
 
 
+@reversible
+def whole_arrays(y, Y, x, A, w):
+    y[:] += x * np.sin(x)
+    y[1:] -= w[:-1] * 0.5 + 1.0
+    Y[:, :] *= A * A + 1.0
+    Y[1:, :] /= A[:-1, :] * A[:-1, :] + 2.0
+    y[:] *= w * w + 1.0
+    y[:] /= 2.0
+
+
 INSTRUCTION_EXAMPLES = {
     "add_sub_mul_div": (add_sub_mul_div, lambda c: (_scalar(c), _scalar(c)), True),
     "negate_and_swap": (negate_and_swap, lambda c: (_scalar(c), _scalar(c)), True),
@@ -101,6 +112,8 @@ INSTRUCTION_EXAMPLES = {
                                                 _matrix(3, 2, c), _matrix(3, 2, c), _matrix(4, 2, c)), True),
     "dots_and_axpy": (dots_and_axpy, lambda c: (_scalar(c), _vector(5, c), _vector(5, c), _vector(5, c),
                                                 _scalar(c), _scalar(c)), True),
+    "whole_arrays": (whole_arrays, lambda c: (_vector(5, c), _matrix(3, 4, c), _vector(5, c), _matrix(3, 4, c),
+                                              _vector(5, c)), True),
 }
 
 # ----------------------------------------------------------------------------- functions
@@ -134,6 +147,12 @@ def elementary(y, x):
 
 
 @reversible
+def inverse_and_special(y, x, z):
+    y += np.arcsin(x) + np.arccos(x) + np.arctanh(x) + np.arcsinh(x) + np.arccosh(z)
+    y += np.log1p(x) + np.expm1(x) + np.log2(z) + np.log10(z) + math.erf(x) + math.erfc(x)
+
+
+@reversible
 def real_valued(y, x, z):
     y += np.arctan2(x, z) + np.hypot(x, z)
     y += abs(x - 0.1) + min(x, z) + max(x, z)
@@ -155,6 +174,8 @@ FUNCTION_EXAMPLES = {
     "integer_valued": (integer_valued, lambda c: (_scalar(False), 0.37, 4, 11), False),
     "elementary": (elementary, lambda c: (_scalar(c), _scalar(c)), True),
     "real_valued": (real_valued, lambda c: (_scalar(False), 0.42, 0.77), False),
+    "inverse_and_special": (inverse_and_special, lambda c: (_scalar(False), _scalar(False), _scalar(False, 1.2, 3.0)),
+                            False),
     "complex_parts": (complex_parts, lambda c: (_scalar(True), _scalar(True)), False),
     "strided_loop": (strided_loop, lambda c: (_scalar(c), _vector(7, c)), True),
 }

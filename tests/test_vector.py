@@ -396,20 +396,20 @@ def test_step_slices_are_refused():
     assert_error(e, "vector_step", "slices of step 1")
 
 
-def test_views_are_updated_only_by_add_and_sub():
+def test_views_are_updated_only_by_add_sub_mul_and_div():
     with pytest.raises(ReversibilityError) as e:
         @reversible
         def f(y):
-            y[:] *= 2.0  # E:vector_scale
-    assert_error(e, "vector_scale", "only with += and -=")
+            y[:] %= 2.0  # E:vector_scale
+    assert_error(e, "vector_scale", "updated with +=, -=, *= and /=")
 
 
-def test_unknown_vector_expression():
+def test_a_whole_array_expression_may_not_read_its_target():
     with pytest.raises(ReversibilityError) as e:
         @reversible
         def f(y, x):
-            y[:] += np.sin(x)  # E:vector_expression
-    assert_error(e, "vector_expression", "y += A @ x, y += a * x or y += x", "np.sin(x)")
+            y[1:] += np.sin(y[:-1]) * x  # E:vector_expression
+    assert_error(e, "vector_expression", "'y' is both updated and read by 'view += e'")
 
 
 def test_dot_into_a_view():

@@ -56,7 +56,8 @@ class Specialization:
         self.options = dataclasses.replace(rf.options, blas=blas)
         self.func = rf.ir
         callees = sorted((name, obj.forward_function.__qualname__, _source_text(obj.forward_function),
-                          sorted(obj.forward_function.ir.constants.items()))
+                          sorted(obj.forward_function.ir.constants.items()),
+                          sorted(obj.forward_function.ir.defaults.items()))  # compiled into the calls
                          for name, obj in rf.ir.globals_names.items())
         text = repr((rf.ir.loc.filename, rf.__qualname__, rf.ir.loc.line, _source_text(rf),
                      sorted(rf.ir.constants.items()), callees, types,

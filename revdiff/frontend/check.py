@@ -92,6 +92,8 @@ class Checker:
                         raise ReversibilityError("an ancilla's shape must not depend on modified values", s.loc)
             if s.dtype.like is not None:
                 self.use({s.dtype.like}, scope, s.loc)
+            if s.value is not None:
+                self.use(names_read(s.value), scope, s.loc)
         elif isinstance(s, For):
             bounds = set().union(*(names_read(e) for e in (s.start, s.stop, s.step)))
             self.use(bounds, scope, s.loc)
@@ -169,7 +171,9 @@ class Checker:
     def call(self, s: CallFn, scope: dict, loop_vars: set) -> None:
         arity = self.callee_arity(s.callee)
         if arity != len(s.args):
-            raise ReversibilityError(f"'{s.callee}' takes {arity} argument(s), got {len(s.args)}", s.loc)
+            hint = (f"; default values and keywords are bound where '{s.callee}' is defined before its caller"
+                    if len(s.args) < arity else "")
+            raise ReversibilityError(f"'{s.callee}' takes {arity} argument(s), got {len(s.args)}{hint}", s.loc)
         positions = self.callee_modifies(s.callee)
         for k, a in enumerate(s.args):
             self.use(names_read(a), scope, s.loc)

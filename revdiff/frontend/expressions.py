@@ -29,6 +29,7 @@ class ExpressionParser:
         self.local_names = local_names
         self.globals = fn_globals
         self.constants: dict = {}  # global or closure numbers read, by name: their values are compiled in
+        self.views_allowed = False  # inside the expression of a whole-array statement
 
     # -------------------------------------------------------------- helpers
 
@@ -86,6 +87,12 @@ class ExpressionParser:
             return Const(value.item() if isinstance(value, np.generic) else value)
         if value is None:
             raise self.error(node, f"name '{node.id}' is not defined: not a parameter, local or global constant")
+        if getattr(value, "__revdiff_reversible__", False) is True:
+            raise self.error(node, f"'{node.id}' is a reversible function, not a value: call it as a statement, "
+                                   f"{node.id}(...) or ~{node.id}(...); functions cannot be passed or stored")
+        if callable(value):
+            raise self.error(node, f"'{node.id}' is a function, not a value: call it on numbers ({node.id}(x)); "
+                                   "functions cannot be passed or stored in a reversible function")
         raise self.error(node, f"name '{node.id}' refers to a {type(value).__name__}, not a number; "
                                "only numeric globals can be read in a reversible function")
 
@@ -96,6 +103,9 @@ class ExpressionParser:
             return Call(node.attr, (self.convert(node.value),))
         if node.attr == "shape":
             raise self.error(node, "use a.shape[k] (or 'm, n = a.shape') to read a shape")
+        if self._is_math_module(node.value) and node.attr in USER_FUNCTIONS:
+            raise self.error(node, f"{ast.unparse(node)} is a function, not a value: call it on numbers "
+                                   f"({ast.unparse(node)}(x)); functions cannot be passed or stored")
         raise self.error(node, f"attribute '.{node.attr}' is not allowed in an expression")
 
     def _Subscript(self, node, allow_slices=False):
@@ -109,16 +119,31 @@ class ExpressionParser:
             raise self.error(node, "only variables can be indexed (write a[i, j], not an expression)")
         elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         indices = []
-        for elt in elts:
-            if isinstance(elt, ast.Slice):
-                if not allow_slices:
-                    raise self.error(node, "array slices are allowed only as arguments of calls to "
-                                           "reversible functions; index single elements here")
-                indices.append(Slice(*(None if x is None else self.convert(x)
-                                       for x in (elt.lower, elt.upper, elt.step))))
-            else:
-                indices.append(self.convert(elt))
+        views, self.views_allowed = self.views_allowed, False  # an index is a number
+        try:
+            for elt in elts:
+                if isinstance(elt, ast.Slice):
+                    if not (allow_slices or views):
+                        raise self.error(node, "array slices are allowed in whole-array statements (y[:] += "
+                                               "x[1:] * 2.0) and as arguments of calls to reversible functions; "
+                                               "index single elements here")
+                    if views and elt.step is not None:
+                        raise self.error(node, "whole-array statements take slices of step 1 (a:b), not a:b:step")
+                    indices.append(Slice(*(None if x is None else self.convert(x)
+                                           for x in (elt.lower, elt.upper, elt.step))))
+                else:
+                    indices.append(self.convert(elt))
+        finally:
+            self.views_allowed = views
         return Index(value.id, tuple(indices))
+
+    def convert_elementwise(self, node: ast.AST):
+        """The expression of a whole-array statement, where arrays and views stand for their elements."""
+        self.views_allowed = True
+        try:
+            return self.convert(node)
+        finally:
+            self.views_allowed = False
 
     def _BinOp(self, node):
         op = _BINOPS.get(type(node.op))

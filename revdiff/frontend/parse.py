@@ -9,14 +9,17 @@ from __future__ import annotations
 import ast
 
 from revdiff.errors import ReversibilityError
+from revdiff.frontend.arguments import bind, default_value
 from revdiff.frontend.expressions import ExpressionParser
 from revdiff.frontend.source import SourceMap, function_ast
-from revdiff.frontend.vector import VectorParser
+from revdiff.frontend.vector import VectorParser, is_view_syntax
 from revdiff.ir import high as ir
-from revdiff.ir.high import (Alloc, Bind, CallFn, Compute, Const, Dealloc, DType, For, If, Instr, Uncompute,
-                             While)
+from revdiff.ir import views as V
+from revdiff.ir.high import (Alloc, Bind, CallFn, Compute, Const, Dealloc, DType, For, If, Index, Instr, Name,
+                             Slice, Uncompute, While)
 from revdiff.ir.types import kind_of_dtype
 from revdiff.primitives import AUGMENTED, INSTRUCTIONS, called
+from revdiff.primitives.elementwise import ELEMENTWISE
 
 _UNSUPPORTED = {
     "Return": "'return' is not allowed: a reversible function returns all its parameters itself",
@@ -67,20 +70,30 @@ class Parser:
 
     def _params(self, node: ast.FunctionDef) -> list:
         a = node.args
-        if a.vararg or a.kwarg or a.kwonlyargs or a.defaults or a.kw_defaults or a.posonlyargs:
-            raise self.smap.error(node, "parameters of a reversible function must be plain positional "
-                                        "names (no defaults, *args, **kwargs or keyword-only)")
+        if a.vararg or a.kwarg or a.kwonlyargs or a.kw_defaults or a.posonlyargs:
+            raise self.smap.error(node, "parameters of a reversible function must be positional names, "
+                                        "with default values or not (no *args, **kwargs or keyword-only)")
         names = [p.arg for p in a.args]
         if not names:
             raise self.smap.error(node, "a reversible function needs at least one parameter: its state")
         return names
+
+    def _defaults(self, node: ast.FunctionDef) -> dict:
+        """Parameter -> its default value: numbers only (``frontend/arguments.py``)."""
+        values = self.fn.__defaults__ or ()
+        names = self.params[len(self.params) - len(values):]
+        for name, value, expr in zip(names, values, node.args.defaults):
+            if not default_value(value):
+                raise self.smap.error(expr, f"the default value of '{name}' must be a number (bool, int, float, "
+                                            f"complex or a NumPy scalar), not {type(value).__name__}")
+        return dict(zip(names, values))
 
     # ---------------------------------------------------------------- blocks
 
     def parse(self) -> ir.Function:
         body = self.block(self.node.body)
         return ir.Function(self.node.name, self.params, body, self.smap.loc(self.node), self.callees,
-                           dict(self.expr.constants))
+                           dict(self.expr.constants), self._defaults(self.node))
 
     def block(self, stmts: list) -> list:
         out: list = []
@@ -169,7 +182,7 @@ class Parser:
                 and all(isinstance(e, ast.Name) for e in elts):
             return [Bind(loc, e.id, ir.Shape(value.value.id, k)) for k, e in enumerate(elts)]
         raise self.error(s, "tuple assignment is allowed only as a swap 'a, b = b, a' or as "
-                            "'m, n = A.shape'")
+                            "'m, n = A.shape'; update each variable in a statement of its own (a += x, then b += y)")
 
     def _allocation(self, s, name: str, value: ast.AST):
         loc = self.smap.loc(s)
@@ -177,8 +190,9 @@ class Parser:
                 and value.value == 0:
             kinds = {bool: "bool", int: "int", float: "float", complex: "complex"}
             return Alloc(loc, name, None, DType(kind=kinds[type(value.value)]))
-        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
-                value.func.id in ("zero", "zeros") and value.func.id not in self.expr.local_names:
+        if self._language_call(value, "ancilla"):
+            return self._valued_ancilla(s, name, value)
+        if self._language_call(value, "zero") or self._language_call(value, "zeros"):
             args = list(value.args)
             kw = {k.arg: k.value for k in value.keywords}
             if value.func.id == "zero":
@@ -194,6 +208,41 @@ class Parser:
             dtype = self._dtype(args[1] if len(args) > 1 else kw.get("dtype"), s)
             return Alloc(loc, name, shape, dtype)
         return None
+
+    def _language_call(self, node: ast.AST, name: str) -> bool:
+        return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name \
+            and name not in self.expr.local_names
+
+    def _copy(self, s, name: str, node: ast.Call, what: str) -> tuple:
+        """(target, copied value, the instructions by operator) of ``ancilla(e)`` / ``release(t, e)``:
+        ``add`` for a number, ``elementwise_add`` for a view (one slice or index per axis)."""
+        if node.keywords or len(node.args) != 1:
+            raise self.error(s, f"{what} takes one value: a number or an expression, or an array view x[:]")
+        value = node.args[0]
+        if is_view_syntax(value):
+            view = self.expr.convert_elementwise(value)
+            written = value.slice.elts if isinstance(value.slice, ast.Tuple) else [value.slice]
+            target = Index(name, tuple(Slice() for e in written if isinstance(e, ast.Slice)))
+            return target, view, ELEMENTWISE
+        return Name(name), self.expr.convert(value), {"add": "add", "sub": "sub"}
+
+    def _valued_ancilla(self, s, name: str, call: ast.Call) -> list:
+        """``t = ancilla(e)``: a zero ancilla of e's type (or view's shape), then ``t += e``."""
+        loc = self.smap.loc(s)
+        target, value, ops = self._copy(s, name, call, "ancilla()")
+        if isinstance(target, Name):
+            return [Alloc(loc, name, None, DType(kind="float"), value), Instr(loc, ops["add"], (target, value))]
+        shape = tuple(V.lengths(value, len(value.indices)))  # every axis written (checked at the first call)
+        return [Alloc(loc, name, shape, DType(like=V.base(value)), value), Instr(loc, ops["add"], (target, value))]
+
+    def _release(self, s: ast.Expr, call: ast.Call) -> list:
+        """``release(t, e)``: ``t -= e``, then ``t`` deallocated (checked zero): the inverse of ancilla(e)."""
+        if len(call.args) != 2 or call.keywords or not isinstance(call.args[0], ast.Name):
+            raise self.error(s, "release(t, e) takes the ancilla and the value it was allocated with")
+        name = call.args[0].id
+        loc = self.smap.loc(s)
+        target, value, ops = self._copy(s, name, ast.Call(call.func, call.args[1:], []), "release(t, e)")
+        return [Instr(loc, ops["sub"], (target, value)), Dealloc(loc, name, value)]
 
     def _dtype(self, node, s) -> DType:
         if node is None:
@@ -229,10 +278,14 @@ class Parser:
             raise self.error(s, "an expression on its own does nothing; statements are updates "
                                 "(+=, -=, *=, /=, ^=), swaps, calls and control flow")
         func = value.func
-        if value.keywords:
-            raise self.error(s, "keyword arguments are not allowed in calls of reversible functions")
+        if self._language_call(value, "release"):
+            if inverse:
+                raise self.error(s, "release(t, e) has no '~': its inverse is the ancilla(e) it undoes")
+            return self._release(s, value)
         entry = called(func.id) if isinstance(func, ast.Name) and func.id not in self.expr.local_names else None
         if entry is not None:
+            if value.keywords:
+                raise self.error(s, f"the instruction {entry.syntax} takes no keyword arguments")
             if is_reversible_function(self.expr._global(func.id)):
                 raise self.error(s, f"'{func.id}' is both the instruction {entry.syntax} and a reversible "
                                     "function of this module; rename the function")
@@ -252,19 +305,41 @@ class Parser:
                                 "an update such as y += f(x))")
         if obj is not None:
             self.callees[func.id] = obj
-        args = tuple(self.expr.convert(a, allow_slices=True) if isinstance(a, ast.Subscript)
-                     else self.expr.convert(a) for a in value.args)
-        return CallFn(self.smap.loc(s), func.id, args, inverse)
+        return CallFn(self.smap.loc(s), func.id, self._call_arguments(s, func.id, obj, value), inverse)
+
+    def _call_arguments(self, s: ast.stmt, name: str, callee, call: ast.Call) -> tuple:
+        """The arguments of a call of reversible function ``callee`` in parameter order: keywords
+        bound by name and left-out parameters given their default values (``frontend/arguments.py``)."""
+        if any(k.arg is None for k in call.keywords):
+            raise self.error(s, f"'**' arguments cannot be passed to '{name}': name each keyword")
+        if call.keywords and callee is None:
+            raise self.error(s, f"keyword arguments in a call of '{name}' need '{name}' defined before this "
+                                "function (its parameter names are read here)")
+        if callee is None:  # defined later: positional arguments, checked against it when it is
+            return tuple(self._argument(a) for a in call.args)
+        defaults = callee.forward_function.ir.defaults
+        try:
+            nodes = bind(name, callee.params, {p: None for p in defaults}, tuple(call.args),
+                         {k.arg: k.value for k in call.keywords})
+        except TypeError as exc:
+            raise self.error(s, str(exc)) from None
+        return tuple(Const(_number(defaults[p])) if a is None else self._argument(a)
+                     for p, a in zip(callee.params, nodes))
+
+    def _argument(self, a: ast.expr):
+        return self.expr.convert(a, allow_slices=True) if isinstance(a, ast.Subscript) else self.expr.convert(a)
 
     def _For(self, s: ast.For):
         if s.orelse:
             raise self.error(s, "'for ... else' is not allowed")
         if not isinstance(s.target, ast.Name):
-            raise self.error(s, "the loop variable must be a single name")
+            raise self.error(s, "the loop variable must be a single name: loop over indices, "
+                                "'for i in range(len(x)):', and read x[i]")
         it = s.iter
         if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
                 and 1 <= len(it.args) <= 3 and not it.keywords):
-            raise self.error(s, "loops must run over range(stop), range(start, stop) or range(start, stop, step)")
+            raise self.error(s, "loops must run over range(stop), range(start, stop) or range(start, stop, step); "
+                                "for the elements of an array x write 'for i in range(len(x)):' and read x[i]")
         args = [self.expr.convert(a) for a in it.args]
         start, stop, step = (Const(0), args[0], Const(1)) if len(args) == 1 else \
             (args[0], args[1], args[2] if len(args) == 3 else Const(1))
@@ -327,3 +402,8 @@ def parse_function(fn) -> ir.Function:
     node, smap = function_ast(fn)
     parser = Parser(fn, node, smap)
     return parser.parse()
+
+
+def _number(value):
+    """A default value as the constant compiled into calls (a NumPy scalar as its Python number)."""
+    return value.item() if hasattr(value, "item") and not isinstance(value, (bool, int, float, complex)) else value

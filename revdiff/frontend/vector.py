@@ -1,9 +1,10 @@
-"""Parse the vector updates of the language into vector instructions (``primitives/vector.py``):
+"""Parse the updates of array views: vector instructions (``primitives/vector.py``) and whole-array
+statements (``primitives/elementwise.py``):
 
     y[a:b] += A[a:b, c:d] @ x[c:d]      y -= A.T @ x      y += A.conj().T @ x  (or np.conj(A).T)
     Y[a:b, c:d] += A @ B                Y[:, :] -= A.T @ B  (a target written with two slices)
     s += np.dot(x, y)    s -= np.vdot(x, y)    s += x @ y   (s a number: an element or a scalar)
-    y[a:b] += alpha * x[c:d]            y[:] -= x
+    y[a:b] += x[c:d] * np.sin(z)        Y[:, :] *= A * A + 1.0     y[:] /= w   (whole arrays)
 
 Operands are whole arrays or views written with slices of step 1.
 """
@@ -11,13 +12,15 @@ from __future__ import annotations
 
 import ast
 
-from revdiff.ir.high import Const, Index, Instr, Name, Slice
-from revdiff.primitives.vector import AXPY, DOT, MATMAT, MATVEC
+from revdiff.ir.high import Index, Instr, Name, Slice
+from revdiff.primitives.elementwise import ELEMENTWISE
+from revdiff.primitives.vector import DOT, MATMAT, MATVEC
 
 _UPDATES = {"Add": "add", "Sub": "sub"}
+_SCALINGS = {"Mult": "mul", "Div": "div"}
 
 
-def _is_view_syntax(node: ast.AST) -> bool:
+def is_view_syntax(node: ast.AST) -> bool:
     """``x[...]`` with at least one slice."""
     if not isinstance(node, ast.Subscript):
         return False
@@ -41,16 +44,6 @@ def _scalar_ancillas(fn_node: ast.FunctionDef) -> set:
                 and node.value.func.id == "zero":
             out.add(node.targets[0].id)
     return out
-
-
-def _scale_and_vector(left: ast.AST, right: ast.AST) -> tuple:
-    """Which factor of ``a * x`` is the vector: the sliced one, else a variable, else the right one."""
-    for test in (_is_view_syntax, lambda n: isinstance(n, (ast.Name, ast.Subscript))):
-        if test(right):
-            return left, right
-        if test(left):
-            return right, left
-    return left, right
 
 
 class VectorParser:
@@ -95,19 +88,22 @@ class VectorParser:
     def is_number_target(self, node: ast.AST) -> bool:
         if isinstance(node, ast.Name):
             return node.id in self.scalars
-        return isinstance(node, ast.Subscript) and not _is_view_syntax(node)
+        return isinstance(node, ast.Subscript) and not is_view_syntax(node)
 
     def update(self, s: ast.AugAssign):
-        """The vector instruction of ``s``, or None when ``s`` is a scalar update."""
+        """The vector instruction or whole-array statement of ``s``, or None for a scalar update."""
         op = _UPDATES.get(type(s.op).__name__)
-        target_view = _is_view_syntax(s.target)
+        target_view = is_view_syntax(s.target)
         value = s.value
-        if op is None:
-            if target_view:
-                raise self.error(s, "array views are updated only with += and -= (y += A @ x, y += a * x, "
-                                    "y += x); scale elements one by one")
-            return None
         loc = self.parser.smap.loc(s)
+        if op is None:
+            if not target_view:
+                return None
+            scaling = _SCALINGS.get(type(s.op).__name__)
+            if scaling is None:
+                raise self.error(s, "array views are updated with +=, -=, *= and /= (y[:] += A @ x, "
+                                    "y[:] *= w); other operators element by element")
+            return Instr(loc, ELEMENTWISE[scaling], (self.target_view(s.target), self.expr.convert_elementwise(value)))
         dot = self.numpy_call(value, ("dot", "vdot"))
         if dot is not None:
             if len(value.args) != 2 or value.keywords:
@@ -127,14 +123,7 @@ class VectorParser:
             return Instr(loc, MATVEC[form][op], (self.target_view(s.target), left, right))
         if not target_view:
             return None
-        if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mult):
-            scale, vec = _scale_and_vector(value.left, value.right)
-            return Instr(loc, AXPY[op], (self.target_view(s.target), self.expr.convert(scale),
-                                         self.view(vec, "x of y += a * x")))
-        if isinstance(value, (ast.Name, ast.Subscript)):
-            return Instr(loc, AXPY[op], (self.target_view(s.target), Const(1), self.view(value, "x of y += x")))
-        raise self.error(s, f"an array view is updated with y += A @ x, y += a * x or y += x, not with "
-                            f"'{ast.unparse(value)}'")
+        return Instr(loc, ELEMENTWISE[op], (self.target_view(s.target), self.expr.convert_elementwise(value)))
 
     def target_view(self, node: ast.AST):
         v = self.view(node, "the target of a vector update")

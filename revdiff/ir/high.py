@@ -230,11 +230,13 @@ class Alloc(Stmt):
     name: str
     shape: "tuple | None"  # None: a scalar ancilla
     dtype: DType
+    value: "Expr | None" = None  # ``t = ancilla(e)``: the number or array view it starts as a copy of
 
 
 @dataclass
 class Dealloc(Stmt):
     name: str
+    value: "Expr | None" = None  # ``release(t, e)``: what it was a copy of (its check's message)
 
 
 @dataclass
@@ -263,6 +265,7 @@ class Function:
     loc: SourceLocation
     globals_names: dict = field(default_factory=dict)  # name used in calls -> resolved object
     constants: dict = field(default_factory=dict)  # global or closure name -> the number compiled in
+    defaults: dict = field(default_factory=dict)  # parameter -> its default value (a number)
 
 
 def stmt_exprs(s: Stmt) -> Iterator[Expr]:

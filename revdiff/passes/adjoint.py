@@ -162,7 +162,7 @@ class AdjointLowerer(Lowerer):
 
     def _adjoint_Alloc(self, s: Alloc) -> None:
         if id(s) not in self._unchecked:
-            self.check_zero(s.name)  # the value ancilla is back to zero; its gradient is dropped
+            self.check_zero(s.name, s.value)  # the value ancilla is back to zero; its gradient is dropped
 
     def _adjoint_Dealloc(self, s: Dealloc) -> None:
         alloc = self._allocs[s.name]
@@ -221,7 +221,7 @@ class AdjointLowerer(Lowerer):
 def undo_is_a_matrix_product(s: Instr) -> bool:
     """Matrix-vector and matrix-matrix products: the undos worth leaving out."""
     entry = INSTRUCTIONS[s.op]
-    return entry.is_vector and 2 in entry.operand_ranks
+    return entry.operand_ranks is not None and 2 in entry.operand_ranks
 
 
 def _both(guard, cond):

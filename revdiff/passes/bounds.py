@@ -1,6 +1,8 @@
-"""Index and division checks of generated code: for each low-level statement, the condition under
-which every integer index it evaluates lies inside its array (Python's range, -size <= i < size),
-and the divisors of its divisions (``/``, ``//``, ``%``) that must not be zero.
+"""Index, division and domain checks of generated code: for each low-level statement, the condition
+under which every integer index it evaluates lies inside its array (Python's range, -size <= i <
+size), the divisors of its divisions (``/``, ``//``, ``%``) that must not be zero, and the real
+arguments of functions defined on part of the line (``log``, ``sqrt``, ``asin``, ...: their table
+entry's ``domain``).
 
 Revdiff compiles without Numba's bounds checks and emits these instead, so that an out-of-range
 index names the user's line, and so that the loops of vector instructions, whose views are checked
@@ -10,16 +12,26 @@ once before the loop, run without a check per element. An index read only under 
 from __future__ import annotations
 
 from revdiff.ir import algebra as A
-from revdiff.ir.high import BinOp, BoolOp, Compare, Const, Index, Select, Shape, Slice, Unary, children
+from revdiff.ir.high import BinOp, BoolOp, Call, Compare, Const, Index, Select, Shape, Slice, Unary, children
 from revdiff.ir.low import Assign, AugAssign, Branch, Invoke, Local, Loop, Repeat
 from revdiff.primitives.functions import FUNCTIONS
 
 
 def index_conditions(stmt) -> list:
     """(condition, element access, axis) for every integer index ``stmt`` itself evaluates."""
+    return _index_conditions(_own_exprs(stmt), lambda n: isinstance(n, Index))
+
+
+def element_conditions(exprs) -> list:
+    """(condition, element, axis) for every integer index of the single elements (``a[k]``, not
+    views) that ``exprs`` read, under the conditions they are read under."""
+    return _index_conditions(exprs, lambda n: isinstance(n, Index) and not any(isinstance(i, Slice) for i in n.indices))
+
+
+def _index_conditions(exprs, wanted) -> list:
     out, seen = [], set()
-    for e in _own_exprs(stmt):
-        for node, guard in _guarded(e, None, lambda n: isinstance(n, Index)):
+    for e in exprs:
+        for node, guard in _guarded(e, None, wanted):
             if (node, guard) in seen:
                 continue
             seen.add((node, guard))
@@ -47,6 +59,37 @@ def division_conditions(stmt) -> list:
                 seen.add(ok)
                 out.append((ok, node.right))
     return out
+
+
+def domain_conditions(stmt, kind_of) -> list:
+    """(condition, call, what the domain is) for every call ``stmt`` itself evaluates of a function with
+    a domain, on a real argument (``kind_of``: an expression's kind): outside it NumPy returns NaN or
+    an infinity with a warning, and Python's math module raises ValueError, as generated code does."""
+    out, seen = [], set()
+    for e in _own_exprs(stmt):
+        for node, guard in _guarded(e, None, _has_domain):
+            args = node.args if isinstance(node, Call) else (node.left, node.right)
+            kinds = {kind_of(a) for a in args}
+            if "complex" in kinds or kinds <= {"int", "bool"}:  # integer powers stay integers
+                continue
+            found = FUNCTIONS[_function(node)].domain(*args)
+            if found is None:
+                continue
+            ok, text = found
+            if guard is not None:
+                ok = BoolOp("or", (Unary("not", guard), ok))
+            if ok not in seen:
+                seen.add(ok)
+                out.append((ok, node, text))
+    return out
+
+
+def _function(e) -> str:
+    return e.fn if isinstance(e, Call) else e.op
+
+
+def _has_domain(e) -> bool:
+    return isinstance(e, (Call, BinOp)) and FUNCTIONS[_function(e)].domain is not None
 
 
 def _is_division(e) -> bool:

@@ -14,8 +14,10 @@ import numpy as np
 from revdiff.errors import ReversibilityError
 from revdiff.ir.high import (Alloc, Bind, BinOp, BoolOp, Call, CallFn, Compare, Compute, Const, For, Function,
                              If, Index, Instr, Name, Select, Shape, Slice, Unary, Uncompute, While, children)
+from revdiff.ir import views as V
 from revdiff.ir.types import KINDS, VarType, dtype_for, join
 from revdiff.primitives import FUNCTIONS, INSTRUCTIONS
+from revdiff.primitives.elementwise import array_operands, at, view_rank
 from revdiff.primitives.printer import expr_source
 
 
@@ -82,7 +84,11 @@ def expr_type(e, env: TypeEnv, loc) -> VarType:
     else:
         raise TypeError(e)
     kinds = tuple(_scalar(a, env, loc).kind for a in args)
-    kind = FUNCTIONS[e.op if isinstance(e, BinOp) else e.fn].result_kind(kinds)
+    fn = FUNCTIONS[e.op if isinstance(e, BinOp) else e.fn]
+    if fn.real_only and "complex" in kinds:
+        raise ReversibilityError(f"{fn.name} takes real arguments, not complex ones (here: "
+                                 f"{expr_source(e)}); take the real or imaginary part first", loc)
+    kind = fn.result_kind(kinds)
     return _result(kind, args, env, loc)
 
 
@@ -156,6 +162,18 @@ def _block(body: list, env: TypeEnv, callee_types) -> None:
 
 def alloc_type(s: Alloc, env: TypeEnv) -> VarType:
     d = s.dtype
+    if s.value is not None:
+        t = expr_type(s.value, env, s.loc)
+        if s.shape is None and t.is_array:
+            whole = f"{expr_source(s.value)}[{', '.join([':'] * t.ndim)}]"
+            raise ReversibilityError(f"ancilla({expr_source(s.value)}) copies a number; copy an array as a view "
+                                     f"with a slice or index per axis, ancilla({whole})", s.loc)
+        if s.shape is None:
+            return VarType(t.kind, 0, t.dtype)
+        base = env[s.value.base]
+        if len(s.value.indices) != base.ndim:
+            raise ReversibilityError(f"ancilla({expr_source(s.value)}): '{s.value.base}' has {base.ndim} axes; copy it "
+                                     "with a slice or index for each (e.g. A[:, :], A[k, :])", s.loc)
     if d.like is not None:
         t = env[d.like]
         kind, dtype = t.kind, t.dtype
@@ -168,6 +186,9 @@ def alloc_type(s: Alloc, env: TypeEnv) -> VarType:
 
 def _instr(s: Instr, env: TypeEnv) -> None:
     entry = INSTRUCTIONS[s.op]
+    if entry.elementwise is not None:
+        _elementwise_instr(s, entry, env)
+        return
     types = [expr_type(o, env, s.loc) for o in s.operands]
     if entry.is_vector:
         _vector_instr(s, entry, types, env)
@@ -196,6 +217,28 @@ def _instr(s: Instr, env: TypeEnv) -> None:
 
 
 _RANK_WORDS = {0: "a number", 1: "a vector (1-D view)", 2: "a matrix (2-D view)"}
+
+
+def _elementwise_instr(s: Instr, entry, env: TypeEnv) -> None:
+    """A whole-array statement: operands of the target's rank (or numbers), and the scalar
+    instruction's rules on one element of each."""
+    target, e = s.operands
+
+    def rank_of(name: str) -> int:
+        return env[name].ndim
+
+    expr_type(target, env, s.loc)
+    rank = view_rank(target, rank_of)
+    for x in array_operands(e, rank_of):
+        expr_type(x, env, s.loc)
+        if view_rank(x, rank_of) != rank:
+            raise ReversibilityError(
+                f"'{entry.syntax}': '{_name(x)}' has {view_rank(x, rank_of)} axes and the target "
+                f"'{_name(target)}' {rank}; operands are arrays of the target's shape or numbers (NumPy's "
+                "broadcasting of other shapes is not supported: index the axis to repeat)", s.loc)
+    first = (Const(0),) * rank
+    element = V.element(target, rank_of(V.base(target)), first)
+    _instr(Instr(s.loc, entry.elementwise, (element, at(e, first, rank_of))), env)
 
 
 def _vector_instr(s: Instr, entry, types: list, env: TypeEnv) -> None:

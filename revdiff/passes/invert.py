@@ -35,10 +35,10 @@ def invert_stmt(s, allocs: dict):
     if isinstance(s, While):
         return replace(s, pre=s.post, post=s.pre, body=invert_block(s.body))
     if isinstance(s, Alloc):
-        return Dealloc(s.loc, s.name)
+        return Dealloc(s.loc, s.name, s.value)
     if isinstance(s, Dealloc):
         a = allocs[s.name]
-        return Alloc(s.loc, a.name, a.shape, a.dtype)
+        return Alloc(s.loc, a.name, a.shape, a.dtype, a.value)
     if isinstance(s, Compute):
         return Uncompute(s.loc, s.body, s.ident)
     if isinstance(s, Uncompute):

@@ -19,7 +19,8 @@ from revdiff.ir.low import Assign, Branch, Check, Comment, HostCall, Invoke, Loc
 from revdiff.ir.types import VarType
 from revdiff.passes.aliasing import AliasChecks
 from revdiff.passes.analysis import ancilla_names, restores_only_freed
-from revdiff.passes.bounds import division_conditions, in_bounds, index_conditions
+from revdiff.passes.bounds import (division_conditions, domain_conditions, element_conditions, in_bounds,
+                                   index_conditions)
 from revdiff.passes.infer import TypeEnv, alloc_type, expr_type
 from revdiff.passes.invert import invert_block
 from revdiff.primitives import INSTRUCTIONS
@@ -56,6 +57,13 @@ class Lowerer(AliasChecks):
                 self.index_checks(stmt)
             for ok, divisor in division_conditions(stmt):
                 self.require(ok, f"division by zero: {expr_source(divisor)} is 0", error=ZeroDivisionError)
+            for ok, call, domain in domain_conditions(stmt, self.kind):
+                args = call.args if isinstance(call, Call) else (call.left, call.right)
+                values = [a for a in args if not isinstance(a, Const)][:2]
+                self.require(ok, f"math domain error: {expr_source(call)} needs "
+                             f"{domain.format(*(expr_source(a) for a in args))}", *values,
+                             labels=tuple(expr_source(a) for a in values) if len(values) > 1 else None,
+                             error=ValueError)
         self.out.append(stmt)
 
     def index_checks(self, stmt) -> None:
@@ -211,7 +219,12 @@ class Lowerer(AliasChecks):
     @contextmanager
     def vector_loops(self, s: Instr):
         """While a vector instruction's rule runs, element accesses need no checks of their own:
-        the rule checks its views' bounds and lengths first (with ``require``, which still emits)."""
+        the rule checks its views' bounds and lengths first (with ``require``, which still emits).
+        The single elements among its operands (``a[k]`` in ``a[k] += np.dot(x, y)``, ``w[k]`` in
+        ``y[:] += w[k] * x``) are checked here first: their indices do not depend on the loops."""
+        if INSTRUCTIONS[s.op].is_vector and self.options.check:
+            for ok, node, axis in element_conditions(s.operands):
+                self.check_index(node, axis, ok)
         saved = self.proven_in_bounds
         self.proven_in_bounds = INSTRUCTIONS[s.op].is_vector
         try:
@@ -243,29 +256,34 @@ class Lowerer(AliasChecks):
 
     def _Dealloc(self, s: Dealloc) -> None:
         if s.name not in self.unverified:
-            self.check_zero(s.name)
+            self.check_zero(s.name, s.value)
 
-    def check_zero(self, name: str) -> None:
-        """Runtime check that an ancilla is back to zero, within atol + rtol * (largest magnitude held)."""
+    def check_zero(self, name: str, value=None) -> None:
+        """Runtime check that an ancilla is back to zero, within atol + rtol * (largest magnitude held);
+        ``value``: what a ``release(t, e)`` subtracted, named in the message."""
         if not self.options.check:
             return
         t = self.env[name]
         tol = A.add(Const(self.options.atol), A.mul(Const(self.options.rtol_for(t.dtype)), Name(f"_scale_{name}")))
         if t.kind in ("int", "bool"):
             tol = Const(0)
+        tolerance = (f"(tolerance atol={self.options.atol:g}, rtol={self.options.rtol_for(t.dtype):g} of its "
+                     "largest magnitude)")
+        what = f"ancilla '{name}'" if not t.is_array else f"ancilla array '{name}'"
+        message = f"{what} is not zero at deallocation {tolerance}" if value is None else \
+            f"{what} no longer equals {expr_source(value)}, the value it was allocated as a copy of {tolerance}"
+        label = ("value",) if value is None else ("difference",)
         if not t.is_array:
-            self.require(Compare("<=", Call("abs", (Name(name),)), tol),
-                         f"ancilla '{name}' is not zero at deallocation (tolerance atol={self.options.atol:g}, "
-                         f"rtol={self.options.rtol_for(t.dtype):g} of its largest magnitude)", Name(name))
+            self.require(Compare("<=", Call("abs", (Name(name),)), tol), message, Name(name),
+                         labels=label if self.kind(Name(name)) != "complex" else None)
             return
         idx = [self.fresh("i") for _ in range(t.ndim)]
         element = Index(name, tuple(Name(i) for i in idx))
         for i in idx:
             self.env.types[i] = VarType("int", 0, "int64")
         with self.block() as body:
-            self.require(Compare("<=", Call("abs", (element,)), tol),
-                         f"ancilla array '{name}' is not zero at deallocation (tolerance atol={self.options.atol:g}, "
-                         f"rtol={self.options.rtol_for(t.dtype):g} of its largest magnitude)", element)
+            self.require(Compare("<=", Call("abs", (element,)), tol), message, element,
+                         labels=label if t.kind != "complex" else None)
         for axis in reversed(range(t.ndim)):
             body = [Loop(idx[axis], Const(0), Shape(name, axis), Const(1), body)]
         self.out.extend(body)

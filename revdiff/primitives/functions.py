@@ -7,11 +7,12 @@ non-holomorphic functions (abs, conj, real, imag) have rules of their own.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
 from revdiff.ir import algebra as A
-from revdiff.ir.high import Compare, Const, Expr, Select
+from revdiff.ir.high import BoolOp, Compare, Const, Expr, Select
 from revdiff.ir.types import join
 
 Rule = Callable[[Expr, tuple, Callable[[Expr], str]], tuple]
@@ -28,6 +29,11 @@ class PureFunction:
     aliases: tuple = field(default=())  # other spellings users write (np.arctan2 -> atan2)
     divides: bool = False  # a division by its second argument: checked nonzero at run time
     accumulates: bool = False  # ``t op= e`` adds e (or -e) to t, as a cotangent update does
+    #: real arguments where the function is defined and finite, checked at run time (a ValueError
+    #: naming the values and the line, as Python's math module raises): the arguments -> (condition,
+    #: the condition as users read it, "{0}", "{1}" standing for them), or None where none is needed
+    domain: Callable[..., tuple | None] | None = None
+    real_only: bool = False  # complex arguments are refused when types are inferred
 
 
 def _same(kinds: tuple) -> str:
@@ -96,6 +102,49 @@ def _minmax(pick_first: str) -> Rule:
     return rule
 
 
+def _one_over(d: Callable[[Expr], Expr]) -> Callable[[Expr], tuple]:
+    """Partials ``(1 / d(x),)`` of a function of one argument."""
+    return lambda x: (A.div(Const(1), d(x)),)
+
+
+def _between(low: float, high: float, closed: bool) -> Callable[[Expr], Expr]:
+    op = "<=" if closed else "<"
+    return lambda x: BoolOp("and", (Compare(op, Const(low), x), Compare(op, x, Const(high))))
+
+
+def _above(bound: float, closed: bool = False) -> Callable[[Expr], Expr]:
+    return lambda x: Compare(">=" if closed else ">", x, Const(bound))
+
+
+def _one_minus_square(x: Expr) -> Expr:
+    """1 - x^2 as (1 - x)(1 + x): exact near |x| = 1, where 1 - x*x loses every digit."""
+    return A.mul(A.sub(Const(1), x), A.add(Const(1), x))
+
+
+_TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
+
+
+def _domain(condition: Callable[[Expr], Expr], text: str) -> Callable[[Expr], tuple]:
+    """The ``domain`` of a function of one argument: ``condition`` of it, and how users read it."""
+    return lambda x: (condition(x), text)
+
+
+def _power_domain(a: Expr, b: Expr) -> tuple | None:
+    """Real ``a ** b`` is real and finite for a > 0, for a = 0 with b >= 0, and for a < 0 with an
+    integer b (NumPy gives NaN or inf elsewhere, Python a complex number or ZeroDivisionError)."""
+    if isinstance(b, Const):
+        value = b.value
+        if float(value).is_integer():
+            return None if value >= 0 else (Compare("!=", a, Const(0)), "{0} != 0 (a negative power)")
+        if value < 0:
+            return Compare(">", a, Const(0)), "{0} > 0 (a negative non-integer power)"
+        return Compare(">=", a, Const(0)), "{0} >= 0 (a non-integer power)"
+    integer = Compare("==", b, A.call("round", b))
+    return (BoolOp("or", (Compare(">", a, Const(0)), BoolOp("and", (Compare("==", a, Const(0)), Compare(">=", b, Const(0)))),
+                          BoolOp("and", (Compare("<", a, Const(0)), integer)))),
+            "{0} > 0, {0} = 0 with {1} >= 0, or an integer {1}")
+
+
 def _entry(name, arity, python, cuda, result, rule, aliases=(), **properties):
     return PureFunction(name, arity, python, cuda, result, rule, tuple(aliases), **properties)
 
@@ -108,7 +157,8 @@ _ENTRIES = [
            accumulates=True),
     _entry("*", 2, "{0} * {1}", "{0} * {1}", _same, _holomorphic(lambda a, b: (b, a))),
     _entry("/", 2, "{0} / {1}", "{0} / {1}", _floating, _quotient_rule, divides=True),
-    _entry("**", 2, "{0} ** {1}", "rd_pow({0}, {1})", _same, _holomorphic(_pow_partials)),
+    _entry("**", 2, "{0} ** {1}", "rd_pow({0}, {1})", _same, _holomorphic(_pow_partials),
+           domain=_power_domain),
     _entry("//", 2, "{0} // {1}", "rd_floordiv({0}, {1})", _same, None, divides=True),
     _entry("%", 2, "{0} % {1}", "rd_mod({0}, {1})", _same, None, divides=True),
     _entry("neg", 1, "-{0}", "-{0}", _same, _holomorphic(lambda a: (Const(-1),))),
@@ -123,9 +173,18 @@ _ENTRIES = [
     _entry("exp", 1, "np.exp({0})", "exp({0})", _floating,
            _holomorphic(lambda x: (A.call("exp", x),))),
     _entry("log", 1, "np.log({0})", "log({0})", _floating,
-           _holomorphic(lambda x: (A.div(Const(1), x),))),
+           _holomorphic(lambda x: (A.div(Const(1), x),)), domain=_domain(_above(0), "{0} > 0")),
     _entry("sqrt", 1, "np.sqrt({0})", "sqrt({0})", _floating,
-           _holomorphic(lambda x: (A.div(Const(0.5), A.call("sqrt", x)),))),
+           _holomorphic(lambda x: (A.div(Const(0.5), A.call("sqrt", x)),)), domain=_domain(_above(0, True), "{0} >= 0")),
+    _entry("log2", 1, "np.log2({0})", "log2({0})", _floating,
+           _holomorphic(lambda x: (A.div(Const(1 / math.log(2)), x),)), domain=_domain(_above(0), "{0} > 0"), real_only=True),
+    _entry("log10", 1, "np.log10({0})", "log10({0})", _floating,
+           _holomorphic(lambda x: (A.div(Const(1 / math.log(10)), x),)), domain=_domain(_above(0), "{0} > 0"),
+           real_only=True),
+    _entry("log1p", 1, "np.log1p({0})", "log1p({0})", _floating,
+           _holomorphic(_one_over(lambda x: A.add(Const(1), x))), domain=_domain(_above(-1), "{0} > -1"), real_only=True),
+    _entry("expm1", 1, "np.expm1({0})", "expm1({0})", _floating,
+           _holomorphic(lambda x: (A.call("exp", x),)), real_only=True),
     _entry("sinh", 1, "np.sinh({0})", "sinh({0})", _floating,
            _holomorphic(lambda x: (A.call("cosh", x),))),
     _entry("cosh", 1, "np.cosh({0})", "cosh({0})", _floating,
@@ -135,14 +194,36 @@ _ENTRIES = [
     _entry("atan", 1, "np.arctan({0})", "atan({0})", _floating,
            _holomorphic(lambda x: (A.div(Const(1), A.add(Const(1), A.power(x, Const(2)))),)),
            aliases=("arctan",)),
+    _entry("asin", 1, "np.arcsin({0})", "asin({0})", _floating,
+           _holomorphic(_one_over(lambda x: A.call("sqrt", _one_minus_square(x)))), aliases=("arcsin",),
+           domain=_domain(_between(-1, 1, True), "-1 <= {0} <= 1"), real_only=True),
+    _entry("acos", 1, "np.arccos({0})", "acos({0})", _floating,
+           _holomorphic(_one_over(lambda x: A.neg(A.call("sqrt", _one_minus_square(x))))), aliases=("arccos",),
+           domain=_domain(_between(-1, 1, True), "-1 <= {0} <= 1"), real_only=True),
+    _entry("asinh", 1, "np.arcsinh({0})", "asinh({0})", _floating,  # hypot: no overflow of x^2
+           _holomorphic(_one_over(lambda x: A.call("hypot", x, Const(1.0)))), aliases=("arcsinh",), real_only=True),
+    _entry("acosh", 1, "np.arccosh({0})", "acosh({0})", _floating,
+           _holomorphic(_one_over(lambda x: A.mul(A.call("sqrt", A.sub(x, Const(1))),
+                                                   A.call("sqrt", A.add(x, Const(1)))))),
+           aliases=("arccosh",), domain=_domain(_above(1, True), "{0} >= 1"), real_only=True),
+    _entry("atanh", 1, "np.arctanh({0})", "atanh({0})", _floating,
+           _holomorphic(_one_over(_one_minus_square)), aliases=("arctanh",),
+           domain=_domain(_between(-1, 1, False), "-1 < {0} < 1"), real_only=True),
+    _entry("erf", 1, "math.erf({0})", "erf({0})", _floating,
+           _holomorphic(lambda x: (A.mul(Const(_TWO_OVER_SQRT_PI), A.call("exp", A.neg(A.power(x, Const(2))))),)),
+           real_only=True),
+    _entry("erfc", 1, "math.erfc({0})", "erfc({0})", _floating,
+           _holomorphic(lambda x: (A.mul(Const(-_TWO_OVER_SQRT_PI), A.call("exp", A.neg(A.power(x, Const(2))))),)),
+           real_only=True),
     _entry("atan2", 2, "math.atan2({0}, {1})", "atan2({0}, {1})", _real, _atan2_rule,
-           aliases=("arctan2",)),
+           aliases=("arctan2",), real_only=True),
     _entry("hypot", 2, "math.hypot({0}, {1})", "hypot({0}, {1})", _real,
-           _holomorphic(lambda x, y: (A.div(x, A.call("hypot", x, y)), A.div(y, A.call("hypot", x, y))))),
+           _holomorphic(lambda x, y: (A.div(x, A.call("hypot", x, y)), A.div(y, A.call("hypot", x, y)))),
+           real_only=True),
     _entry("abs", 1, "abs({0})", "rd_abs({0})", lambda k: "int" if k[0] in ("int", "bool") else "float",
            _abs_rule, aliases=("absolute", "fabs")),
     # nearest integer (ties to even), as an int: the exactly invertible increment of fixed-point code
-    _entry("round", 1, "round({0})", "llrint({0})", lambda k: "int", None),
+    _entry("round", 1, "round({0})", "llrint({0})", lambda k: "int", None, real_only=True),
     _entry("sign", 1, "np.sign({0})", "rd_sign({0})", _same, None),
     _entry("conj", 1, "np.conj({0})", "rd_conj({0})", _same,
            lambda c, args, kind_of: (A.conj_if(c, kind_of(c) == "complex"),), aliases=("conjugate",)),
@@ -152,8 +233,8 @@ _ENTRIES = [
            lambda c, args, kind_of: (A.mul(Const(1j), A.real_part(c) if kind_of(c) == "complex" else c),)),
     # internal: the number of values of range(start, stop, step), for reversed loops
     _entry("trip_count", 3, "len(range({0}, {1}, {2}))", "rd_trip_count({0}, {1}, {2})", lambda k: "int", None),
-    _entry("min", 2, "min({0}, {1})", "rd_min({0}, {1})", _same, _minmax("<=")),
-    _entry("max", 2, "max({0}, {1})", "rd_max({0}, {1})", _same, _minmax(">=")),
+    _entry("min", 2, "min({0}, {1})", "rd_min({0}, {1})", _same, _minmax("<="), real_only=True),
+    _entry("max", 2, "max({0}, {1})", "rd_max({0}, {1})", _same, _minmax(">="), real_only=True),
 ]
 
 FUNCTIONS: dict[str, PureFunction] = {e.name: e for e in _ENTRIES}

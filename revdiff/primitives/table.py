@@ -65,7 +65,8 @@ class Instruction:
     make the instruction irreversible (a swap of an element with itself is not). ``real_operands``:
     (position, what it is) of read operands that must be real. ``rank_hints``: {(operand position,
     rank given): advice} for a vector operand of the wrong rank. ``call_name``: the name users call
-    the instruction by, ``rot(a, b, theta)``, its operands in the order of ``roles``."""
+    the instruction by, ``rot(a, b, theta)``, its operands in the order of ``roles``. ``elementwise``:
+    the scalar instruction a whole-array statement applies to every element (``elementwise.py``)."""
 
     name: str
     syntax: str  # how users write it, for messages: "t += e"
@@ -80,10 +81,12 @@ class Instruction:
     real_operands: tuple = ()
     rank_hints: dict = field(default_factory=dict, hash=False, compare=False)
     call_name: str | None = None
+    elementwise: str | None = None
 
     @property
     def is_vector(self) -> bool:
-        return self.operand_ranks is not None
+        """Operates on array views (its rules check them and loop over their elements)."""
+        return self.operand_ranks is not None or self.elementwise is not None
 
     @property
     def targets(self) -> tuple:

@@ -1,6 +1,7 @@
 """Vector instructions: ``y += A @ x`` (and ``A.T``, ``A.conj().T``), ``Y[:, :] += A @ B`` (same
-forms), ``s += np.dot(x, y)``, ``s += np.vdot(x, y)`` and ``y += a * x`` on array views, with
-``-=`` as their inverses.
+forms), ``s += np.dot(x, y)`` and ``s += np.vdot(x, y)`` on array views, with ``-=`` as their
+inverses, and the rules of ``y += a * x``, which the whole-array statements (``elementwise.py``) use
+for that form.
 
 Each is one instruction of the table with its own forward and gradient rule: the adjoint of
 ``y += A @ x`` pushes ``gA += gy x^H`` and ``gx += A^H gy`` directly, never a closed-form adjoint
@@ -71,7 +72,7 @@ def _complex(ctx, *operands) -> bool:
     return any(not is_real(ctx.kind(v)) for v in operands)
 
 
-def _check_views(ctx, syntax: str, *views) -> None:
+def check_views(ctx, syntax: str, *views) -> None:
     """Every integer index of a view lies in its array and every written slice inside it (NumPy
     would silently shorten it): the instruction's loops then run unchecked."""
     for v in views:
@@ -84,7 +85,7 @@ def _check_views(ctx, syntax: str, *views) -> None:
                         labels=("start", "stop"))
 
 
-def _check_lengths(ctx, syntax: str, a, what_a: str, b, what_b: str) -> None:
+def check_lengths(ctx, syntax: str, a, what_a: str, b, what_b: str) -> None:
     if a == b:
         return
     ctx.require(Compare("==", a, b), f"{syntax}: {what_a} and {what_b} differ", a, b,
@@ -121,11 +122,11 @@ def _matvec_shapes(ctx, ops, form: str) -> tuple:
     """(rows, cols) of A as stored, checked against y and x: y has len(op(A)) and x len of op(A)'s columns."""
     y, M, x = ops
     syntax = _MATVEC_SYNTAX[form]
-    _check_views(ctx, syntax, y, M, x)
+    check_views(ctx, syntax, y, M, x)
     rows, cols = V.lengths(M, _rank(ctx, M))
     out_len, in_len = (rows, cols) if form == "n" else (cols, rows)
-    _check_lengths(ctx, syntax, _len(ctx, y), "len(y)", out_len, "rows of op(A)")
-    _check_lengths(ctx, syntax, _len(ctx, x), "len(x)", in_len, "columns of op(A)")
+    check_lengths(ctx, syntax, _len(ctx, y), "len(y)", out_len, "rows of op(A)")
+    check_lengths(ctx, syntax, _len(ctx, x), "len(x)", in_len, "columns of op(A)")
     return rows, cols
 
 
@@ -278,14 +279,14 @@ def _matmat_shapes(ctx, ops, form: str) -> tuple:
     """(rows of Y, inner length, columns of Y), checked: op(A) is rows x inner, B inner x columns."""
     Y, M, B = ops
     syntax = _MATMAT_SYNTAX[form]
-    _check_views(ctx, syntax, Y, M, B)
+    check_views(ctx, syntax, Y, M, B)
     a_rows, a_cols = V.lengths(M, _rank(ctx, M))
     rows, inner = (a_rows, a_cols) if form == "n" else (a_cols, a_rows)
     y_rows, y_cols = V.lengths(Y, _rank(ctx, Y))
     b_rows, b_cols = V.lengths(B, _rank(ctx, B))
-    _check_lengths(ctx, syntax, y_rows, "rows of Y", rows, "rows of op(A)")
-    _check_lengths(ctx, syntax, b_rows, "rows of B", inner, "columns of op(A)")
-    _check_lengths(ctx, syntax, y_cols, "columns of Y", b_cols, "columns of B")
+    check_lengths(ctx, syntax, y_rows, "rows of Y", rows, "rows of op(A)")
+    check_lengths(ctx, syntax, b_rows, "rows of B", inner, "columns of op(A)")
+    check_lengths(ctx, syntax, y_cols, "columns of Y", b_cols, "columns of B")
     return rows, inner, b_cols
 
 
@@ -371,9 +372,9 @@ def _dot_forward(conjugate_first: bool, sign: int):
 
     def rule(ops, ctx):
         s, x, y = ops
-        _check_views(ctx, syntax, x, y)
+        check_views(ctx, syntax, x, y)
         n = _len(ctx, x)
-        _check_lengths(ctx, syntax, n, "len(x)", _len(ctx, y), "len(y)")
+        check_lengths(ctx, syntax, n, "len(x)", _len(ctx, y), "len(y)")
         cplx = conjugate_first and _complex(ctx, x)
         total = _sum(ctx, n, lambda i: A.mul(A.conj_if(_at(ctx, x, i), cplx), _at(ctx, y, i)), s)
         ctx.emit(AugAssign(s, "+" if sign > 0 else "-", total))
@@ -408,13 +409,13 @@ def _dot_gradient(conjugate_first: bool, sign: int):
 # ---------------------------------------------------------------- y += a * x
 
 
-def _axpy_forward(sign: int):
+def axpy_forward(sign: int):
     def rule(ops, ctx):
         y, a, x = ops
         syntax = "y += a * x"
-        _check_views(ctx, syntax, y, x)
+        check_views(ctx, syntax, y, x)
         n = _len(ctx, y)
-        _check_lengths(ctx, syntax, n, "len(y)", _len(ctx, x), "len(x)")
+        check_lengths(ctx, syntax, n, "len(y)", _len(ctx, x), "len(x)")
         scale = a if isinstance(a, (Const, Name)) else ctx.temp(a, "a")
         ctx.loop(Const(0), n, lambda i: ctx.emit(
             AugAssign(_at(ctx, y, i), "+" if sign > 0 else "-", A.mul(scale, _at(ctx, x, i)))), "i")
@@ -422,7 +423,7 @@ def _axpy_forward(sign: int):
     return rule
 
 
-def _axpy_gradient(sign: int):
+def axpy_gradient(sign: int):
     # y_i += a x_i:  gx_i += gy_i conj(a);  ga += sum_i gy_i conj(x_i)
     def rule(ops, ctx):
         y, a, x = ops
@@ -463,10 +464,8 @@ for _form, _syntax in _MATMAT_SYNTAX.items():
                  (2, 2, 2))
 for _conj, _name, _syntax in ((False, "dot", "s += np.dot(x, y)"), (True, "vdot", "s += np.vdot(x, y)")):
     _add_and_sub(_name, _syntax, partial(_dot_forward, _conj), partial(_dot_gradient, _conj), (0, 1, 1))
-_add_and_sub("axpy", "y += a * x", _axpy_forward, _axpy_gradient, (1, 0, 1))
 
 # surface forms the parser recognises -> instruction names (op is "add" or "sub")
 MATVEC = {form: {"add": f"matvec{form}_add", "sub": f"matvec{form}_sub"} for form in _MATVEC_SYNTAX}
 MATMAT = {form: {"add": f"matmat{form}_add", "sub": f"matmat{form}_sub"} for form in _MATMAT_SYNTAX}
 DOT = {"dot": {"add": "dot_add", "sub": "dot_sub"}, "vdot": {"add": "vdot_add", "sub": "vdot_sub"}}
-AXPY = {"add": "axpy_add", "sub": "axpy_sub"}

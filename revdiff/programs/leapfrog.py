@@ -40,9 +40,7 @@ def nbody_kick(v, x, m, G, soft, h):
     acc = zeros((N, d), float)
     with routine:
         gravity(acc, x, m, G, soft, 1.0)
-    for i in range(N):
-        for k in range(d):
-            v[i, k] += h * acc[i, k]
+    v[:, :] += h * acc
     ~routine
     del acc
 
@@ -50,13 +48,10 @@ def nbody_kick(v, x, m, G, soft, h):
 @reversible
 def nbody_leapfrog(x, v, m, G, soft, dt, steps):
     """Advance N bodies (x, v: (N, d); m: (N,)) under softened gravity by `steps` leapfrog steps."""
-    N, d = x.shape
     h = 0.5 * dt
     for s in range(steps):
         nbody_kick(v, x, m, G, soft, h)
-        for i in range(N):
-            for k in range(d):
-                x[i, k] += dt * v[i, k]
+        x[:, :] += dt * v
         nbody_kick(v, x, m, G, soft, h)
 
 
@@ -93,9 +88,7 @@ def nbody_kick_fixed(v, x, m, G, soft, h, scale):
     acc = zeros((N, d), float)
     with routine:
         gravity(acc, x, m, G, soft, scale)
-    for i in range(N):
-        for k in range(d):
-            v[i, k] += round(h * acc[i, k] * scale)
+    v[:, :] += round(h * acc * scale)
     ~routine
     del acc
 
@@ -103,13 +96,10 @@ def nbody_kick_fixed(v, x, m, G, soft, h, scale):
 @reversible
 def nbody_leapfrog_fixed(x, v, m, G, soft, dt, steps, scale):
     """nbody_leapfrog on int64 x, v (units 1/scale): every update adds an integer, so it is exact."""
-    N, d = x.shape
     h = 0.5 * dt
     for s in range(steps):
         nbody_kick_fixed(v, x, m, G, soft, h, scale)
-        for i in range(N):
-            for k in range(d):
-                x[i, k] += round(dt * v[i, k])
+        x[:, :] += round(dt * v)
         nbody_kick_fixed(v, x, m, G, soft, h, scale)
 
 

@@ -1,0 +1,166 @@
+"""The inverse trigonometric and hyperbolic functions, the accurate logarithms and exponentials and
+the error functions: values against Python's math module (NumPy and math spellings alike), gradients
+against central differences, Numba against plain Python, lanes against one element at a time, and
+the domain and complex-argument errors, each naming the user's line."""
+from __future__ import annotations
+
+import inspect
+import math
+
+import numpy as np
+import pytest
+
+import revdiff
+from revdiff import reversible
+
+
+@reversible
+def unit_interval(y, x):
+    """Functions of an argument in (-1, 1)."""
+    for i in range(x.shape[0]):
+        y[i, 0] += np.arcsin(x[i])
+        y[i, 1] += math.acos(x[i])
+        y[i, 2] += np.arctanh(x[i])
+        y[i, 3] += math.erf(x[i])
+        y[i, 4] += math.erfc(x[i])
+        y[i, 5] += np.log1p(x[i])
+        y[i, 6] += np.expm1(x[i])
+        y[i, 7] += math.asinh(x[i])
+
+
+@reversible
+def above_one(y, x):
+    """Functions of an argument above 1."""
+    for i in range(x.shape[0]):
+        y[i, 0] += np.arccosh(x[i])
+        y[i, 1] += np.log2(x[i])
+        y[i, 2] += math.log10(x[i])
+
+
+UNIT = (math.asin, math.acos, math.atanh, math.erf, math.erfc, math.log1p, math.expm1, math.asinh)
+ABOVE = (math.acosh, math.log2, math.log10)
+CASES = [(unit_interval, UNIT, np.array([-0.999999, -0.5, -1e-12, 0.0, 3e-9, 0.25, 0.75, 0.9999999])),
+         (above_one, ABOVE, np.array([1.0 + 1e-10, 1.5, 2.0, 10.0, 1e5, 1e300]))]
+
+
+@pytest.mark.parametrize("f, refs, x", CASES, ids=["unit_interval", "above_one"])
+def test_values_match_the_math_module(f, refs, x):
+    y, _ = f(np.zeros((x.size, len(refs))), x)
+    want = np.array([[ref(v) for ref in refs] for v in x])
+    np.testing.assert_allclose(y, want, rtol=4e-16, atol=0)
+    python = f.with_options(backend="python")(np.zeros_like(y), x)[0]
+    np.testing.assert_allclose(python, y, rtol=4e-16, atol=0)
+    back = (~f)(y, x)[0]
+    assert not back.any()
+
+
+@pytest.mark.parametrize("f, refs, x", CASES, ids=["unit_interval", "above_one"])
+def test_gradients_match_central_differences(f, refs, x):
+    inner = x[1:-1] if f is unit_interval else x[1:4]  # away from the edges of the domain
+    assert revdiff.check_grad(f, np.zeros((inner.size, len(refs))), inner) < 1e-7
+
+
+def test_float32_arguments_give_float32_values():
+    x = np.array([0.1, 0.5, 0.9], np.float32)
+    y, _ = unit_interval(np.zeros((3, 8), np.float32), x)
+    want = np.array([[ref(float(v)) for ref in UNIT] for v in x])
+    np.testing.assert_allclose(y, want, rtol=3e-7, atol=1e-7)
+
+
+def test_lanes_equal_one_element_at_a_time():
+    rng = np.random.default_rng(5)
+    x = rng.uniform(-0.99, 0.99, (20, 4))
+    results = []
+    for layout in ("lanes", "elements"):
+        bf = revdiff.batched(unit_interval, ("y", "x"), layout=layout)
+        results.append(bf(np.zeros((20, 4, 8)), x.copy())[0])
+        _, grads = bf.vjp((np.zeros((20, 4, 8)), x.copy()), (np.ones((20, 4, 8)), None))
+        results.append(grads[1])
+    assert np.array_equal(results[0], results[2]) and np.array_equal(results[1], results[3])
+
+
+@reversible
+def one_of(y, x, k):
+    if k == 0:
+        y += np.arcsin(x)
+    elif k == 1:
+        y += np.arccos(x)
+    elif k == 2:
+        y += np.arctanh(x)
+    elif k == 3:
+        y += np.arccosh(x)
+    elif k == 4:
+        y += np.log1p(x)
+    elif k == 5:
+        y += np.log2(x)
+    elif k == 6:
+        y += np.log10(x)
+    elif k == 7:
+        y += np.log(x)
+    else:
+        y += np.sqrt(x)
+
+
+@pytest.mark.parametrize("k, outside, inside, text", [
+    (0, 1.0000001, 1.0, "np.arcsin(x) needs -1 <= x <= 1"),
+    (1, -1.5, -1.0, "np.arccos(x) needs -1 <= x <= 1"),
+    (2, 1.0, 0.5, "np.arctanh(x) needs -1 < x < 1"),
+    (3, 0.999, 1.0, "np.arccosh(x) needs x >= 1"),
+    (4, -1.0, -0.5, "np.log1p(x) needs x > -1"),
+    (5, 0.0, 1e-300, "np.log2(x) needs x > 0"),
+    (6, -2.0, 3.0, "np.log10(x) needs x > 0"),
+    (7, 0.0, 5e-324, "np.log(x) needs x > 0"),
+    (8, -1e-300, 0.0, "np.sqrt(x) needs x >= 0"),
+    (8, math.nan, math.inf, "np.sqrt(x) needs x >= 0"),
+])
+def test_arguments_outside_the_domain_raise_a_value_error_at_the_users_line(k, outside, inside, text):
+    """As Python's math module: ValueError (NumPy would return NaN or an infinity with a warning)."""
+    lines, start = inspect.getsourcelines(one_of.py_function)
+    line = start + next(i for i, source in enumerate(lines) if text.split("(")[0] + "(" in source)
+    with pytest.raises(ValueError, match="math domain error") as info:
+        one_of(0.0, outside, k)
+    message = str(info.value)
+    assert text in message and f"test_functions.py\", line {line}" in message and "value" in message
+    one_of(0.0, inside, k)
+
+
+def test_complex_arguments_are_refused_where_the_function_is_real_only():
+    @reversible
+    def arcsine(y, z):
+        y += np.arcsin(z)
+
+    with pytest.raises(revdiff.ReversibilityError, match="asin takes real arguments, not complex") as info:
+        arcsine(0j, 0.5j)
+    assert "test_functions.py" in str(info.value)
+
+
+def test_a_gradient_at_the_edge_of_the_domain_raises_zero_division():
+    """asin has no derivative at 1 (PyTorch returns inf): the cotangent rule's division says so."""
+    _, pullback = revdiff.vjp(one_of, 0.0, 1.0, 0)
+    with pytest.raises(ZeroDivisionError, match=r"division by zero: np.sqrt\(\(1 - x\) \* \(1 \+ x\)\) is 0"):
+        pullback(1.0, None, None)
+    assert pullback is not None and revdiff.vjp(one_of, 0.0, 0.5, 0)[1](1.0, None, None)[1] == pytest.approx(
+        1 / math.sqrt(0.75), rel=1e-15)
+
+
+@reversible
+def power(y, x, e):
+    y += x ** e
+
+
+@reversible
+def square_root_by_power(y, x):
+    y += x ** 0.5
+
+
+@pytest.mark.parametrize("backend", ["numba", "python"])
+def test_real_powers_outside_their_domain_raise_on_both_backends(backend):
+    """NumPy returns NaN for (-2.0) ** 0.5, plain Python a complex number: both refuse it here."""
+    f, g = power.with_options(backend=backend), square_root_by_power.with_options(backend=backend)
+    with pytest.raises(ValueError, match=r"x \*\* e needs x > 0, x = 0 with e >= 0, or an integer e \(x = -2.*e = 0.5\)"):
+        f(0.0, -2.0, 0.5)
+    with pytest.raises(ValueError, match="math domain error"):
+        f(0.0, 0.0, -1.0)
+    with pytest.raises(ValueError, match=r"x \*\* 0.5 needs x >= 0 \(a non-integer power\)"):
+        g(0.0, -4.0)
+    assert f(0.0, -2.0, 3.0)[0] == -8.0 and g(0.0, 4.0)[0] == 2.0 and f(0.0, 0.0, 2.0)[0] == 0.0
