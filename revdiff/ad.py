@@ -10,7 +10,7 @@ from revdiff.calls import blas_for, copy_value, cotangent, run
 from revdiff.function import ReversibleFunction
 
 
-def vjp(f: ReversibleFunction, *args: Any, **kwargs: Any) -> tuple:
+def vjp(f: ReversibleFunction, /, *args: Any, **kwargs: Any) -> tuple:
     """Run ``f`` forward on copies of ``args`` (keywords and defaults bound as a call binds them);
     return ``(outs, pullback)``.
 
@@ -103,12 +103,12 @@ def _shifted(args: tuple, direction: tuple, step: float, mask: list) -> tuple:
     return tuple(copy_value(a) + step * d if m else copy_value(a) for a, d, m in zip(args, direction, mask))
 
 
-def check_grad(f: ReversibleFunction, *args: Any, eps: float = 1e-6, trials: int = 3,
-               seed: int = 0) -> float:
+def check_grad(f: ReversibleFunction, /, *args: Any, eps: float = 1e-6, trials: int = 3,
+               seed: int = 0, **kwargs: Any) -> float:
     """Worst relative error of the pullback of ``f`` against central finite differences,
     compared as inner products <u, J v> vs <J^T u, v> along random directions u and v."""
     rng = np.random.default_rng(seed)
-    args = f.bind(args)
+    args = f.bind(args, kwargs)
     types = f.argument_types(args)
     mask = [t.differentiable for t in types]
     worst = 0.0

@@ -177,12 +177,12 @@ class BatchedFunction:
 
     # ---------------------------------------------------------------- calling
 
-    def __call__(self, *args: Any, donate: bool = False) -> tuple:
+    def __call__(self, *args: Any, donate: bool = False, **kwargs: Any) -> tuple:
         """Run ``f`` on every element, on copies of the arguments; returns every parameter's final
         value. CuPy arrays (or anything with __cuda_array_interface__) run on the GPU. ``donate``:
         run on the arrays given, without copying them (those ``f`` modifies end up holding their
         final values, and the results are those arrays)."""
-        xp, args = _array_module(self.f.bind(args))
+        xp, args = _array_module(self.f.bind(args, kwargs))
         types = self._element_types(args)
         return self._execute("call", types, _copies(args, donate), xp)
 

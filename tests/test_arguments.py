@@ -179,3 +179,18 @@ def test_numpy_scalars_are_defaults_too_and_late_callees_get_a_hint():
     with pytest.raises(ReversibilityError, match="default values and keywords are bound where 'defined_later' is "
                                                  "defined before its caller"):
         early_caller(np.zeros(2), np.ones(2))
+
+
+def test_batched_calls_check_grad_and_vjp_take_keywords():
+    Y, Xb = np.zeros((3, 4)), np.ones((3, 4))
+    for layout in ("elements", "lanes"):
+        out = revdiff.batched(axpy, ("y", "x"), layout=layout)(Y, Xb, a=5.0)
+        assert np.array_equal(out[0], 5.0 * Xb)
+    assert revdiff.check_grad(axpy, np.zeros(3), X, a=0.5) < 1e-8
+
+    @reversible
+    def named_f(y, f=1.0):
+        y += f
+
+    outs, _ = revdiff.vjp(named_f, 0.0, f=3.0)
+    assert outs == (3.0, 3.0)

@@ -292,3 +292,27 @@ def test_array_copies_name_every_axis_and_releases_say_what_changed():
             t = ancilla(x)
             y += t
             ~release(t, x)
+
+
+@reversible
+def changed_small_element(y, x):
+    v = ancilla(x[:])
+    v[1] += 0.5
+    y[:] += v
+    release(v, x[:])
+
+
+@reversible
+def scaled_by_scalar(y, w):
+    y *= w
+
+
+def test_release_compares_each_element_and_factors_must_be_finite():
+    """A change of 0.5 in an element of magnitude 1 is caught beside an element of 1e9."""
+    with pytest.raises(ReversibilityError, match=r"ancilla array 'v' no longer equals x\[:\]"):
+        changed_small_element(np.zeros(2), np.array([1e9, 1.0]))
+    for w in (np.inf, -np.inf, np.nan):
+        with pytest.raises(ReversibilityError, match="not finite"):
+            scaled_by(np.ones(3), np.array([1.0, w, 2.0]))
+        with pytest.raises(ReversibilityError, match="not finite"):
+            scaled_by_scalar(1.0, w)

@@ -164,3 +164,42 @@ def test_real_powers_outside_their_domain_raise_on_both_backends(backend):
     with pytest.raises(ValueError, match=r"x \*\* 0.5 needs x >= 0 \(a non-integer power\)"):
         g(0.0, -4.0)
     assert f(0.0, -2.0, 3.0)[0] == -8.0 and g(0.0, 4.0)[0] == 2.0 and f(0.0, 0.0, 2.0)[0] == 0.0
+
+
+@reversible
+def integer_power(y, n, k):
+    y += n ** k
+
+
+@reversible
+def complex_power_and_log(y, z, k):
+    if k == 0:
+        y += z ** -1.0
+    else:
+        y += np.log(z)
+
+
+@pytest.mark.parametrize("backend", ["numba", "python"])
+def test_integer_and_complex_powers_outside_their_domain_raise(backend):
+    """2 ** -1 is 0.5 in Python but would wrap to an integer in compiled code; 0j ** -1.0 is NaN."""
+    f, g = integer_power.with_options(backend=backend), complex_power_and_log.with_options(backend=backend)
+    with pytest.raises(ValueError, match=r"k >= 0 for integers \(write 1.0 \* n for a float power\)"):
+        f(0.0, 2, -1)
+    assert f(0.0, 2, 3)[0] == 8.0
+    with pytest.raises(ValueError, match=r"z != 0 \(zero to a negative or complex power\)"):
+        g(0j, 0j, 0)
+    with pytest.raises(ValueError, match=r"np.log\(z\) needs z != 0"):
+        g(0j, 0j, 1)
+    assert g(0j, 2j, 0)[0] == pytest.approx(-0.5j)
+
+
+def test_gradients_of_a_power_with_a_float_exponent():
+    """d/de x^e at x = 0 (e > 0) is 0, as PyTorch gives; at x < 0 it does not exist in the reals."""
+    _, pullback = revdiff.vjp(power, 0.0, 0.0, 2.0)
+    assert pullback(1.0, None, None)[1:] == (0.0, 0.0)
+    _, pullback = revdiff.vjp(power, 0.0, 2.0, 3.0)
+    gx, ge = pullback(1.0, None, None)[1:]
+    assert gx == pytest.approx(12.0) and ge == pytest.approx(8.0 * math.log(2.0))
+    _, pullback = revdiff.vjp(power, 0.0, -2.0, 3.0)
+    with pytest.raises(ValueError, match="math domain error"):
+        pullback(1.0, None, None)

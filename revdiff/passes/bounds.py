@@ -69,10 +69,7 @@ def domain_conditions(stmt, kind_of) -> list:
     for e in _own_exprs(stmt):
         for node, guard in _guarded(e, None, _has_domain):
             args = node.args if isinstance(node, Call) else (node.left, node.right)
-            kinds = {kind_of(a) for a in args}
-            if "complex" in kinds or kinds <= {"int", "bool"}:  # integer powers stay integers
-                continue
-            found = FUNCTIONS[_function(node)].domain(*args)
+            found = FUNCTIONS[_function(node)].domain(*args, tuple(kind_of(a) for a in args))
             if found is None:
                 continue
             ok, text = found

@@ -60,6 +60,8 @@ class Lowerer(AliasChecks):
             for ok, call, domain in domain_conditions(stmt, self.kind):
                 args = call.args if isinstance(call, Call) else (call.left, call.right)
                 values = [a for a in args if not isinstance(a, Const)][:2]
+                if any(self.kind(v) == "complex" for v in values):  # one complex value: its two parts
+                    values = values[:1]
                 self.require(ok, f"math domain error: {expr_source(call)} needs "
                              f"{domain.format(*(expr_source(a) for a in args))}", *values,
                              labels=tuple(expr_source(a) for a in values) if len(values) > 1 else None,
@@ -267,13 +269,16 @@ class Lowerer(AliasChecks):
         tol = A.add(Const(self.options.atol), A.mul(Const(self.options.rtol_for(t.dtype)), Name(f"_scale_{name}")))
         if t.kind in ("int", "bool"):
             tol = Const(0)
-        tolerance = (f"(tolerance atol={self.options.atol:g}, rtol={self.options.rtol_for(t.dtype):g} of its "
-                     "largest magnitude)")
+        tolerance = (f"(tolerance atol={self.options.atol:g}, rtol={self.options.rtol_for(t.dtype):g} of "
+                     f"{'its largest magnitude' if value is None else 'the value'})")
         what = f"ancilla '{name}'" if not t.is_array else f"ancilla array '{name}'"
         message = f"{what} is not zero at deallocation {tolerance}" if value is None else \
             f"{what} no longer equals {expr_source(value)}, the value it was allocated as a copy of {tolerance}"
         label = ("value",) if value is None else ("difference",)
+        rtol = Const(self.options.rtol_for(t.dtype))
         if not t.is_array:
+            if value is not None:  # relative to the value released, not to the largest the ancilla held
+                tol = A.add(Const(self.options.atol), A.mul(rtol, Call("abs", (value,))))
             self.require(Compare("<=", Call("abs", (Name(name),)), tol), message, Name(name),
                          labels=label if self.kind(Name(name)) != "complex" else None)
             return
@@ -281,6 +286,9 @@ class Lowerer(AliasChecks):
         element = Index(name, tuple(Name(i) for i in idx))
         for i in idx:
             self.env.types[i] = VarType("int", 0, "int64")
+        if value is not None:  # element by element, relative to the element released
+            released = views.element(value, self.env[views.base(value)].ndim, tuple(Name(i) for i in idx))
+            tol = A.add(Const(self.options.atol), A.mul(rtol, Call("abs", (released,))))
         with self.block() as body:
             self.require(Compare("<=", Call("abs", (element,)), tol), message, element,
                          labels=label if t.kind != "complex" else None)

@@ -30,8 +30,8 @@ class PureFunction:
     divides: bool = False  # a division by its second argument: checked nonzero at run time
     accumulates: bool = False  # ``t op= e`` adds e (or -e) to t, as a cotangent update does
     #: real arguments where the function is defined and finite, checked at run time (a ValueError
-    #: naming the values and the line, as Python's math module raises): the arguments -> (condition,
-    #: the condition as users read it, "{0}", "{1}" standing for them), or None where none is needed
+    #: naming the values and the line, as Python's math module raises): (the arguments, their kinds) ->
+    #: (condition, the condition as users read it, "{0}", "{1}" standing for them), or None
     domain: Callable[..., tuple | None] | None = None
     real_only: bool = False  # complex arguments are refused when types are inferred
 
@@ -64,7 +64,10 @@ def _pow_partials(a: Expr, b: Expr) -> tuple:
         if b.value == 2:
             return (A.mul(Const(2), a), None)
         return (A.mul(b, A.power(a, Const(b.value - 1))), None)
-    return (A.mul(b, A.power(a, A.sub(b, Const(1)))), A.mul(A.call("log", a), A.power(a, b)))
+    # d/db a^b = log(a) a^b, whose limit at a = 0 (b > 0) is 0; at a < 0 it does not exist (log refuses it)
+    zero = Compare("==", a, Const(0))
+    return (A.mul(b, A.power(a, A.sub(b, Const(1)))),
+            Select(zero, Const(0.0), A.mul(A.call("log", Select(zero, Const(1.0), a)), A.power(a, b))))
 
 
 def _quotient_rule(c: Expr, args: tuple, kind_of) -> tuple:
@@ -124,14 +127,29 @@ def _one_minus_square(x: Expr) -> Expr:
 _TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
 
 
-def _domain(condition: Callable[[Expr], Expr], text: str) -> Callable[[Expr], tuple]:
-    """The ``domain`` of a function of one argument: ``condition`` of it, and how users read it."""
-    return lambda x: (condition(x), text)
+def _domain(condition: Callable[[Expr], Expr], text: str) -> Callable[..., tuple | None]:
+    """The ``domain`` of a real function of one argument: ``condition`` of it, and how users read it
+    (complex arguments: none, but log's pole at 0)."""
+    def domain(x: Expr, kinds: tuple) -> tuple | None:
+        if "complex" in kinds:
+            return (Compare("!=", x, Const(0)), "{0} != 0") if text == "{0} > 0" else None
+        return condition(x), text
+    return domain
 
 
-def _power_domain(a: Expr, b: Expr) -> tuple | None:
+def _power_domain(a: Expr, b: Expr, kinds: tuple) -> tuple | None:
     """Real ``a ** b`` is real and finite for a > 0, for a = 0 with b >= 0, and for a < 0 with an
-    integer b (NumPy gives NaN or inf elsewhere, Python a complex number or ZeroDivisionError)."""
+    integer b (NumPy gives NaN or inf elsewhere, Python a complex number or ZeroDivisionError). An
+    integer to a negative power is a float in Python and wraps to an integer in compiled code, and a
+    complex zero to a negative power is NaN: both refused."""
+    if set(kinds) <= {"int", "bool"}:
+        if isinstance(b, Const) and b.value >= 0:
+            return None
+        return Compare(">=", b, Const(0)), "{1} >= 0 for integers (write 1.0 * {0} for a float power)"
+    if "complex" in kinds:
+        if isinstance(b, Const) and not (isinstance(b.value, complex) or b.value < 0):
+            return None
+        return Compare("!=", a, Const(0)), "{0} != 0 (zero to a negative or complex power)"
     if isinstance(b, Const):
         value = b.value
         if float(value).is_integer():

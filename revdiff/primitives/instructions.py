@@ -49,9 +49,14 @@ instruction(Instruction("sub", "t -= e", ("target", "expr"), "add", _sub_forward
 
 
 def _nonzero(ops, ctx, verb: str):
+    """``t *= e`` and ``t /= e`` undo each other only for a nonzero, finite factor (t * inf / inf is NaN)."""
     e = ops[1]
-    if not (isinstance(e, Const) and e.value != 0):
-        ctx.require(Compare("!=", e, Const(0)), f"{verb} by zero: the factor is 0 (not invertible)")
+    if isinstance(e, Const) and e.value != 0 and np.isfinite(e.value):
+        return
+    ctx.require(Compare("!=", e, Const(0)), f"{verb} by zero: the factor is 0 (not invertible)")
+    if ctx.kind(e) in ("float", "complex"):
+        ctx.require(Compare("<=", Call("abs", (e,)), Const(np.finfo(np.float64).max)),
+                    f"{verb} by a factor that is not finite (inf or NaN: not invertible)", e)
 
 
 def _integer_range(ctx, t):
