@@ -62,9 +62,10 @@ def division_conditions(stmt) -> list:
 
 
 def domain_conditions(stmt, kind_of) -> list:
-    """(condition, call, what the domain is) for every call ``stmt`` itself evaluates of a function with
-    a domain, on a real argument (``kind_of``: an expression's kind): outside it NumPy returns NaN or
-    an infinity with a warning, and Python's math module raises ValueError, as generated code does."""
+    """(condition, call, what the domain is) for every call or power ``stmt`` itself evaluates whose
+    table entry has a domain (which reads the arguments' kinds, ``kind_of``): outside it NumPy
+    returns NaN or an infinity with a warning, and Python's math module raises ValueError, as
+    generated code does."""
     out, seen = [], set()
     for e in _own_exprs(stmt):
         for node, guard in _guarded(e, None, _has_domain):

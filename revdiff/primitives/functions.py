@@ -127,12 +127,12 @@ def _one_minus_square(x: Expr) -> Expr:
 _TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
 
 
-def _domain(condition: Callable[[Expr], Expr], text: str) -> Callable[..., tuple | None]:
-    """The ``domain`` of a real function of one argument: ``condition`` of it, and how users read it
-    (complex arguments: none, but log's pole at 0)."""
+def _domain(condition: Callable[[Expr], Expr], text: str, complex_pole: bool = False) -> Callable[..., tuple | None]:
+    """The ``domain`` of a function of one argument: ``condition`` of a real one, and how users read
+    it; a complex argument is refused only at a pole at 0 (``complex_pole``: log's)."""
     def domain(x: Expr, kinds: tuple) -> tuple | None:
         if "complex" in kinds:
-            return (Compare("!=", x, Const(0)), "{0} != 0") if text == "{0} > 0" else None
+            return (Compare("!=", x, Const(0)), "{0} != 0") if complex_pole else None
         return condition(x), text
     return domain
 
@@ -191,7 +191,7 @@ _ENTRIES = [
     _entry("exp", 1, "np.exp({0})", "exp({0})", _floating,
            _holomorphic(lambda x: (A.call("exp", x),))),
     _entry("log", 1, "np.log({0})", "log({0})", _floating,
-           _holomorphic(lambda x: (A.div(Const(1), x),)), domain=_domain(_above(0), "{0} > 0")),
+           _holomorphic(lambda x: (A.div(Const(1), x),)), domain=_domain(_above(0), "{0} > 0", complex_pole=True)),
     _entry("sqrt", 1, "np.sqrt({0})", "sqrt({0})", _floating,
            _holomorphic(lambda x: (A.div(Const(0.5), A.call("sqrt", x)),)), domain=_domain(_above(0, True), "{0} >= 0")),
     _entry("log2", 1, "np.log2({0})", "log2({0})", _floating,
