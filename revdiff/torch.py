@@ -1,13 +1,22 @@
-"""revdiff inside PyTorch: QR, projection, least squares and the sphere as ``torch.autograd.Function``s
-whose backward runs revdiff's reversible programs backwards, and ``function(f, outputs)`` to turn any
-reversible function into a differentiable torch function.
+"""revdiff inside PyTorch: QR, projection, least squares and the sphere as PyTorch custom operations
+(``torch.ops.revdiff.qr``, ``…project``, …) whose gradients run revdiff's reversible programs
+backwards, and ``function(f, outputs)`` to turn any reversible function into one.
+
+Each operation is a ``torch.library.custom_op`` with a fake implementation (shapes and dtypes, for
+``torch.compile`` and meta tensors), a vmap rule (the programs batch over leading axes) and an
+autograd registration; its vjp is an operation too. The functions below call them through a
+``torch.autograd.Function`` with ``setup_context``, because PyTorch's generated autograd for custom
+operations does not compose with ``torch.func`` (pytorch/pytorch#168393): so ``torch.compile``
+(``fullgraph=True``), ``torch.func.grad``, ``vmap`` and their compositions work. A second
+derivative raises (the vjp operation is not differentiable yet).
 
 CPU tensors reach revdiff through NumPy, CUDA tensors through CuPy (``__cuda_array_interface__``),
-both without copies; on the GPU the programs run as revdiff's CUDA kernels. Other devices raise.
-Importing this module imports torch; importing revdiff does not.
+both without copies; on the GPU the programs run as revdiff's CUDA kernels. Importing this module
+imports torch; importing revdiff does not.
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -15,17 +24,24 @@ import torch
 
 from revdiff import programs as P
 from revdiff.ad import vjp
+from revdiff.batch import BatchedFunction
 from revdiff.function import ReversibleFunction
 from revdiff.runtime.device import cupy_module
 
 __all__ = ["qr", "project", "lstsq", "normalize", "tangent_project", "function"]
 
+_SUPPORTED = (torch.float32, torch.float64, torch.complex64, torch.complex128, torch.bool, torch.uint8, torch.int8,
+              torch.int16, torch.int32, torch.int64)
+_TWICE = ("revdiff.torch: the gradient of a revdiff operation is not differentiable (second derivatives "
+          "are not supported yet); differentiate it once, without create_graph=True through it")
 
-def _numpy(t: Any, name: str) -> Any:
-    """A NumPy view of a CPU tensor, a CuPy view of a CUDA tensor (scalars pass through)."""
+
+# ----------------------------------------------------------------------------- tensors and arrays
+
+def _check(t: Any, name: str) -> None:
+    """Refuse, by name, what no operation takes: other layouts, dtypes and devices."""
     if not isinstance(t, torch.Tensor):
-        return t
-    t = t.detach().resolve_conj().resolve_neg()
+        return
     if t.layout != torch.strided:
         raise TypeError(f"'{name}' is a {t.layout} tensor; revdiff takes dense (strided) tensors: pass "
                         f"{name}.to_dense()")
@@ -33,6 +49,17 @@ def _numpy(t: Any, name: str) -> Any:
         raise TypeError(f"'{name}' is a {t.dtype} tensor; revdiff computes in float32, float64, complex64 and "
                         "complex128 (and integers and bools, which the high-level functions turn into float64): "
                         "convert it, e.g. with .float()")
+    if t.device.type not in ("cpu", "cuda", "meta"):
+        raise NotImplementedError(f"'{name}' is a {t.device.type} tensor; revdiff runs on CPU tensors "
+                                  "(through NumPy) and CUDA tensors (through CuPy)")
+
+
+def _numpy(t: Any, name: str) -> Any:
+    """A NumPy view of a CPU tensor, a CuPy view of a CUDA tensor (0-d tensors become scalars)."""
+    if not isinstance(t, torch.Tensor):
+        return t
+    _check(t, name)
+    t = t.detach().resolve_conj().resolve_neg()
     if t.device.type == "cuda":
         array = cupy_module().asarray(t)
         return array.item() if array.ndim == 0 else array
@@ -43,143 +70,405 @@ def _numpy(t: Any, name: str) -> Any:
     return array[()] if array.ndim == 0 else array  # a 0-d tensor is a scalar parameter
 
 
-_SUPPORTED = (torch.float32, torch.float64, torch.complex64, torch.complex128, torch.bool, torch.uint8, torch.int8,
-              torch.int16, torch.int32, torch.int64)
+def _tensor(a: Any, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A fresh tensor of a NumPy or CuPy result (scalars become 0-d tensors), in ``dtype``."""
+    if hasattr(a, "__cuda_array_interface__"):
+        out = torch.as_tensor(a, device=device)
+    else:
+        out = torch.from_numpy(np.array(a, copy=True, order="C"))  # an operation's result aliases nothing
+    return out.to(dtype)
 
 
-def _tensor(a: Any, like: torch.Tensor | None = None) -> Any:
-    """A tensor sharing memory with a NumPy result (scalars become 0-d tensors), in like's dtype."""
-    if isinstance(a, (float, complex, np.floating, np.complexfloating)):
-        a = np.asarray(a)
-    if hasattr(a, "__cuda_array_interface__"):  # a CuPy result: a CUDA tensor on the same memory
-        out = torch.as_tensor(a, device="cuda")
-        return out.to(like.dtype) if like is not None and out.dtype != like.dtype else out
-    if not isinstance(a, np.ndarray):
-        return a
-    out = torch.from_numpy(a if a.flags.c_contiguous else np.ascontiguousarray(a))  # keeps 0-d as 0-d
-    return out.to(like.dtype) if like is not None and out.dtype != like.dtype else out
+def _computed(*tensors: torch.Tensor) -> torch.dtype:
+    """The dtype the high-level programs compute in: the promoted dtype, integers and bools as float64."""
+    dtypes = [t.dtype if t.is_floating_point() or t.is_complex() else torch.float64 for t in tensors]
+    out = dtypes[0]
+    for d in dtypes[1:]:
+        out = torch.promote_types(out, d)
+    return out
 
 
-class _Pullback(torch.autograd.Function):
-    """Forward: ``forward_np`` on NumPy views. Backward: ``backward_np(inputs, cotangents)``."""
+def _gradient_dtype(t: torch.Tensor, computed: torch.dtype) -> torch.dtype:
+    return t.dtype if t.is_floating_point() or t.is_complex() else computed
+
+
+# ----------------------------------------------------------------------------- operations
+
+def _batch_front(info: Any, value: Any, dim: Any) -> Any:
+    """``value`` with its vmap batch dimension first (expanded where it has none); lists elementwise."""
+    if isinstance(value, (list, tuple)):
+        return [_batch_front(info, v, d) for v, d in zip(value, dim)]
+    if not isinstance(value, torch.Tensor):
+        return value
+    return value.movedim(dim, 0) if dim is not None else value.expand(info.batch_size, *value.shape)
+
+
+def _operation(name: str, schema: str, impl: Callable, fake: Callable, vmap: Callable | None = None):
+    """``revdiff::name``, a custom operation with its fake implementation and a vmap rule: the
+    programs batch over leading axes, so by default the rule moves every batch dimension first."""
+    op = torch.library.custom_op(f"revdiff::{name}", impl, mutates_args=(), schema=schema)
+    op.register_fake(fake)
+
+    def batch_first(info, in_dims, *args):
+        out = getattr(torch.ops.revdiff, name)(*(_batch_front(info, a, d) for a, d in zip(args, in_dims)))
+        return out, (type(out)(0 for _ in out) if isinstance(out, (tuple, list)) else 0)
+
+    op.register_vmap(vmap or batch_first)
+    return getattr(torch.ops.revdiff, name)  # what torch.compile traces (it cannot wrap the definition)
+
+
+class _Vjp(torch.autograd.Function):
+    """The vjp operation ``torch.ops.revdiff.<name>(*tensors, *options)`` as a function of the inputs
+    and cotangents, so that a gradient depends on both; differentiating it again raises (a second
+    derivative would otherwise silently miss that dependence). Used only where the gradient is
+    itself recorded (``create_graph=True``, ``torch.func``): ``torch.compile`` cannot trace it in
+    a plain backward (it passes a context to a ``forward`` with ``*args``)."""
+    generate_vmap_rule = True
 
     @staticmethod
-    def forward(ctx, rule, names, *tensors):
-        arrays = [_numpy(t, n) for t, n in zip(tensors, names)]
-        outputs, backward = rule(*arrays)
-        ctx.backward_np = backward
-        ctx.input_tensors = [t if isinstance(t, torch.Tensor) else None for t in tensors]
-        return tuple(_tensor(o) for o in outputs)
+    def forward(name, options, *tensors):
+        return tuple(getattr(torch.ops.revdiff, name)(*tensors, *options))
 
     @staticmethod
-    def backward(ctx, *cotangents):
-        grads = ctx.backward_np(*[None if c is None else _numpy(c, "cotangent") for c in cotangents])
-        out = [None, None]
-        for g, t in zip(grads, ctx.input_tensors):
-            out.append(None if g is None or t is None or not t.requires_grad else _tensor(g, t))
-        if torch.is_grad_enabled():  # create_graph=True: a later gradient through these must raise
-            joined = [t for t in ctx.input_tensors if t is not None] + [c for c in cotangents if c is not None]
-            return tuple(out[:2]) + _not_differentiable(out[2:], joined)
-        return tuple(out)
-
-
-_TWICE = ("revdiff.torch: the gradient of a revdiff operation is not differentiable (second derivatives "
-          "are not supported yet); differentiate it once, without create_graph=True through it")
-
-
-class _NotDifferentiable(torch.autograd.Function):
-    """The value of a gradient, joined to the graph through everything it depends on (the inputs
-    and the cotangents), whose own backward raises: a later gradient through it would otherwise
-    silently leave out that dependence (PyTorch's ``once_differentiable`` joins its error to fresh
-    leaves, which a gradient with respect to the inputs never reaches)."""
-
-    @staticmethod
-    def forward(ctx, gradient, *joined_to):
-        return gradient.clone()
+    def setup_context(ctx, inputs, output):
+        pass
 
     @staticmethod
     def backward(ctx, *cotangents):
         raise RuntimeError(_TWICE)
 
 
-def _not_differentiable(grads: list, joined: list) -> tuple:
-    """``grads`` as a backward with ``create_graph=True`` returns them (see ``_NotDifferentiable``)."""
-    return tuple(None if g is None else _NotDifferentiable.apply(g.detach(), *joined) for g in grads)
+def _recorded(tensors: tuple) -> bool:
+    return torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in tensors)
 
 
-def _apply(rule: Callable, names: Sequence[str], *tensors) -> tuple:
-    return _Pullback.apply(rule, tuple(names), *tensors)
+class _FunctionVjp(_Vjp):
+    """``_Vjp`` of a reversible function's vjp operation, which takes lists: (the ``parameters``
+    first tensors, the cotangents of the outputs), and ``batch_dims``."""
+
+    @staticmethod
+    def forward(name, layout, *tensors):
+        parameters, batch_dims = layout
+        return tuple(getattr(torch.ops.revdiff, name)(list(tensors[:parameters]), list(tensors[parameters:]),
+                                                      batch_dims))
 
 
-def _vjp_rule(forward: Callable, backward: Callable) -> Callable:
-    """A rule whose backward calls a revdiff ``*_vjp`` function on the saved inputs."""
+def _autograd(forward_op, vjp_op, tensors: int) -> type:
+    """A differentiable call of ``forward_op(*tensors, *options)``: the backward calls
+    ``vjp_op(*tensors, *cotangents, *options)``, one gradient per tensor argument. Registered on the
+    operation too, for eager and compiled calls of ``torch.ops.revdiff.*``."""
 
-    def rule(*arrays):
-        saved = tuple(a.copy() for a in arrays)
-        return forward(*arrays), lambda *cts: backward(*saved, *cts)
+    vjp_name = vjp_op._qualified_op_name.split("::")[1]
 
-    return rule
+    def save(ctx, inputs, output):
+        ctx.save_for_backward(*inputs[:tensors])
+        ctx.options = tuple(inputs[tensors:])
+
+    def pull_back(ctx, *cotangents):
+        saved = ctx.saved_tensors
+        tensors = saved + cotangents
+        grads = _Vjp.apply(vjp_name, ctx.options, *tensors) if _recorded(tensors) else vjp_op(*tensors, *ctx.options)
+        return tuple(g if t.is_floating_point() or t.is_complex() else None for g, t in zip(grads, saved)) + \
+            (None,) * len(ctx.options)
+
+    torch.library.register_autograd(forward_op.default, pull_back, setup_context=save)
+
+    class Call(torch.autograd.Function):
+        generate_vmap_rule = True
+        forward = staticmethod(lambda *inputs: forward_op(*inputs))
+        setup_context = staticmethod(save)
+        backward = staticmethod(pull_back)
+
+    return Call
 
 
-def qr(A: torch.Tensor, method: str = "cgs2") -> tuple:
-    """Thin Q, R of A (..., m, n) with diag(R) real positive; backward runs the QR program backwards."""
-    rule = _vjp_rule(lambda a: P.qr(a, method), lambda a, gQ, gR: (P.qr_vjp(a, gQ, gR, method),))
-    return _apply(rule, ("A",), A)
+def _like(t: torch.Tensor, shape: tuple, dtype: torch.dtype) -> torch.Tensor:
+    return t.new_empty(tuple(shape), dtype=dtype)
 
 
-def project(A: torch.Tensor, y: torch.Tensor, method: str = "cgs2") -> torch.Tensor:
+def _qr_shapes(A: torch.Tensor) -> tuple:
+    m, n = A.shape[-2:]
+    p = min(m, n)
+    return tuple(A.shape[:-2]) + (m, p), tuple(A.shape[:-2]) + (p, n)
+
+
+def _qr_impl(A, method, rank_tol):
+    Q, R = P.qr(_numpy(A, "A"), method, rank_tol)
+    return _tensor(Q, _computed(A), A.device), _tensor(R, _computed(A), A.device)
+
+
+def _qr_fake(A, method, rank_tol):
+    return tuple(_like(A, s, _computed(A)) for s in _qr_shapes(A))
+
+
+def _qr_vjp_impl(A, gQ, gR, method, rank_tol):
+    gA = P.qr_vjp(_numpy(A, "A"), _numpy(gQ, "gQ"), _numpy(gR, "gR"), method, rank_tol)
+    return (_tensor(gA, _gradient_dtype(A, _computed(A)), A.device),)
+
+
+def _qr_vjp_fake(A, gQ, gR, method, rank_tol):
+    return (_like(A, A.shape, _gradient_dtype(A, _computed(A))),)
+
+
+def _pair_impl(forward: Callable, out_shape: Callable, names: tuple):
+    """impl and fake of an operation of two tensors (A, y) or (g, z) returning one."""
+
+    def impl(a, b, *options):
+        out = forward(_numpy(a, names[0]), _numpy(b, names[1]), *options)
+        return _tensor(out, _computed(a, b), a.device)
+
+    def fake(a, b, *options):
+        return _like(a, out_shape(a, b), _computed(a, b))
+
+    return impl, fake
+
+
+def _pair_vjp_impl(backward: Callable, names: tuple, cotangent: str):
+    """impl and fake of the vjp of a two-tensor operation: (ga, gb) from (a, b, g)."""
+
+    def impl(a, b, g, *options):
+        ga, gb = backward(_numpy(a, names[0]), _numpy(b, names[1]), _numpy(g, cotangent), *options)
+        c = _computed(a, b)
+        return _tensor(ga, _gradient_dtype(a, c), a.device), _tensor(gb, _gradient_dtype(b, c), b.device)
+
+    def fake(a, b, g, *options):
+        c = _computed(a, b)
+        return _like(a, a.shape, _gradient_dtype(a, c)), _like(b, b.shape, _gradient_dtype(b, c))
+
+    return impl, fake
+
+
+_QR = _operation("qr", "(Tensor A, str method, float? rank_tol) -> (Tensor, Tensor)", _qr_impl, _qr_fake)
+_QR_VJP = _operation("qr_vjp", "(Tensor A, Tensor gQ, Tensor gR, str method, float? rank_tol) -> Tensor[]",
+                     _qr_vjp_impl, _qr_vjp_fake)
+
+
+def _linear_ops(name: str, forward: Callable, backward: Callable, out_shape: Callable, cotangent: str,
+                names: str, options: str) -> type:
+    a, b = names.split(", ")
+    impl, fake = _pair_impl(forward, out_shape, (a, b))
+    op = _operation(name, f"(Tensor {a}, Tensor {b}{options}) -> Tensor", impl, fake)
+    vjp_impl, vjp_fake = _pair_vjp_impl(backward, (a, b), cotangent)
+    vjp_op = _operation(f"{name}_vjp", f"(Tensor {a}, Tensor {b}, Tensor {cotangent}{options}) -> Tensor[]",
+                        vjp_impl, vjp_fake)
+    return _autograd(op, vjp_op, 2)
+
+
+_METHOD = ", str method, float? rank_tol"
+_qr_call = _autograd(_QR, _QR_VJP, 1)
+_project_call = _linear_ops("project", P.project, P.project_vjp, lambda A, y: A.shape[:-1], "gz", "A, y", _METHOD)
+_lstsq_call = _linear_ops("lstsq", P.lstsq, P.lstsq_vjp, lambda A, y: A.shape[:-2] + A.shape[-1:], "gx", "A, y",
+                          _METHOD)
+_tangent_call = _linear_ops("tangent_project", P.tangent_project, P.tangent_project_vjp, lambda g, z: g.shape,
+                            "gout", "g, z", "")
+
+
+def _normalize_impl(x):
+    return _tensor(P.normalize(_numpy(x, "x")), _computed(x), x.device)
+
+
+def _normalize_vjp_impl(x, gy):
+    return (_tensor(P.normalize_vjp(_numpy(x, "x"), _numpy(gy, "gy")), _gradient_dtype(x, _computed(x)), x.device),)
+
+
+_NORMALIZE = _operation("normalize", "(Tensor x) -> Tensor", _normalize_impl, lambda x: _like(x, x.shape, _computed(x)))
+_NORMALIZE_VJP = _operation("normalize_vjp", "(Tensor x, Tensor gy) -> Tensor[]", _normalize_vjp_impl,
+                            lambda x, gy: (_like(x, x.shape, _gradient_dtype(x, _computed(x))),))
+_normalize_call = _autograd(_NORMALIZE, _NORMALIZE_VJP, 1)
+
+
+def _checked(names: str, *tensors) -> None:
+    for name, t in zip(names.split(), tensors):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"'{name}' must be a torch.Tensor, got {type(t).__name__}")
+        _check(t, name)
+
+
+# ----------------------------------------------------------------------------- the public functions
+
+def qr(A: torch.Tensor, method: str = "cgs2", rank_tol: float | None = None) -> tuple:
+    """Thin Q, R of A (..., m, n) with diag(R) real positive (``torch.ops.revdiff.qr``); the
+    gradient runs the QR program backwards. ``rank_tol`` as in ``revdiff.programs.qr``."""
+    _checked("A", A)
+    return _qr_call.apply(A, method, rank_tol)
+
+
+def project(A: torch.Tensor, y: torch.Tensor, method: str = "cgs2", rank_tol: float | None = None) -> torch.Tensor:
     """Q Q^H y, the orthogonal projection of y (..., m) onto the column space of A (..., m, n)."""
-    rule = _vjp_rule(lambda a, b: (P.project(a, b, method),), lambda a, b, gz: P.project_vjp(a, b, gz, method))
-    return _apply(rule, ("A", "y"), A, y)[0]
+    _checked("A y", A, y)
+    return _project_call.apply(A, y, method, rank_tol)
 
 
-def lstsq(A: torch.Tensor, y: torch.Tensor, method: str = "cgs2") -> torch.Tensor:
+def lstsq(A: torch.Tensor, y: torch.Tensor, method: str = "cgs2", rank_tol: float | None = None) -> torch.Tensor:
     """argmin_x |A x - y| for A (..., m, n) of full column rank, through the QR program."""
-    rule = _vjp_rule(lambda a, b: (P.lstsq(a, b, method),), lambda a, b, gx: P.lstsq_vjp(a, b, gx, method))
-    return _apply(rule, ("A", "y"), A, y)[0]
+    _checked("A y", A, y)
+    return _lstsq_call.apply(A, y, method, rank_tol)
 
 
 def normalize(x: torch.Tensor) -> torch.Tensor:
     """x / |x| along the last axis."""
-    rule = _vjp_rule(lambda a: (P.normalize(a),), lambda a, gy: (P.normalize_vjp(a, gy),))
-    return _apply(rule, ("x",), x)[0]
+    _checked("x", x)
+    return _normalize_call.apply(x)
 
 
 def tangent_project(g: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     """g - (z_hat^H g) z_hat along the last axis, z_hat = z / |z|."""
-    rule = _vjp_rule(lambda a, b: (P.tangent_project(a, b),), lambda a, b, gout: P.tangent_project_vjp(a, b, gout))
-    return _apply(rule, ("g", "z"), g, z)[0]
+    _checked("g z", g, z)
+    return _tangent_call.apply(g, z)
 
 
-def function(f: ReversibleFunction, outputs: Sequence[str]) -> Callable:
+# ----------------------------------------------------------------------------- any reversible function
+
+_FUNCTIONS: dict = {}
+
+
+def _as_tensor(value: Any, name: str) -> torch.Tensor:
+    """A parameter's value as the tensor the operation takes (numbers become 0-d tensors)."""
+    if isinstance(value, torch.Tensor):
+        _check(value, name)
+        return value
+    if isinstance(value, (bool, int, float, complex, np.number, np.bool_, np.ndarray)):
+        return torch.from_numpy(np.array(value))  # NumPy's dtypes: a Python float is float64, as in revdiff
+    raise TypeError(f"'{name}' must be a tensor or a number, got {type(value).__name__}")
+
+
+class _FunctionOps:
+    """The custom operations of one reversible function: its call (the final values of
+    ``outputs``) and its vjp (the cotangents of its floating-point parameters). ``batch_dims``
+    counts leading axes that vmap added: the call then runs as ``revdiff.batched`` over them."""
+
+    def __init__(self, f: ReversibleFunction, outputs: tuple):
+        self.f, self.outputs = f, outputs
+        self.picked = [f.params.index(o) for o in outputs]
+        self._batched: BatchedFunction | None = None
+        stem = re.sub(r"\W", "_", f.__qualname__)
+        name = f"function_{stem}_{len(_FUNCTIONS)}"
+        self.call = _operation(name, "(Tensor[] args, int batch_dims) -> Tensor[]", self._call_impl,
+                               self._call_fake, self._vmap(lambda: self.call))
+        self.vjp_name = f"{name}_vjp"
+        self.vjp = _operation(self.vjp_name, "(Tensor[] args, Tensor[] cotangents, int batch_dims) -> Tensor[]",
+                              self._vjp_impl, self._vjp_fake, self._vmap(lambda: self.vjp))
+
+    def batched(self) -> BatchedFunction:
+        if self._batched is None:
+            self._batched = BatchedFunction(self.f, self.f.params)
+        return self._batched
+
+    @staticmethod
+    def _vmap(op: Callable) -> Callable:
+        def rule(info, in_dims, *args):
+            *tensors, batch_dims = args
+            moved = [_batch_front(info, t, d) for t, d in zip(tensors, in_dims)]
+            out = op()(*moved, batch_dims + 1)
+            return out, [0] * len(out)
+        return rule
+
+    @staticmethod
+    def _flat(arrays: list, batch_dims: int) -> tuple:
+        """Arrays with their ``batch_dims`` leading axes merged into one, and those axes."""
+        lead = tuple(np.shape(arrays[0])[:batch_dims]) if arrays else ()
+        size = int(np.prod(lead, dtype=np.int64))
+        return [a.reshape((size,) + tuple(np.shape(a)[batch_dims:])) for a in arrays], lead
+
+    def _call_impl(self, args, batch_dims):
+        arrays = [_numpy(a, p) if batch_dims == 0 else _numpy(a.contiguous(), p) for a, p in zip(args, self.f.params)]
+        if batch_dims == 0:
+            finals, _ = vjp(self.f, *arrays)
+        else:
+            flat, lead = self._flat(arrays, batch_dims)
+            finals = [np.reshape(v, lead + tuple(np.shape(v)[1:])) for v in self.batched()(*flat)]
+        return [_tensor(finals[k], args[k].dtype, args[k].device) for k in self.picked]
+
+    def _call_fake(self, args, batch_dims):
+        return [torch.empty_like(args[k]) for k in self.picked]
+
+    def _vjp_impl(self, args, cotangents, batch_dims):
+        arrays = [_numpy(a.contiguous(), p) for a, p in zip(args, self.f.params)]
+        full = [None] * len(arrays)
+        for k, c in zip(self.picked, cotangents):
+            full[k] = _numpy(c.contiguous(), "cotangent")
+        if batch_dims == 0:
+            grads = vjp(self.f, *arrays)[1](*full)
+        else:
+            flat, lead = self._flat(arrays, batch_dims)
+            cts = [None if c is None else self._flat([c], batch_dims)[0][0] for c in full]
+            grads = [None if g is None else np.reshape(g, lead + tuple(np.shape(g)[1:]))
+                     for g in self.batched().vjp(flat, cts)[1]]
+        return [_tensor(g, a.dtype, a.device) for g, a in zip(grads, args) if _differentiable(a)]
+
+    def _vjp_fake(self, args, cotangents, batch_dims):
+        return [torch.empty_like(a) for a in args if _differentiable(a)]
+
+
+def _differentiable(t: torch.Tensor) -> bool:
+    return t.is_floating_point() or t.is_complex()
+
+
+def _function_call(ops: _FunctionOps) -> type:
+    """The differentiable call of a reversible function's operations (see ``_autograd``), and the
+    operation's own autograd registration. It names the operations, which ``torch.compile``
+    traces, not ``ops``, which it cannot."""
+    call_op, vjp_op, vjp_name = ops.call, ops.vjp, ops.vjp_name
+
+    def gradients(saved: tuple, cotangents: tuple, batch_dims: int) -> list:
+        """One per parameter: None where it is not floating point."""
+        tensors = saved + tuple(cotangents)
+        grads = iter(_FunctionVjp.apply(vjp_name, (len(saved), batch_dims), *tensors) if _recorded(tensors)
+                     else vjp_op(list(saved), list(cotangents), batch_dims))
+        return [next(grads) if _differentiable(t) else None for t in saved]
+
+    def save(ctx, inputs, output):
+        args, ctx.batch_dims = inputs
+        ctx.save_for_backward(*args)
+
+    def pull_back(ctx, cotangents):
+        return gradients(ctx.saved_tensors, tuple(cotangents), ctx.batch_dims), None
+
+    torch.library.register_autograd(call_op.default, pull_back, setup_context=save)
+
+    class Call(torch.autograd.Function):
+        generate_vmap_rule = True
+
+        @staticmethod
+        def forward(*args):
+            return tuple(call_op(list(args), 0))
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(*inputs)
+
+        @staticmethod
+        def backward(ctx, *cotangents):
+            return tuple(gradients(ctx.saved_tensors, cotangents, 0))
+
+    return Call
+
+
+def function(f: ReversibleFunction, outputs: Sequence[str] | str) -> Callable:
     """A torch function of all of ``f``'s parameters returning the final values of ``outputs``
-    (a tensor, or a tuple when there are several); gradients flow to every tensor argument.
+    (a tensor, or a tuple when there are several); gradients flow to every floating-point tensor
+    argument, numbers become 0-d tensors (in NumPy's dtypes: a Python float is float64). It is a pair of custom operations
+    (``torch.ops.revdiff.function_<name>_<k>`` and its vjp), so it works under ``torch.compile``,
+    ``torch.func.grad`` and ``vmap`` (which runs ``f`` as ``revdiff.batched`` over the mapped axis).
 
-    The backward keeps only the final state and runs ``f`` backwards from it (no tape)."""
+    The backward runs ``f`` forward on the saved inputs and then backwards (no tape)."""
+    if not isinstance(f, ReversibleFunction):
+        raise TypeError(f"function takes a reversible function (decorated with @revdiff.reversible), got {f!r}")
     outputs = (outputs,) if isinstance(outputs, str) else tuple(outputs)
     missing = [o for o in outputs if o not in f.params]
     if missing:
         raise ValueError(f"{', '.join(map(repr, missing))} is not a parameter of {f.__qualname__} "
                          f"({', '.join(f.params)})")
-    picked = [f.params.index(o) for o in outputs]
-
-    def rule(*arrays):
-        arrays = [a.copy() if isinstance(a, np.ndarray) else a for a in arrays]
-        finals, pullback = vjp(f, *arrays)
-
-        def backward(*cts):
-            full = [None] * len(f.params)
-            for k, c in zip(picked, cts):
-                full[k] = c
-            return pullback(*full)
-
-        return [finals[k] for k in picked], backward
+    key = (f, outputs)
+    if key not in _FUNCTIONS:
+        _FUNCTIONS[key] = _function_call(_FunctionOps(f, outputs))
+    apply = _FUNCTIONS[key]
 
     def call(*args):
         if len(args) != len(f.params):
             raise TypeError(f"{f.__qualname__} takes {len(f.params)} arguments ({', '.join(f.params)}), "
                             f"got {len(args)}")
-        result = _apply(rule, f.params, *args)
+        result = apply.apply(*(_as_tensor(a, p) for a, p in zip(args, f.params)))
         return result[0] if len(result) == 1 else result
 
     call.__name__ = getattr(f, "__name__", "function")

@@ -10,9 +10,9 @@ EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.py"))
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
 def test_example_runs(path, capsys, monkeypatch):
-    for framework in ("torch", "jax"):
+    for framework, module in (("torch", "torch"), ("jax", "jax"), ("dask", "dask.distributed")):
         if f"import {framework}" in path.read_text() or f"revdiff.{framework}" in path.read_text():
-            pytest.importorskip(framework)
+            pytest.importorskip(module)
     monkeypatch.setattr(sys, "argv", [str(path)])
     runpy.run_path(str(path), run_name="__main__")
     assert capsys.readouterr().out.strip()

@@ -147,10 +147,14 @@ def test_torch_function_from_any_reversible_function(torch, rt):
         rt.function(scaled_norm, outputs=("y",))
 
 
-def test_torch_non_cpu_tensor_is_refused_by_name(torch, rt):
-    A = torch.empty((4, 3), dtype=torch.float64, device="meta")
-    with pytest.raises(NotImplementedError, match="'A' is a meta tensor; revdiff runs on CPU tensors"):
-        rt.qr(A)
+def test_torch_meta_tensors_get_meta_results_of_the_right_shapes(torch, rt):
+    """Meta tensors (and torch.compile's fake tensors) go through the operations' fake
+    implementations: shapes and dtypes without computing."""
+    A = torch.empty((2, 4, 3), dtype=torch.float32, device="meta")
+    Q, R = rt.qr(A)
+    assert (Q.device.type, Q.shape, R.shape, Q.dtype) == ("meta", (2, 4, 3), (2, 3, 3), torch.float32)
+    z = rt.project(A, torch.empty((2, 4), dtype=torch.float64, device="meta"))
+    assert (z.shape, z.dtype) == ((2, 4), torch.float64)
 
 
 # ----------------------------------------------------------------------------- JAX

@@ -22,7 +22,7 @@ LAYERS = [
     ["revdiff.compiler"],
     ["revdiff.calls", "revdiff.batch", "revdiff.device_calls", "revdiff.function", "revdiff.ad", "revdiff.diagnostics", "revdiff.extend"],
     ["revdiff.programs"],
-    ["revdiff.torch", "revdiff.jax", "revdiff.formulas", "revdiff.tools", "revdiff.__main__", "revdiff"],
+    ["revdiff.torch", "revdiff.jax", "revdiff.dask", "revdiff.formulas", "revdiff.tools", "revdiff.__main__", "revdiff"],
 ]
 
 

@@ -256,6 +256,6 @@ def test_command_line(capsys):
     main(["compare", "--loss", "qr", "--shape", "5x3", "--conds", "1,1e3", "--methods", "cgs2,formula",
           "--repeats", "1"])
     out = capsys.readouterr().out
-    assert "qr loss, A 5x3 float64" in out and "| 1e+03 |" in out
+    assert "qr loss, A 5x3 float64" in out and "| 1e+03 |" in out and "every method on 1 thread" in out
     with pytest.raises(SystemExit):
         main(["compare", "--loss", "nonsense"])

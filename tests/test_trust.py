@@ -698,6 +698,7 @@ def test_a_cache_entry_replaced_by_a_directory_is_rebuilt(tmp_path, target):
     (["--methods", "foo"], "unknown 'foo'"),
     (["--conds", "x"], "--conds takes condition numbers"),
     (["--batch", "0"], "--batch must be at least 1"),
+    (["--threads", "0"], "--threads must be at least 1"),
     (["--plot", "out.xyz"], "name a file ending in one of"),
     (["--plot", "/nonexistent/dir/x.png"], "cannot write a file there")])
 def test_compare_refuses_what_it_cannot_run_before_running(options, message, capsys):
@@ -712,6 +713,16 @@ def test_version(capsys):
     with pytest.raises(SystemExit):
         main(["--version"])
     assert capsys.readouterr().out.strip() == f"revdiff {revdiff.__version__}"
+
+
+def test_every_option_of_the_command_line_has_help():
+    import argparse
+    from revdiff.tools import bench, compare
+    for add in (compare.add_arguments, bench.add_arguments):
+        parser = argparse.ArgumentParser()
+        add(parser)
+        missing = [a.dest for a in parser._actions if not a.help]
+        assert not missing, f"{add.__module__}: no help for {missing}"
 
 
 @reversible

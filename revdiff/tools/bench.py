@@ -131,7 +131,8 @@ def report(rows: list, gemm: float, starts: dict, out=sys.stdout) -> None:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", help="small cases only (B=1000x32x16, 100x64x32), float64")
     p.add_argument("--loss", default="projection,qr", help="comma-separated: projection,qr")
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--repeats", type=int, default=5, help="timed runs per case and method; tables show medians "
+                                                          "(default 5)")
     p.add_argument("--no-startup", action="store_true", help="skip the cold/warm fresh-process timings")
     p.add_argument("--cases", help="comma-separated BxMxN cases instead of the built-in ones, e.g. 10000x32x16")
 

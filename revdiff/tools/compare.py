@@ -11,6 +11,7 @@ import os
 import statistics
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -153,10 +154,44 @@ def _measure(method: Method, A, inputs, ref, repeats: int) -> tuple:
     return err, statistics.median(times)
 
 
+@contextmanager
+def thread_limit(threads: int):
+    """Every method on at most ``threads`` threads: revdiff's batch loop (Numba), BLAS (NumPy's, SciPy's
+    and so the formulas'), PyTorch's intra-op pool, and JAX's CPU backend when it starts here (XLA
+    reads its thread flags once, at start). Unlimited pools fight each other and other work on a
+    small machine, and a peer then looks many times slower than it is."""
+    import numba
+    from threadpoolctl import threadpool_limits
+    if threads == 1 and "jax" not in sys.modules:
+        os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), "--xla_cpu_multi_thread_eigen=false",
+                                            "intra_op_parallelism_threads=1"]).strip()
+    torch = sys.modules.get("torch")
+    numba_threads, torch_threads = numba.get_num_threads(), torch.get_num_threads() if torch else None
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        with threadpool_limits(limits=threads):
+            yield lambda: _limit_torch(threads)
+    finally:
+        numba.set_num_threads(numba_threads)
+        if torch_threads is not None:
+            torch.set_num_threads(torch_threads)
+
+
+def _limit_torch(threads: int) -> None:
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(threads)
+
+
 def run(shape=(32, 16), dtype="float64", loss="projection", batch=1, methods=None, conds=DEFAULT_CONDS,
-        repeats=3, seed=0, plot=None, out=None) -> dict:
-    """Run the comparison and print the table; returns {method: [(kappa, error, seconds), ...]}."""
-    out = out or sys.stdout
+        repeats=3, seed=0, plot=None, out=None, threads: int = 1) -> dict:
+    """Run the comparison and print the table; returns {method: [(kappa, error, seconds), ...]}.
+    Every method is timed on ``threads`` threads (``thread_limit``)."""
+    with thread_limit(threads) as limit_torch:
+        return _run(shape, dtype, loss, batch, methods, conds, repeats, seed, plot, out or sys.stdout, threads,
+                    limit_torch)
+
+
+def _run(shape, dtype, loss, batch, methods, conds, repeats, seed, plot, out, threads, limit_torch) -> dict:
     if loss not in LOSSES:
         raise ValueError(f"unknown loss {loss!r}; choose one of {', '.join(LOSSES)}")
     the_loss = LOSSES[loss]
@@ -165,21 +200,23 @@ def run(shape=(32, 16), dtype="float64", loss="projection", batch=1, methods=Non
     names = list(methods or ["cgs2", "mgs", "cgs", "formula", "pinv", "torch", "jax"])
     rng = np.random.default_rng(seed)
     chosen = the_loss.methods(names)
+    limit_torch()  # the methods import torch: limit its pool now
     cases = []
     for k, kappa in enumerate(conds):
         cases.append(_case(the_loss, shape, dtype, batch, kappa, rng))
         _progress(k + 1, len(conds), "mpmath reference")
     results = {meth.name: [(kappa,) + _measure(meth, A, inputs, ref, repeats) for kappa, A, inputs, ref in cases]
                for meth in chosen}
-    _print_table(results, conds, shape, dtype, loss, batch, out)
+    _print_table(results, conds, shape, dtype, loss, batch, out, threads)
     if plot:
         _plot(results, plot, shape, loss)
     return results
 
 
-def _print_table(results, conds, shape, dtype, loss, batch, out) -> None:
+def _print_table(results, conds, shape, dtype, loss, batch, out, threads) -> None:
     print(f"\nrelative error of the gradient of A (vs mpmath, 60 digits); {loss} loss, "
-          f"A {shape[0]}x{shape[1]} {dtype}, batch {batch}; time = median per batch\n", file=out)
+          f"A {shape[0]}x{shape[1]} {dtype}, batch {batch}; time = median per batch, every method on "
+          f"{threads} thread{'s' if threads > 1 else ''}\n", file=out)
     names = list(results)
     header = "| kappa | " + " | ".join(names) + " |"
     print(header, file=out)
@@ -294,7 +331,8 @@ def check_plot_target(plot: str | None) -> None:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shape", default="32x16", help="m x n of A (default 32x16; tall for the projection loss; "
                                                     "the vector length N for the sphere)")
-    p.add_argument("--dtype", default="float64", choices=["float32", "float64", "complex64", "complex128"])
+    p.add_argument("--dtype", default="float64", choices=["float32", "float64", "complex64", "complex128"],
+                   help="dtype of A and of every computation (default float64)")
     p.add_argument("--loss", default="projection", choices=list(LOSSES),
                    help="projection: Re<1, Q Q^H y>; qr: Re<gQ, Q> + Re<gR, R>; sphere: x / |x|")
     p.add_argument("--batch", type=int, default=1, help="matrices per condition number, timed as one batch "
@@ -307,6 +345,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                           "(default 3)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random matrices (default 0)")
     p.add_argument("--plot", default=None, metavar="FILE.png", help="draw error against condition number")
+    p.add_argument("--threads", type=int, default=1,
+                   help="threads for every method: revdiff's batch, BLAS, PyTorch, JAX (default 1, so that "
+                        "times compare like with like)")
 
 
 def main_from_args(args: argparse.Namespace) -> None:
@@ -314,7 +355,7 @@ def main_from_args(args: argparse.Namespace) -> None:
     shape = parse_shape(args.shape, args.loss)
     conds = parse_conds(args.conds)
     methods = parse_methods(args.methods)
-    for name in ("batch", "repeats"):
+    for name in ("batch", "repeats", "threads"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name} must be at least 1, got {getattr(args, name)}")
     if args.seed < 0:
@@ -325,4 +366,5 @@ def main_from_args(args: argparse.Namespace) -> None:
     if methods is not None and not LOSSES[args.loss].methods(methods):
         raise UsageError(f"--methods {args.methods}: none of them applies to the {args.loss} loss here (or their "
                          "frameworks are not installed)")
-    run(shape, args.dtype, args.loss, args.batch, methods, conds, args.repeats, args.seed, args.plot)
+    run(shape, args.dtype, args.loss, args.batch, methods, conds, args.repeats, args.seed, args.plot,
+        threads=args.threads)

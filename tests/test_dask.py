@@ -1,0 +1,67 @@
+"""revdiff.dask: the programs over Dask arrays chunked along batch axes equal one NumPy call bit for
+bit, on the threaded scheduler and across the worker processes of a dask.distributed LocalCluster,
+whose workers compile into the same cache; a chunked matrix axis is refused by name."""
+import os
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+import revdiff.dask as rd  # noqa: E402  (after the importorskip)
+from revdiff import programs as P  # noqa: E402
+from revdiff.runtime.cache import cache_dir  # noqa: E402
+
+rng = np.random.default_rng(3)
+
+
+def arrays(b=40, m=7, n=3, dtype=np.float64):
+    return (rng.standard_normal((b, m, n)).astype(dtype), rng.standard_normal((b, m)).astype(dtype),
+            rng.standard_normal((b, m)).astype(dtype))
+
+
+def test_every_function_equals_the_numpy_call_bit_for_bit():
+    A, y, g = arrays()
+    dA, dy = da.from_array(A, chunks=(15, 7, 3)), da.from_array(y, chunks=(10, 7))
+    gR = np.triu(rng.standard_normal((40, 3, 3)))
+    cases = [(rd.qr(dA), P.qr(A)), (rd.qr_vjp(dA, None, gR), P.qr_vjp(A, None, gR)),
+             (rd.project(dA, dy), P.project(A, y)), (rd.project_vjp(dA, dy, g), P.project_vjp(A, y, g)),
+             (rd.lstsq(dA, dy), P.lstsq(A, y)), (rd.lstsq_vjp(dA, dy, g[:, :3]), P.lstsq_vjp(A, y, g[:, :3])),
+             (rd.normalize(dy), P.normalize(y)), (rd.normalize_vjp(dy, g), P.normalize_vjp(y, g)),
+             (rd.tangent_project(g, dy), P.tangent_project(g, y)),
+             (rd.tangent_project_vjp(g, dy, y), P.tangent_project_vjp(g, y, y))]
+    for got, want in cases:
+        got, want = (got, want) if isinstance(want, tuple) else ((got,), (want,))
+        for a, b in zip(got, want):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            np.testing.assert_array_equal(a.compute(), b)
+
+
+def test_batch_axes_broadcast_as_in_a_gufunc_and_dtypes_follow_the_programs():
+    A, y, _ = arrays(dtype=np.float32)
+    z = rd.project(da.from_array(A, chunks=(8, 7, 3)), y[0].astype(np.float64))
+    assert z.dtype == np.float64
+    np.testing.assert_array_equal(z.compute(), P.project(A, np.broadcast_to(y[0], y.shape).astype(np.float64)))
+
+
+def test_a_chunked_matrix_axis_is_refused_by_name():
+    A, y, _ = arrays()
+    with pytest.raises(ValueError, match=r"'A' is split into 2 chunks along axis 2 .* rechunk it"):
+        rd.project(da.from_array(A, chunks=(10, 7, 2)), y)
+    with pytest.raises(ValueError, match=r"'x' is split into 2 chunks along axis 1"):
+        rd.normalize(da.from_array(y, chunks=(10, 4)))
+
+
+def test_a_projection_gradient_across_the_processes_of_a_local_cluster():
+    distributed = pytest.importorskip("dask.distributed")
+    A, y, g = arrays(b=120, m=12, n=5)
+    expected = P.project_vjp(A, y, g)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=40) as cluster, distributed.Client(cluster) as client:
+        gA, gy = rd.project_vjp(da.from_array(A, chunks=(60, 12, 5)), da.from_array(y, chunks=(60, 12)), g)
+        got = [future.result(timeout=600) for future in client.compute([gA, gy])]
+        pids = client.run(os.getpid)
+        caches = client.run(lambda: str(cache_dir()))
+    assert len(set(pids.values())) == 2 and os.getpid() not in pids.values()
+    for a, b in zip(got, expected):
+        np.testing.assert_array_equal(a, b)
+    assert set(caches.values()) == {str(cache_dir())}  # the workers compile into this process's cache

@@ -1,0 +1,129 @@
+"""revdiff.torch as PyTorch custom operations: torch.library.opcheck on every operation, and
+torch.compile (fullgraph), torch.func.grad and vmap equal to eager calls."""
+import numpy as np
+import pytest
+
+import revdiff
+from revdiff.language import routine, zero
+
+torch = pytest.importorskip("torch")
+import revdiff.torch as rt  # noqa: E402  (after the importorskip)
+
+rng = np.random.default_rng(5)
+
+
+def tensor(*shape, grad=False):
+    return torch.tensor(rng.standard_normal(shape), requires_grad=grad)
+
+
+OPERATIONS = {  # operation: example arguments (tensors first, then the options)
+    "qr": lambda: (tensor(3, 5, 3), "cgs2", None),
+    "qr_vjp": lambda: (tensor(5, 3), tensor(5, 3), torch.triu(tensor(3, 3)), "householder", None),
+    "project": lambda: (tensor(2, 6, 3), tensor(2, 6), "cgs2", None),
+    "project_vjp": lambda: (tensor(6, 3), tensor(6), tensor(6), "mgs", 1e-10),
+    "lstsq": lambda: (tensor(6, 3), tensor(6), "cgs2", None),
+    "lstsq_vjp": lambda: (tensor(2, 6, 3), tensor(2, 6), tensor(2, 3), "cgs2", None),
+    "normalize": lambda: (tensor(4, 5),),
+    "normalize_vjp": lambda: (tensor(4, 5), tensor(4, 5)),
+    "tangent_project": lambda: (tensor(3, 4), tensor(3, 4)),
+    "tangent_project_vjp": lambda: (tensor(3, 4), tensor(3, 4), tensor(3, 4)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPERATIONS))
+def test_every_operation_passes_opcheck(name):
+    args = OPERATIONS[name]()
+    if not name.endswith("_vjp"):  # the forward operations register their gradient
+        args = tuple(a.requires_grad_(True) if isinstance(a, torch.Tensor) else a for a in args)
+    torch.library.opcheck(getattr(torch.ops.revdiff, name).default, args)
+
+
+def projection_loss(A, y):
+    Q, R = rt.qr(A)
+    return (rt.project(A, y) ** 2).sum() + (Q.sum(-1) * y).sum() + (R ** 2).sum()
+
+
+def eager_gradient(A, y):
+    A, y = A.detach().requires_grad_(True), y.detach().requires_grad_(True)
+    projection_loss(A, y).backward()
+    return A.grad, y.grad
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_torch_compile_fullgraph_equals_eager(backend):
+    A, y = tensor(4, 6, 3, grad=True), tensor(4, 6, grad=True)
+    compiled = torch.compile(projection_loss, fullgraph=True, backend=backend)
+    loss = compiled(A, y)
+    loss.backward()
+    gA, gy = eager_gradient(A, y)
+    torch.testing.assert_close(loss, projection_loss(A, y), rtol=1e-13, atol=0)
+    torch.testing.assert_close(A.grad, gA, rtol=1e-13, atol=1e-14)
+    torch.testing.assert_close(y.grad, gy, rtol=1e-13, atol=1e-14)
+
+
+def test_func_grad_and_vmap_equal_eager():
+    A, y = tensor(4, 6, 3), tensor(4, 6)
+    gA, gy = eager_gradient(A, y)
+    grads = torch.func.grad(projection_loss, argnums=(0, 1))(A, y)
+    torch.testing.assert_close(grads, (gA, gy), rtol=1e-13, atol=1e-14)
+    # vmap over each matrix, with the batch axis in another position, and over a shared y
+    per_matrix = torch.func.vmap(torch.func.grad(projection_loss, argnums=(0, 1)), in_dims=(2, 0))(
+        A.permute(1, 2, 0), y)
+    torch.testing.assert_close(per_matrix, (gA, gy), rtol=1e-13, atol=1e-14)
+    shared = torch.func.vmap(lambda a: rt.project(a, y[0]))(A)
+    torch.testing.assert_close(shared, rt.project(A, y[0].expand(4, 6)), rtol=0, atol=0)
+    nested = torch.func.vmap(torch.func.vmap(rt.normalize))(A)
+    torch.testing.assert_close(nested, rt.normalize(A), rtol=0, atol=0)
+
+
+def test_the_operations_differentiate_when_called_directly():
+    A = tensor(5, 3, grad=True)
+    Q, R = torch.ops.revdiff.qr(A, "cgs2", None)
+    (Q.sum() + R.sum()).backward()
+    expected = torch.func.grad(lambda a: sum(t.sum() for t in rt.qr(a)))(A.detach())
+    torch.testing.assert_close(A.grad, expected, rtol=0, atol=0)
+
+
+def test_second_derivatives_raise_through_func_grad_too():
+    A = tensor(5, 3)
+    with pytest.raises(RuntimeError, match="not differentiable"):
+        torch.func.grad(lambda a: torch.func.grad(lambda b: rt.project(b, torch.ones(5, dtype=b.dtype)).sum())(a)
+                        .sum())(A)
+
+
+@revdiff.reversible
+def scaled_norm(out, x, c):
+    s = zero(float)
+    with routine:
+        for i in range(len(x)):
+            s += x[i] * x[i]
+    out += c * np.sqrt(s)
+    ~routine
+    del s
+
+
+def test_a_reversible_function_as_an_operation_compiles_and_vmaps():
+    f = rt.function(scaled_norm, "out")
+    assert rt.function(scaled_norm, "out") is not None  # a second wrapper reuses the registered operations
+    x, c = tensor(4), torch.tensor(2.5, dtype=torch.float64)
+
+    def loss(x, c):
+        return f(0.0, x, c) ** 2
+
+    grads = torch.func.grad(loss, argnums=(0, 1))(x, c)
+    norm = torch.linalg.norm(x)
+    torch.testing.assert_close(grads, (2 * 2.5 * norm * 2.5 * x / norm, 2 * 2.5 * norm * norm), rtol=1e-14, atol=0)
+    compiled = torch.compile(loss, fullgraph=True, backend="aot_eager")
+    xs = x.detach().requires_grad_(True)
+    compiled(xs, c).backward()
+    torch.testing.assert_close(xs.grad, grads[0], rtol=1e-14, atol=0)
+    # vmap runs the function as revdiff.batched over the mapped axis, gradients too
+    X = tensor(3, 4)
+    per_row = torch.func.vmap(torch.func.grad(loss), in_dims=(0, None))(X, c)
+    expected = torch.stack([torch.func.grad(loss)(X[k], c) for k in range(3)])
+    torch.testing.assert_close(per_row, expected, rtol=1e-14, atol=0)
+    nested = torch.func.vmap(torch.func.vmap(lambda x: f(0.0, x, c)))(tensor(2, 3, 4))
+    assert nested.shape == (2, 3)
+    name = [n for n in dir(torch.ops.revdiff) if n.startswith("function_scaled_norm")][0]
+    torch.library.opcheck(getattr(torch.ops.revdiff, name).default,
+                          ([torch.tensor(0.0, dtype=torch.float64), x.requires_grad_(True), c], 0))
