@@ -9,7 +9,9 @@ aligned as ``dask.array.apply_gufunc`` aligns them (equal shapes, or broadcast).
 programs on first use into their ``REVDIFF_CACHE_DIR`` (the default ``~/.cache/revdiff`` on each
 machine); a cache on a shared file system serves every worker.
 
-Importing this module imports dask; importing revdiff does not. ``pip install "revdiff[dask]"``.
+An error inside a chunk (a rank-deficient matrix, say) names the batch index within that chunk.
+Importing this module imports dask; importing revdiff does not (``pip install ".[dask]"`` from a
+checkout).
 """
 from __future__ import annotations
 
@@ -63,6 +65,9 @@ def _broadcasting(function: Callable, cores: tuple) -> Callable:
 def _gufunc(function: Callable, signature: str, arguments: list, output_dtypes, output_sizes=None):
     inputs = signature.split("->")[0]
     cores = tuple(part.count(",") + 1 if part.strip("()") else 0 for part in inputs[1:-1].split("),("))
+    if any(0 in a.shape for a in arguments):  # empty: no work, and apply_gufunc cannot align empty axes
+        out = _broadcasting(function, cores)(*(np.asarray(a) for a in arguments))
+        return tuple(da.from_array(o) for o in out) if isinstance(out, tuple) else da.from_array(out)
     return da.apply_gufunc(_broadcasting(function, cores), signature, *arguments, output_dtypes=output_dtypes,
                            output_sizes=output_sizes or {}, vectorize=False,
                            allow_rechunk=True)  # core axes are checked whole (``_dask``): this aligns batch chunks
@@ -112,15 +117,22 @@ def project_vjp(A, y, gz, method: str = "cgs2", rank_tol: float | None = None) -
                    [A, y, _dask("gz", gz, 1)], (_given(A, c), _given(y, c)))
 
 
+def _tall(A) -> None:
+    if A.shape[-2] < A.shape[-1]:
+        raise ValueError(f"lstsq needs a tall or square A (m >= n) of full column rank; A has shape {A.shape}")
+
+
 def lstsq(A, y, method: str = "cgs2", rank_tol: float | None = None):
     """The least-squares solution x (..., n) for every matrix of A (..., m, n), m >= n, of full column rank."""
     A, y = _matrix_and_vector(A, y)
+    _tall(A)
     return _gufunc(lambda a, b: P.lstsq(a, b, method, rank_tol), "(m,n),(m)->(n)", [A, y], _computed(A, y))
 
 
 def lstsq_vjp(A, y, gx, method: str = "cgs2", rank_tol: float | None = None) -> tuple:
     """(gA, gy) given the cotangent of the least-squares solution x."""
     A, y = _matrix_and_vector(A, y)
+    _tall(A)
     c = _computed(A, y)
     return _gufunc(lambda a, b, g: P.lstsq_vjp(a, b, g, method, rank_tol), "(m,n),(m),(n)->(m,n),(m)",
                    [A, y, _dask("gx", gx, 1)], (_given(A, c), _given(y, c)))

@@ -7,8 +7,9 @@ Each operation is a ``torch.library.custom_op`` with a fake implementation (shap
 autograd registration; its vjp is an operation too. The functions below call them through a
 ``torch.autograd.Function`` with ``setup_context``, because PyTorch's generated autograd for custom
 operations does not compose with ``torch.func`` (pytorch/pytorch#168393): so ``torch.compile``
-(``fullgraph=True``), ``torch.func.grad``, ``vmap`` and their compositions work. A second
-derivative raises (the vjp operation is not differentiable yet).
+(``fullgraph=True``, then ``.backward()``), ``torch.func.grad``, ``vmap`` and ``vmap`` of ``grad``
+work; ``torch.compile`` over ``torch.func.grad`` still fails inside PyTorch. A second derivative
+raises (the vjp operation is not differentiable yet).
 
 CPU tensors reach revdiff through NumPy, CUDA tensors through CuPy (``__cuda_array_interface__``),
 both without copies; on the GPU the programs run as revdiff's CUDA kernels. Importing this module
@@ -153,7 +154,7 @@ class _FunctionVjp(_Vjp):
                                                       batch_dims))
 
 
-def _autograd(forward_op, vjp_op, tensors: int) -> type:
+def _autograd(forward_op, vjp_op, tensors: int) -> Callable:
     """A differentiable call of ``forward_op(*tensors, *options)``: the backward calls
     ``vjp_op(*tensors, *cotangents, *options)``, one gradient per tensor argument. Registered on the
     operation too, for eager and compiled calls of ``torch.ops.revdiff.*``."""
@@ -179,7 +180,12 @@ def _autograd(forward_op, vjp_op, tensors: int) -> type:
         setup_context = staticmethod(save)
         backward = staticmethod(pull_back)
 
-    return Call
+    def call(*inputs):
+        """Through ``Call`` where autograd records, else the operation itself: ``torch.compile``
+        cannot trace ``Call`` where nothing requires a gradient (its ``forward`` takes ``*args``)."""
+        return Call.apply(*inputs) if _recorded(inputs) else forward_op(*inputs)
+
+    return call
 
 
 def _like(t: torch.Tensor, shape: tuple, dtype: torch.dtype) -> torch.Tensor:
@@ -244,7 +250,7 @@ _QR_VJP = _operation("qr_vjp", "(Tensor A, Tensor gQ, Tensor gR, str method, flo
 
 
 def _linear_ops(name: str, forward: Callable, backward: Callable, out_shape: Callable, cotangent: str,
-                names: str, options: str) -> type:
+                names: str, options: str) -> Callable:
     a, b = names.split(", ")
     impl, fake = _pair_impl(forward, out_shape, (a, b))
     op = _operation(name, f"(Tensor {a}, Tensor {b}{options}) -> Tensor", impl, fake)
@@ -257,8 +263,13 @@ def _linear_ops(name: str, forward: Callable, backward: Callable, out_shape: Cal
 _METHOD = ", str method, float? rank_tol"
 _qr_call = _autograd(_QR, _QR_VJP, 1)
 _project_call = _linear_ops("project", P.project, P.project_vjp, lambda A, y: A.shape[:-1], "gz", "A, y", _METHOD)
-_lstsq_call = _linear_ops("lstsq", P.lstsq, P.lstsq_vjp, lambda A, y: A.shape[:-2] + A.shape[-1:], "gx", "A, y",
-                          _METHOD)
+def _lstsq_shape(A, y) -> tuple:
+    if A.shape[-2] < A.shape[-1]:  # as revdiff.programs.lstsq refuses it, also when only shapes are traced
+        raise ValueError(f"lstsq needs a tall or square A (m >= n) of full column rank; A has shape {tuple(A.shape)}")
+    return A.shape[:-2] + A.shape[-1:]
+
+
+_lstsq_call = _linear_ops("lstsq", P.lstsq, P.lstsq_vjp, _lstsq_shape, "gx", "A, y", _METHOD)
 _tangent_call = _linear_ops("tangent_project", P.tangent_project, P.tangent_project_vjp, lambda g, z: g.shape,
                             "gout", "g, z", "")
 
@@ -290,31 +301,31 @@ def qr(A: torch.Tensor, method: str = "cgs2", rank_tol: float | None = None) -> 
     """Thin Q, R of A (..., m, n) with diag(R) real positive (``torch.ops.revdiff.qr``); the
     gradient runs the QR program backwards. ``rank_tol`` as in ``revdiff.programs.qr``."""
     _checked("A", A)
-    return _qr_call.apply(A, method, rank_tol)
+    return _qr_call(A, method, rank_tol)
 
 
 def project(A: torch.Tensor, y: torch.Tensor, method: str = "cgs2", rank_tol: float | None = None) -> torch.Tensor:
     """Q Q^H y, the orthogonal projection of y (..., m) onto the column space of A (..., m, n)."""
     _checked("A y", A, y)
-    return _project_call.apply(A, y, method, rank_tol)
+    return _project_call(A, y, method, rank_tol)
 
 
 def lstsq(A: torch.Tensor, y: torch.Tensor, method: str = "cgs2", rank_tol: float | None = None) -> torch.Tensor:
     """argmin_x |A x - y| for A (..., m, n) of full column rank, through the QR program."""
     _checked("A y", A, y)
-    return _lstsq_call.apply(A, y, method, rank_tol)
+    return _lstsq_call(A, y, method, rank_tol)
 
 
 def normalize(x: torch.Tensor) -> torch.Tensor:
     """x / |x| along the last axis."""
     _checked("x", x)
-    return _normalize_call.apply(x)
+    return _normalize_call(x)
 
 
 def tangent_project(g: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     """g - (z_hat^H g) z_hat along the last axis, z_hat = z / |z|."""
     _checked("g z", g, z)
-    return _tangent_call.apply(g, z)
+    return _tangent_call(g, z)
 
 
 # ----------------------------------------------------------------------------- any reversible function
@@ -404,7 +415,7 @@ def _differentiable(t: torch.Tensor) -> bool:
     return t.is_floating_point() or t.is_complex()
 
 
-def _function_call(ops: _FunctionOps) -> type:
+def _function_call(ops: _FunctionOps) -> Callable:
     """The differentiable call of a reversible function's operations (see ``_autograd``), and the
     operation's own autograd registration. It names the operations, which ``torch.compile``
     traces, not ``ops``, which it cannot."""
@@ -441,20 +452,28 @@ def _function_call(ops: _FunctionOps) -> type:
         def backward(ctx, *cotangents):
             return tuple(gradients(ctx.saved_tensors, cotangents, 0))
 
-    return Call
+    def call(*args):
+        """As ``_autograd``'s call: ``Call`` where autograd records, else the operation."""
+        return Call.apply(*args) if _recorded(args) else tuple(call_op(list(args), 0))
+
+    return call
 
 
 def function(f: ReversibleFunction, outputs: Sequence[str] | str) -> Callable:
     """A torch function of all of ``f``'s parameters returning the final values of ``outputs``
     (a tensor, or a tuple when there are several); gradients flow to every floating-point tensor
     argument, numbers become 0-d tensors (in NumPy's dtypes: a Python float is float64). It is a pair of custom operations
-    (``torch.ops.revdiff.function_<name>_<k>`` and its vjp), so it works under ``torch.compile``,
-    ``torch.func.grad`` and ``vmap`` (which runs ``f`` as ``revdiff.batched`` over the mapped axis).
+    (``torch.ops.revdiff.function_<name>_<k>`` and its vjp), so it works as the module's functions
+    do under ``torch.compile``, ``torch.func.grad`` and ``vmap`` (which runs ``f`` as
+    ``revdiff.batched`` over the mapped axis).
 
     The backward runs ``f`` forward on the saved inputs and then backwards (no tape)."""
     if not isinstance(f, ReversibleFunction):
         raise TypeError(f"function takes a reversible function (decorated with @revdiff.reversible), got {f!r}")
     outputs = (outputs,) if isinstance(outputs, str) else tuple(outputs)
+    if not outputs or len(set(outputs)) != len(outputs):
+        raise ValueError(f"outputs must name one or more distinct parameters of {f.__qualname__} "
+                         f"({', '.join(f.params)}), got {outputs!r}")
     missing = [o for o in outputs if o not in f.params]
     if missing:
         raise ValueError(f"{', '.join(map(repr, missing))} is not a parameter of {f.__qualname__} "
@@ -468,7 +487,7 @@ def function(f: ReversibleFunction, outputs: Sequence[str] | str) -> Callable:
         if len(args) != len(f.params):
             raise TypeError(f"{f.__qualname__} takes {len(f.params)} arguments ({', '.join(f.params)}), "
                             f"got {len(args)}")
-        result = apply.apply(*(_as_tensor(a, p) for a, p in zip(args, f.params)))
+        result = apply(*(_as_tensor(a, p) for a, p in zip(args, f.params)))
         return result[0] if len(result) == 1 else result
 
     call.__name__ = getattr(f, "__name__", "function")

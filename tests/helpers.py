@@ -1,9 +1,23 @@
-"""One generic round-trip checker and one generic gradient checker, used by every test."""
+"""One generic round-trip checker and one generic gradient checker, used by every test, and a
+small reversible function the interop tests share."""
 from __future__ import annotations
 
 import numpy as np
 
 import revdiff
+from revdiff.language import routine, zero
+
+
+@revdiff.reversible
+def scaled_norm(out, x, c):
+    """out += c |x|, with |x|² computed, used and uncomputed."""
+    s = zero(float)
+    with routine:
+        for i in range(len(x)):
+            s += x[i] * x[i]
+    out += c * np.sqrt(s)
+    ~routine
+    del s
 
 
 def copy_args(args):

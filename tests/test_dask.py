@@ -43,6 +43,17 @@ def test_batch_axes_broadcast_as_in_a_gufunc_and_dtypes_follow_the_programs():
     np.testing.assert_array_equal(z.compute(), P.project(A, np.broadcast_to(y[0], y.shape).astype(np.float64)))
 
 
+def test_empty_matrices_and_wide_least_squares_as_in_numpy_calls():
+    for shape in ((2, 0, 3), (2, 4, 0), (0, 4, 3)):
+        A = np.zeros(shape)
+        for got, want in zip(rd.qr(da.from_array(A)), P.qr(A)):
+            assert got.shape == want.shape
+            np.testing.assert_array_equal(got.compute(), want)
+    np.testing.assert_array_equal(rd.normalize(da.zeros((2, 0))).compute(), np.zeros((2, 0)))
+    with pytest.raises(ValueError, match="lstsq needs a tall or square A"):
+        rd.lstsq(da.zeros((2, 3, 5)), da.zeros((2, 3)))
+
+
 def test_a_chunked_matrix_axis_is_refused_by_name():
     A, y, _ = arrays()
     with pytest.raises(ValueError, match=r"'A' is split into 2 chunks along axis 2 .* rechunk it"):

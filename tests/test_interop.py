@@ -7,8 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-import revdiff
-from revdiff.language import routine, zero
+from helpers import scaled_norm
 
 rng = np.random.default_rng(11)
 
@@ -124,16 +123,6 @@ def test_torch_gradcheck_float64(torch, rt):
 
 
 def test_torch_function_from_any_reversible_function(torch, rt):
-    @revdiff.reversible
-    def scaled_norm(out, x, c):
-        s = zero(float)
-        with routine:
-            for i in range(len(x)):
-                s += x[i] * x[i]
-        out += c * np.sqrt(s)
-        ~routine
-        del s
-
     f = rt.function(scaled_norm, outputs="out")
     x = torch.tensor(rand(4), requires_grad=True)
     c = torch.tensor(2.5, dtype=torch.float64, requires_grad=True)

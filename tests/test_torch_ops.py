@@ -3,8 +3,7 @@ torch.compile (fullgraph), torch.func.grad and vmap equal to eager calls."""
 import numpy as np
 import pytest
 
-import revdiff
-from revdiff.language import routine, zero
+from helpers import scaled_norm
 
 torch = pytest.importorskip("torch")
 import revdiff.torch as rt  # noqa: E402  (after the importorskip)
@@ -61,6 +60,26 @@ def test_torch_compile_fullgraph_equals_eager(backend):
     torch.testing.assert_close(y.grad, gy, rtol=1e-13, atol=1e-14)
 
 
+def test_torch_compile_without_gradients_equals_eager():
+    """Inference: nothing requires a gradient, so the operations run without their autograd wrapper."""
+    A, y = tensor(4, 6, 3), tensor(4, 6)
+    compiled = torch.compile(projection_loss, fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(compiled(A, y), projection_loss(A, y), rtol=0, atol=0)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(A.requires_grad_(True), y), projection_loss(A, y), rtol=0, atol=0)
+    f = rt.function(scaled_norm, "out")
+    compiled = torch.compile(lambda x: f(0.0, x, 2.0), fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(compiled(y[0]), 2.0 * torch.linalg.norm(y[0]), rtol=1e-15, atol=0)
+
+
+def test_shapes_traced_without_data_are_refused_as_the_data_would_be():
+    with pytest.raises(ValueError, match="lstsq needs a tall or square A"):
+        rt.lstsq(torch.empty((3, 5), dtype=torch.float64, device="meta"), torch.empty(3, device="meta"))
+    for outputs in ((), ("out", "out")):
+        with pytest.raises(ValueError, match="one or more distinct parameters"):
+            rt.function(scaled_norm, outputs)
+
+
 def test_func_grad_and_vmap_equal_eager():
     A, y = tensor(4, 6, 3), tensor(4, 6)
     gA, gy = eager_gradient(A, y)
@@ -89,17 +108,6 @@ def test_second_derivatives_raise_through_func_grad_too():
     with pytest.raises(RuntimeError, match="not differentiable"):
         torch.func.grad(lambda a: torch.func.grad(lambda b: rt.project(b, torch.ones(5, dtype=b.dtype)).sum())(a)
                         .sum())(A)
-
-
-@revdiff.reversible
-def scaled_norm(out, x, c):
-    s = zero(float)
-    with routine:
-        for i in range(len(x)):
-            s += x[i] * x[i]
-    out += c * np.sqrt(s)
-    ~routine
-    del s
 
 
 def test_a_reversible_function_as_an_operation_compiles_and_vmaps():

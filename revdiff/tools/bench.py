@@ -130,11 +130,14 @@ def report(rows: list, gemm: float, starts: dict, out=sys.stdout) -> None:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", help="small cases only (B=1000x32x16, 100x64x32), float64")
-    p.add_argument("--loss", default="projection,qr", help="comma-separated: projection,qr")
+    p.add_argument("--loss", default="projection,qr", help="comma-separated: projection,qr (default both)")
     p.add_argument("--repeats", type=int, default=5, help="timed runs per case and method; tables show medians "
                                                           "(default 5)")
-    p.add_argument("--no-startup", action="store_true", help="skip the cold/warm fresh-process timings")
-    p.add_argument("--cases", help="comma-separated BxMxN cases instead of the built-in ones, e.g. 10000x32x16")
+    p.add_argument("--no-startup", action="store_true",
+                   help="skip the time to the first gradient in fresh processes (one on an empty cache, which "
+                        "compiles, one on a warm cache)")
+    p.add_argument("--cases", help="comma-separated BxMxN cases instead of the built-in ones (10000x32x16, "
+                                   "1000x64x32, 100x500x250, 1x2000x1000), e.g. 10000x32x16")
 
 
 def parse_cases(text: str) -> list:

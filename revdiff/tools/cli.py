@@ -11,9 +11,16 @@ def main(argv: list | None = None) -> None:
     parser = argparse.ArgumentParser(prog="revdiff", description="instruction-level reversible differentiation")
     parser.add_argument("--version", action="version", version=f"revdiff {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("compare", help="gradient accuracy and time: reversible programs vs closed-form adjoints")
+    p = sub.add_parser("compare", help="gradient accuracy and time: reversible programs vs closed-form adjoints",
+                       description="For matrices of growing condition number, the relative error of each "
+                                   "method's gradient of A against a 60-digit mpmath reference, and its median "
+                                   "time, as a table (first run: about half a minute of compiling).")
     compare.add_arguments(p)
-    b = sub.add_parser("bench", help="speed of batched gradients against PyTorch, JAX and NumPy formulas")
+    b = sub.add_parser("bench", help="speed of batched gradients against PyTorch, JAX and NumPy formulas",
+                       description="Times batched projection and QR gradients of revdiff (cgs2, bcgs2) against "
+                                   "PyTorch autograd, jax.jit(jax.grad) and the NumPy formula adjoints in one run, "
+                                   "in float64 and float32, every method with all threads; prints ratios and "
+                                   "GFLOP/s. The full run takes about 15 minutes on 2 cores.")
     bench.add_arguments(b)
     args = parser.parse_args(argv)
     try:

@@ -334,11 +334,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default="float64", choices=["float32", "float64", "complex64", "complex128"],
                    help="dtype of A and of every computation (default float64)")
     p.add_argument("--loss", default="projection", choices=list(LOSSES),
-                   help="projection: Re<1, Q Q^H y>; qr: Re<gQ, Q> + Re<gR, R>; sphere: x / |x|")
+                   help="projection (default): Re<1, Q Q^H y>; qr: Re<gQ, Q> + Re<gR, R>; sphere: x / |x|")
     p.add_argument("--batch", type=int, default=1, help="matrices per condition number, timed as one batch "
                                                         "(default 1)")
     p.add_argument("--methods", default=None,
-                   help="comma-separated: cgs2,bcgs2,mgs,cgs,householder,givens,formula,pinv,torch,jax "
+                   help="comma-separated: cgs2,bcgs2,mgs,cgs,householder,givens (revdiff's programs), formula "
+                        "(Golub-Pereyra), pinv, torch, jax "
                         "(default: all but bcgs2, householder and givens, those that apply and are installed)")
     p.add_argument("--conds", default=None, help="comma-separated condition numbers (default 1,1e2,...,1e12)")
     p.add_argument("--repeats", type=int, default=3, help="timed runs per method; the table shows the median "
