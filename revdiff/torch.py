@@ -82,15 +82,19 @@ def _tensor(a: Any, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
 
 def _computed(*tensors: torch.Tensor) -> torch.dtype:
     """The dtype the high-level programs compute in: the promoted dtype, integers and bools as float64."""
-    dtypes = [t.dtype if t.is_floating_point() or t.is_complex() else torch.float64 for t in tensors]
+    dtypes = [t.dtype if _differentiable(t) else torch.float64 for t in tensors]
     out = dtypes[0]
     for d in dtypes[1:]:
         out = torch.promote_types(out, d)
     return out
 
 
+def _differentiable(t: torch.Tensor) -> bool:
+    return t.is_floating_point() or t.is_complex()
+
+
 def _gradient_dtype(t: torch.Tensor, computed: torch.dtype) -> torch.dtype:
-    return t.dtype if t.is_floating_point() or t.is_complex() else computed
+    return t.dtype if _differentiable(t) else computed
 
 
 # ----------------------------------------------------------------------------- operations
@@ -169,7 +173,7 @@ def _autograd(forward_op, vjp_op, tensors: int) -> Callable:
         saved = ctx.saved_tensors
         tensors = saved + cotangents
         grads = _Vjp.apply(vjp_name, ctx.options, *tensors) if _recorded(tensors) else vjp_op(*tensors, *ctx.options)
-        return tuple(g if t.is_floating_point() or t.is_complex() else None for g, t in zip(grads, saved)) + \
+        return tuple(g if _differentiable(t) else None for g, t in zip(grads, saved)) + \
             (None,) * len(ctx.options)
 
     torch.library.register_autograd(forward_op.default, pull_back, setup_context=save)
@@ -382,7 +386,7 @@ class _FunctionOps:
         return [a.reshape((size,) + tuple(np.shape(a)[batch_dims:])) for a in arrays], lead
 
     def _call_impl(self, args, batch_dims):
-        arrays = [_numpy(a, p) if batch_dims == 0 else _numpy(a.contiguous(), p) for a, p in zip(args, self.f.params)]
+        arrays = [_numpy(a.contiguous(), p) for a, p in zip(args, self.f.params)]
         if batch_dims == 0:
             finals, _ = vjp(self.f, *arrays)
         else:
@@ -409,10 +413,6 @@ class _FunctionOps:
 
     def _vjp_fake(self, args, cotangents, batch_dims):
         return [torch.empty_like(a) for a in args if _differentiable(a)]
-
-
-def _differentiable(t: torch.Tensor) -> bool:
-    return t.is_floating_point() or t.is_complex()
 
 
 def _function_call(ops: _FunctionOps) -> Callable:
