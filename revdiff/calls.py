@@ -108,7 +108,8 @@ def interruptible(fn, args: tuple, record: np.ndarray):
             pass
     except KeyboardInterrupt:
         record[..., checks.INTERRUPT] = 1.0
-        done.wait()  # a second Ctrl-C leaves it running
+        while not done.wait(0.05):  # polled, so that a second Ctrl-C surely ends the wait (leaving it running)
+            pass
         if not np.any(record[..., 0]):  # it finished before reaching a loop: still interrupted
             raise
     ok, value = outcome[0]
