@@ -406,6 +406,8 @@ def spin(x, k):
 
 def test_ctrl_c_stops_an_endless_while_loop():
     spin(0.0, 0)  # compiled
+    # Python's own Ctrl-C handler: torch.compile's inductor, run earlier in the session, replaces it
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
     try:
@@ -413,6 +415,7 @@ def test_ctrl_c_stops_an_endless_while_loop():
             spin(0.0, 1)
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
 
 
 # ----------------------------------------------------------------------------- the cache directory
