@@ -165,21 +165,25 @@ def thread_limit(threads: int):
     if threads == 1 and "jax" not in sys.modules:
         os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), "--xla_cpu_multi_thread_eigen=false",
                                             "intra_op_parallelism_threads=1"]).strip()
-    torch = sys.modules.get("torch")
-    numba_threads, torch_threads = numba.get_num_threads(), torch.get_num_threads() if torch else None
+    numba_threads, torch_threads = numba.get_num_threads(), []
+
+    def limit_torch() -> None:
+        """Limit torch's pool, once it is imported (the methods import it), remembering its size."""
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            if not torch_threads:
+                torch_threads.append(torch.get_num_threads())
+            torch.set_num_threads(threads)
+
+    limit_torch()
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     try:
         with threadpool_limits(limits=threads):
-            yield lambda: _limit_torch(threads)
+            yield limit_torch
     finally:
         numba.set_num_threads(numba_threads)
-        if torch_threads is not None:
-            torch.set_num_threads(torch_threads)
-
-
-def _limit_torch(threads: int) -> None:
-    if "torch" in sys.modules:
-        sys.modules["torch"].set_num_threads(threads)
+        if torch_threads:  # also when the run imported torch: the caller's process gets its pool back
+            sys.modules["torch"].set_num_threads(torch_threads[0])
 
 
 def run(shape=(32, 16), dtype="float64", loss="projection", batch=1, methods=None, conds=DEFAULT_CONDS,
