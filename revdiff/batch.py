@@ -2,10 +2,11 @@
 
 The named parameters carry a leading batch axis (scalars become 1-D arrays); the others are shared
 by every element. Forward, inverse and a fused vjp (forward then adjoint, element by element, so a
-matrix is still in cache when its gradient is computed) each run as one generated function whose
-loop over the batch is a Numba ``prange``: no Python work per element. Small real elements run in
-SIMD lanes (``revdiff/backends/lanes/rewrite.py``: groups of 8 float64 or float32 elements side by side, one vector
-instruction per scalar operation of the program), bit-identical to one element at a time. A batch
+matrix is still in cache when its gradient is computed) each run as one generated function that
+loops over a range of the batch, the batch split among threads: no Python work per element. Small
+real elements run in SIMD lanes (``revdiff/backends/lanes/rewrite.py``: groups of 8 float64 or
+float32 elements side by side, one vector instruction per scalar operation of the program),
+bit-identical to one element at a time. A batch
 of one runs the ordinary programs (no parallel entry to compile); GPU arrays run as CUDA kernels
 (``revdiff.backends.cuda``).
 """
@@ -145,7 +146,7 @@ class BatchedFunction:
         if fn is None:
             src, name, deps = self.source(kind, types, with_dependencies=True, blas=blas)
             module = loader.load(src, name, self.f.backend, deps)
-            fn = loader.compiled(module, name, self.f.backend, deps, parallel=True)
+            fn = loader.compiled(module, name, self.f.backend, deps, batch_entry=True)
             if any(getattr(d, "revdiff_loops", False) for d in deps.values()):
                 fn.revdiff_loops = True
             self._entries[key] = fn
@@ -187,7 +188,7 @@ class BatchedFunction:
         return self._execute("call", types, _copies(args, donate), xp)
 
     def _execute(self, kind: str, types: tuple, arrays: tuple, xp) -> tuple:
-        """Run an entry in place on ``arrays`` (CPU: Numba prange; GPU: one thread per element). An
+        """Run an entry in place on ``arrays`` (CPU: parts of the batch on threads; GPU: one thread per element). An
         empty batch has nothing to run: its final values are its initial ones, its gradients zero."""
         if self._size(arrays) == 0:
             return arrays
@@ -202,8 +203,8 @@ class BatchedFunction:
             arrays = tuple(np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in arrays)
             with slp_vectorized() if not getattr(entry, "signatures", True) else nullcontext():
                 n = self._size(arrays)
-                return run(entry, arrays, np.zeros((lane_records(n, self._lanes_of(kind, types)), ERROR_RECORD)),
-                           elements=n)
+                records = lane_records(n, self._lanes_of(kind, types))  # then one per chunk of groups
+                return run(entry, arrays, np.zeros((records, ERROR_RECORD)), elements=n, units=records - n)
         entry = self.entry(kind, types, self._blas(arrays))
         # the batch's threads share the cores, so BLAS calls must not add theirs (threads BLAS woke
         # earlier would spin beside the batch's workers). A failed check, a division by zero and a negative

@@ -3,6 +3,7 @@
 exception, and cotangents checked against the outputs they belong to."""
 from __future__ import annotations
 
+import functools
 import numbers
 import threading
 from typing import Any, Iterable
@@ -12,7 +13,8 @@ import numpy as np
 from revdiff.errors import ReversibilityError
 from revdiff.ir import checks
 from revdiff.primitives.vector import BLAS_MIN_ELEMENTS
-from revdiff.runtime import loader
+from revdiff.runtime import loader, workers
+from revdiff.runtime.threads import batch_threads
 
 
 def blas_for(args: Iterable, element_sizes: Iterable[int] = ()) -> bool:
@@ -26,17 +28,19 @@ def blas_for(args: Iterable, element_sizes: Iterable[int] = ()) -> bool:
 
 
 def run(fn, args: tuple, batch_errors: np.ndarray | None = None, partial: str = "",
-        elements: int | None = None) -> tuple:
+        elements: int | None = None, units: int | None = None) -> tuple:
     """Call a generated function and turn its error record (one per batch element when
     ``batch_errors`` is given) into the user-facing exception, with ``partial`` (what the caller
-    holds half-updated, if anything) added to its message; ``elements``: the rows of ``batch_errors``
-    that belong to batch elements (a lane entry keeps records of its own below). Returns the final value of every
-    argument: a program returns its scalar parameters (arrays change in place), a batched entry
-    all of them."""
+    holds half-updated, if anything) added to its message. A batched entry runs as
+    ``fn(lo, hi, *args, batch_errors)`` over ``units`` (elements, or a lane entry's chunks of
+    groups; ``elements`` then says how many rows of ``batch_errors`` belong to elements: the chunks
+    keep records of their own below) split among threads (``run_batch``). Returns the final value
+    of every argument: a program returns its scalar parameters (arrays change in place), a batched
+    entry all of them."""
     try:
         if batch_errors is not None:
             with loader.deep_recursion():
-                result = interruptible(fn, args, batch_errors)
+                result = run_batch(fn, args, batch_errors, len(batch_errors) if units is None else units)
             failed = np.flatnonzero(batch_errors[:elements, 0])
             if failed.size:
                 raise_failure(batch_errors[failed[0]], batch_element=int(failed[0]), partial=partial)
@@ -44,7 +48,8 @@ def run(fn, args: tuple, batch_errors: np.ndarray | None = None, partial: str = 
         record = np.zeros(ERROR_RECORD)
         try:
             with loader.deep_recursion():
-                result = interruptible(fn, args, record)
+                result = interruptible([lambda: fn(*args, record)], record, getattr(fn, "revdiff_loops", False),
+                                       compiling=not getattr(fn, "signatures", True))[0]
         except (MemoryError, ValueError) as exc:  # an allocation that failed ("array is too big": a
             if not record[checks.ALLOCATION] and not isinstance(exc, MemoryError):  # ValueError too)
                 raise
@@ -66,56 +71,82 @@ def run(fn, args: tuple, batch_errors: np.ndarray | None = None, partial: str = 
 
 
 ERROR_RECORD = checks.RECORD_SIZE
-#: the stack of the thread a call with while loops runs in: room for Numba's recursive compilation
+#: the stack of the thread a first call runs in: room for Numba's recursive compilation
 WORKER_STACK = 256 << 20
 _STACK_LOCK = threading.Lock()
 
 
-def interruptible(fn, args: tuple, record: np.ndarray):
-    """``fn(*args, record)``; one whose while loops may run without end (``revdiff_loops``) runs in
-    a thread, so that Ctrl-C reaches this one: it sets the record's interrupt field, which the loops
-    read, waits for the call to return, and the failure it recorded raises KeyboardInterrupt. A
-    first call, which compiles, runs in such a thread too: Numba's compiler recurses through a
-    large program (a batch of block-CGS2 gradients in SIMD lanes) deeper than the main thread's
-    stack holds, and a C stack that overflows is a segfault, not an error."""
-    compiled = getattr(fn, "signatures", True)  # a Numba dispatcher lists what it compiled
-    if compiled and not getattr(fn, "revdiff_loops", False):
-        return fn(*args, record)
-    outcome: list = []
+def run_batch(entry, args: tuple, errors: np.ndarray, units: int) -> tuple:
+    """``entry(lo, hi, *args, errors)`` over ``[0, units)``: compiled first (a call on no units),
+    then split into contiguous parts that ``batch_threads()`` threads run at once (a compiled entry
+    releases the GIL). Returns what the entry returns (every part returns the same arrays)."""
+    loops = getattr(entry, "revdiff_loops", False)
+    if not getattr(entry, "signatures", True):
+        interruptible([lambda: entry(0, 0, *args, errors)], errors, loops, compiling=True)
+    parts = max(1, min(units, batch_threads() if hasattr(entry, "signatures") else 1))  # plain Python: the GIL
+    bounds = [units * k // parts for k in range(parts + 1)]
+    calls = [functools.partial(entry, lo, hi, *args, errors) for lo, hi in zip(bounds, bounds[1:])]
+    return interruptible(calls, errors, loops)[0]
+
+
+def interruptible(calls: list, record: np.ndarray, loops: bool, compiling: bool = False) -> list:
+    """The results of ``calls`` (functions of no arguments), run at once. One call that cannot loop
+    without end runs here; otherwise each runs in a thread, so that Ctrl-C reaches this one: it
+    sets the interrupt field of ``record`` (every row), which while loops read (``loops``: the
+    programs have some), waits for the calls to return, and the failure they recorded raises
+    KeyboardInterrupt. ``compiling``: a first call, which compiles, runs in a thread with a deep
+    stack: Numba's compiler recurses through a large program (a batch of block-CGS2 gradients in
+    SIMD lanes) deeper than the main thread's stack holds, and a C stack that overflows is a
+    segfault, not an error."""
+    if len(calls) == 1 and not loops and not compiling:
+        return [calls[0]()]
+    outcomes: list = [None] * len(calls)
+    remaining = [len(calls)]
+    lock = threading.Lock()
     done = threading.Event()  # not Thread.join, which an interrupt can leave returning early
 
-    def call() -> None:
+    def task(k: int) -> None:
         try:
-            outcome.append((True, fn(*args, record)))
+            outcomes[k] = (True, calls[k]())
         except BaseException as exc:  # re-raised in the caller's thread
-            outcome.append((False, exc))
+            outcomes[k] = (False, exc)
         finally:
-            done.set()
+            with lock:
+                remaining[0] -= 1
+                if not remaining[0]:
+                    done.set()
 
-    with _STACK_LOCK:  # the call may compile, recursively: a thread's default stack can be small
-        previous = threading.stack_size(WORKER_STACK)
-        try:
-            threading.Thread(target=call, name="revdiff-call", daemon=True).start()
-            started = True
-        except RuntimeError:  # no memory left for the thread's stack
-            started = False
-        finally:
-            threading.stack_size(previous)
-    if not started:  # run here (outside the lock), where it fails or not
-        return fn(*args, record)
+    here = [k for k in range(len(calls)) if not _start(functools.partial(task, k), compiling)]
+    for k in here:  # no thread could be started (no memory for its stack): run here, where it fails or not
+        task(k)
     try:
         while not done.wait(0.05):
             pass
     except KeyboardInterrupt:
         record[..., checks.INTERRUPT] = 1.0
-        while not done.wait(0.05):  # polled, so that a second Ctrl-C surely ends the wait (leaving it running)
+        while not done.wait(0.05):  # polled, so that a second Ctrl-C surely ends the wait (leaving them running)
             pass
-        if not np.any(record[..., 0]):  # it finished before reaching a loop: still interrupted
+        if not np.any(record[..., 0]):  # they finished before reaching a loop: still interrupted
             raise
-    ok, value = outcome[0]
-    if not ok:
-        raise value
-    return value
+    for ok, value in outcomes:
+        if not ok:
+            raise value
+    return [value for _, value in outcomes]
+
+
+def _start(task, compiling: bool) -> bool:
+    """Start ``task`` on a thread: a fresh one with a deep stack to compile, else a worker."""
+    if not compiling:
+        return workers.start(task, _STACK_LOCK)
+    with _STACK_LOCK:  # the call compiles, recursively: a thread's default stack can be small
+        previous = threading.stack_size(WORKER_STACK)
+        try:
+            threading.Thread(target=task, name="revdiff-compile", daemon=True).start()
+            return True
+        except RuntimeError:  # no memory left for the thread's stack
+            return False
+        finally:
+            threading.stack_size(previous)
 
 
 def raise_failure(record: np.ndarray, batch_element: int | None = None, partial: str = "") -> None:

@@ -57,6 +57,33 @@ def test_failed_check_names_the_batch_element():
         bf(np.ones(4), np.array([1.0, 2.0, 0.0, 4.0]))
 
 
+@pytest.mark.parametrize("threads", [1, 3, 7])
+@pytest.mark.parametrize("layout", ["elements", "lanes"])
+def test_a_batch_split_among_threads_gives_the_same_bits_and_names_the_element(monkeypatch, threads, layout):
+    """The batch runs in contiguous parts, one per thread (``numba.get_num_threads()``), each on
+    a worker thread: the results do not depend on the split, and a failure in any part names its
+    element."""
+    import revdiff.calls
+    from revdiff.runtime import workers
+    started = []
+    start = workers.start
+    monkeypatch.setattr(revdiff.calls, "batch_threads", lambda: threads)
+    monkeypatch.setattr(workers, "start", lambda task, lock: started.append(task) or start(task, lock))
+    B = 37  # lanes: 5 groups of 8, one chunk; elements: parts of 12 or 13 elements
+    x, y = rng.standard_normal(B), rng.standard_normal(B)
+    bf = revdiff.batched(divide, ("x", "y"), layout=layout)
+    got = bf.vjp((x, y), (np.ones(B), None))
+    want = [revdiff.vjp(divide, x[b], y[b]) for b in range(B)]
+    np.testing.assert_array_equal(got[0][0], [w[0][0] for w in want])
+    np.testing.assert_array_equal(got[1][1], [w[1](1.0, None)[1] for w in want])
+    units = 1 if layout == "lanes" else B  # a lane entry's parts are chunks of 64 groups
+    parts = min(threads, units)
+    assert len(started) == (0 if parts == 1 else parts)  # one part runs in the caller's thread
+    y[30] = 0.0
+    with pytest.raises(revdiff.ReversibilityError, match="division by zero.* in batch element 30"):
+        bf(x, y)
+
+
 @revdiff.reversible
 def copy_into(y, x):
     for i in range(len(x)):
@@ -112,7 +139,7 @@ def test_batched_entry_source_is_readable():
     bf = revdiff.batched(copy_into, ("y", "x"))
     types = bf._element_types((np.zeros((2, 3)), np.zeros((2, 3))))
     src = bf.source("vjp", types)
-    assert "for _b in prange(y.shape[0]):" in src and "_errors[_b]" in src
+    assert "for _b in range(_lo, _hi):" in src and "_errors[_b]" in src
 
 
 def test_a_batch_runs_every_element_with_single_threaded_blas(monkeypatch):
@@ -134,3 +161,17 @@ def test_a_batch_runs_every_element_with_single_threaded_blas(monkeypatch):
     revdiff.batched(P.project_cgs2, ("z", "R", "A", "y")).vjp((np.zeros((B, m)), np.zeros((B, n, n)), A, y),
                                                               (gz, None, None, None))
     assert seen == [1]
+
+
+def test_batches_called_from_several_threads_at_once_give_each_its_own_results():
+    """Callers' threads share the workers that run the parts of their batches (and the first calls
+    race to compile): each caller gets exactly what a call alone returns."""
+    from concurrent.futures import ThreadPoolExecutor
+    bf = revdiff.batched(divide, ("x", "y"), layout="elements")
+    inputs = [(rng.standard_normal(50), rng.standard_normal(50) + 3.0) for _ in range(8)]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda xy: bf.vjp(xy, (np.ones(50), None)), inputs))
+    for (x, y), (outs, grads) in zip(inputs, got):
+        alone = bf.vjp((x, y), (np.ones(50), None))
+        np.testing.assert_array_equal(outs[0], alone[0][0])
+        np.testing.assert_array_equal(grads[1], alone[1][1])

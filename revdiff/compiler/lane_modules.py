@@ -96,7 +96,7 @@ def compile_lanes(bf, kind: str, types: tuple, width: int):
     module = loader.load(src, f"{bf.f.__name__}_lanes_{kind}", backend)
     compiled = {name: loader.compiled(module, name, backend, routines(used)) for name in names}
     module.__dict__.update(compiled)  # callers reach the compiled callees through the module globals
-    fn = loader.compiled(module, entry, backend, HELPERS, parallel=True)
+    fn = loader.compiled(module, entry, backend, HELPERS, batch_entry=True)
     if INTERRUPT_CHECK in used:
         fn.revdiff_loops = True  # a while loop: runs where Ctrl-C can stop it (``calls.interruptible``)
     return fn

@@ -26,6 +26,6 @@ DERIVED = {"g_": "the gradient of", "out_": "the saved output of", "p_": "the de
            "m_": "the shape record of"}
 
 
-#: the functions beside a batched entry, compiled before it: ``entry_work`` run by ``entry_element``
-#: for each element, ``entry_groups`` by ``entry_chunk`` for each chunk of lane groups
-BATCH_WORKERS = ("work", "element", "groups", "chunk")
+#: the functions beside a batched entry, compiled before it: ``entry_work``, which the entry runs
+#: for each element, and ``entry_groups``, which a lane entry runs for each chunk of lane groups
+BATCH_WORKERS = ("work", "groups")

@@ -48,7 +48,7 @@ def _index_conditions(exprs, wanted) -> list:
 def division_conditions(stmt) -> list:
     """(condition, divisor) for every division ``stmt`` itself evaluates by a divisor not known to be
     nonzero: Python raises ZeroDivisionError there, and generated code must say so with the user's
-    line rather than let Numba raise inside a parallel loop, which loses the exception."""
+    line rather than let Numba raise, which names neither (and inside a parallel loop loses it)."""
     out, seen = [], set()
     for e in _own_exprs(stmt):
         for node, guard in _guarded(e, None, _is_division):

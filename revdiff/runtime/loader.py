@@ -114,14 +114,14 @@ def deep_recursion() -> Iterator[None]:
                 sys.setrecursionlimit(_DEPTH[1])
 
 
-def compiled(module: ModuleType, name: str, backend: str, dependencies: dict, parallel: bool = False):
+def compiled(module: ModuleType, name: str, backend: str, dependencies: dict, batch_entry: bool = False):
     """The callable for ``module.name``: the plain function, or its Numba dispatcher. Numba's own
     bounds checks stay off: the generated code checks its indices itself (``Lowerer.index_checks``),
     naming the user's line, and leaves the loops of vector instructions unchecked. Its divisions are
-    checked the same way, so Numba's error model is NumPy's: no exception (a parallel loop would
-    lose it) and no second zero test per division."""
+    checked the same way, so Numba's error model is NumPy's: no exception and no second zero test
+    per division. ``batch_entry``: the workers beside it (``backends/numba/entries.py``) compiled too."""
     module.__dict__.update(dependencies)
-    if parallel:  # a batch entry's per-element (or per-chunk) workers and guards (backends/numba/entries.py)
+    if batch_entry:  # a batch entry's per-element (or per-chunk) workers
         for worker in (f"{name}_{suffix}" for suffix in BATCH_WORKERS):
             if hasattr(module, worker):
                 module.__dict__[worker] = compiled(module, worker, backend, {})
@@ -131,8 +131,7 @@ def compiled(module: ModuleType, name: str, backend: str, dependencies: dict, pa
         fn = getattr(module, name)
         if backend == "numba":
             import numba
-            fn = numba.njit(cache=True, fastmath=False, nogil=True, boundscheck=False, error_model="numpy",
-                             parallel=parallel)(fn)
+            fn = numba.njit(cache=True, fastmath=False, nogil=True, boundscheck=False, error_model="numpy")(fn)
             verify_cache(fn)
         _COMPILED[key] = fn
     return fn

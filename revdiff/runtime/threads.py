@@ -1,6 +1,7 @@
-"""BLAS threads inside parallel batches.
+"""Threads of a batch, and BLAS threads inside it.
 
-A batch runs its elements on Numba's threads; when each element's program also calls BLAS
+A batch runs its elements on ``batch_threads()`` threads (``calls.run_batch``); when each
+element's program also calls BLAS
 (``runtime/host.py``), OpenBLAS would start threads of its own inside every worker and the two
 pools would fight over the cores (a batch of 500×250 block-CGS2 gradients takes about three times
 as long). So BLAS runs single-threaded for the length of a batch.
@@ -10,6 +11,13 @@ from __future__ import annotations
 from contextlib import AbstractContextManager, nullcontext
 
 _CONTROLLER: list = []
+
+
+def batch_threads() -> int:
+    """How many threads run a batch: Numba's thread count (``numba.set_num_threads``, or the
+    ``NUMBA_NUM_THREADS`` environment variable), as for Numba's own parallel loops."""
+    import numba
+    return numba.get_num_threads()
 
 
 def blas_single_threaded() -> AbstractContextManager:

@@ -43,7 +43,8 @@ class PythonEmitter:
     def function(self, f: LowFunction) -> str:
         """``def name(params..., _err)``: a failed check writes (failure code, lane, value, value)
         into the float64 record ``_err`` (``ir.checks``) and returns at once; callers test it after
-        every call. No exceptions: they would be lost inside a parallel (prange) batch loop."""
+        every call. No exceptions: a batch entry records each element's failure and goes on (and in a
+        parallel loop an exception is lost)."""
         self.lines = [f"def {f.name}({', '.join(list(f.params) + ['_err'])}):"]
         rets = ", ".join(f.returns)
         self.ret = f"return ({rets}{',' if len(f.returns) == 1 else ''})" if f.returns else "return"

@@ -1,21 +1,25 @@
-"""Batched entry points: one generated function that runs a program (a call, or the fused vjp
-program) on every element of a leading batch axis, in parallel with Numba's prange.
+"""Batched entry points: one generated function ``entry(_lo, _hi, args..., _errors)`` that runs a
+program (a call, or the fused vjp program) on elements ``_lo`` to ``_hi`` of a leading batch axis
+(lane entries: chunks of lane groups). The caller splits the batch among threads
+(``calls.run_batch``); the entry releases the GIL.
 
 The per-element programs are the ordinary generated ones; the entry only indexes the batch, so there
 is no Python work per element. Scalars that are batched arrive as 1-D arrays and are written back.
 Each element has its own error record (a row of ``_errors``), read by the caller after the loop.
 
-An exception inside a parallel loop is lost (Numba cannot carry it out of a worker), and the only
-ones generated code raises are failed allocations: so each element (each chunk of lane groups) runs
-in a worker function called by a guard that catches them and records the allocation that failed
-in the element's record (``ir/checks.py``).
+The loop is a plain one, not a Numba ``prange``: a parallel loop compiles the program it calls
+again, in its own library, and took more than half of a first call's compile time (49 s against
+22 s for a 32x16 CGS2 projection gradient). The only exceptions generated code raises are failed
+allocations: each element (each chunk of lane groups) runs in a worker function called inside
+``try``, whose ``except`` records the allocation that failed in the element's record
+(``ir/checks.py``) and goes on with the next element.
 """
 from __future__ import annotations
 
 from revdiff.ir.checks import ALLOCATION, GROUP, UNTRACKED, failure_code
 from revdiff.ir.entries import BATCH_WORKERS, BatchParam
 
-WORK, ELEMENT, GROUPS, CHUNK = BATCH_WORKERS  # the functions beside an entry (loader.compiled compiles them)
+WORK, GROUPS = BATCH_WORKERS  # the functions beside an entry (loader.compiled compiles them)
 
 
 def _element(p: BatchParam) -> str:
@@ -42,21 +46,19 @@ def _unpack(names: list) -> str:
     return f"    {', '.join(names)}{',' if len(names) == 1 else ''} = _args"
 
 
-def _guard(name: str, worker: str, head: list, record: str, catch: bool) -> list:
-    """``name(head..., _args, _errors)``: ``worker`` with the same arguments, in ``try`` / ``except``
-    that records a failed allocation in ``record``: the one the record names, or an untracked one.
-    The arguments travel as one tuple: Numba cannot compile a call of more than about 30 arguments
-    inside ``try``. Without ``catch`` (plain Python, where exceptions leave loops), no ``try``."""
-    call = f"{worker}({', '.join(head + ['_args', '_errors'])})"
+def _guarded(call: str, record: str, catch: bool, indent: str) -> list:
+    """``call`` of a worker inside ``try`` / ``except`` that records a failed allocation in
+    ``record``: the one the record names, or an untracked one. The worker takes its arguments as
+    one tuple: Numba cannot compile a call of more than about 30 arguments inside ``try``. Without
+    ``catch`` (plain Python, where exceptions leave loops), no ``try``."""
     if not catch:
-        return [f"def {name}({', '.join(head + ['_args', '_errors'])}):", f"    {call}"]
-    return [f"def {name}({', '.join(head + ['_args', '_errors'])}):",
-            "    try:",
-            f"        {call}",
-            "    except Exception:  # a failed allocation",
-            f"        {record}[0] = {record}[{ALLOCATION}] if {record}[{ALLOCATION}] != 0.0 else "
+        return [f"{indent}{call}"]
+    return [f"{indent}try:",
+            f"{indent}    {call}",
+            f"{indent}except Exception:  # a failed allocation",
+            f"{indent}    {record}[0] = {record}[{ALLOCATION}] if {record}[{ALLOCATION}] != 0.0 else "
             f"{failure_code(0, UNTRACKED)}.0",
-            f"        {record}[2] = {record}[{ALLOCATION + 1}]"]
+            f"{indent}    {record}[2] = {record}[{ALLOCATION + 1}]"]
 
 
 def _arguments(names: list) -> str:
@@ -65,9 +67,9 @@ def _arguments(names: list) -> str:
 
 def batch_source(entry: str, program: str, params: list, grads: list, header: str, saved: tuple = (),
                  catch: bool = True) -> str:
-    """Source of ``entry(params..., grads..., out_<saved>...)``: run ``program`` on every batch
-    element (each through ``entry_element``, which catches failed allocations unless ``catch`` is
-    off). A fused vjp program takes ``params + grads + saved`` (``saved``: the parameters whose
+    """Source of ``entry(_lo, _hi, params..., grads..., out_<saved>...)``: run ``program`` on batch
+    elements ``_lo`` to ``_hi`` (each through ``entry_work``, called inside ``try`` unless ``catch``
+    is off). A fused vjp program takes ``params + grads + saved`` (``saved``: the parameters whose
     forward results it copies out before its adjoint half restores them); others take ``params``."""
     batched = [p for p in params + grads if p.batched]
     if not batched:
@@ -77,18 +79,17 @@ def batch_source(entry: str, program: str, params: list, grads: list, header: st
     signature = ', '.join(names + ['_errors'])
     body: list = []
     _call(body, program, params + grads, saved, "    ")
-    lines = [header, "import numpy as np", "from numba import prange", "", "",
+    lines = [header, "import numpy as np", "", "",
              f"def {entry}_{WORK}(_b, _args, _errors):", _unpack(names)] + body
-    lines += ["", ""] + _guard(f"{entry}_{ELEMENT}", f"{entry}_{WORK}", ["_b"], "_errors[_b]", catch)
-    lines += ["", "", f"def {entry}({signature}):",
+    lines += ["", "", f"def {entry}(_lo, _hi, {signature}):",
               f"    _args = {_arguments(names)}",
-              f"    for _b in prange({batched[0].name}.shape[0]):",
-              f"        {entry}_{ELEMENT}(_b, _args, _errors)",
-              f"    return ({', '.join(names)},)"]
+              "    for _b in range(_lo, _hi):"]
+    lines += _guarded(f"{entry}_{WORK}(_b, _args, _errors)", "_errors[_b]", catch, "        ")
+    lines += [f"    return ({', '.join(names)},)"]
     return "\n".join(lines) + "\n"
 
 
-LANE_CHUNK = 64  # groups per parallel iteration: lane buffers are allocated once per chunk
+LANE_CHUNK = 64  # groups per chunk: lane buffers are allocated once per chunk
 
 
 def lane_records(n: int, width: int) -> int:
@@ -100,12 +101,12 @@ def lane_records(n: int, width: int) -> int:
 
 def lane_batch_source(entry: str, program: str, params: list, grads: list, header: str, saved: tuple,
                       width: int, written: set, catch: bool = True) -> str:
-    """Source of ``entry`` running ``program``, the lane version of a program (``backends/lanes/rewrite.py``),
-    on groups of ``width`` batch elements. The parallel loop runs over chunks of LANE_CHUNK groups;
-    each chunk allocates its lane buffers once (element axes, then lanes), copies each group's
-    elements in, runs the program once per group and copies back the arrays in ``written``; the
-    last group repeats its last element to fill its lanes. Each chunk runs in ``entry_groups``,
-    called by ``entry_chunk``, which catches failed allocations (unless ``catch`` is off)."""
+    """Source of ``entry(_lo, _hi, ...)`` running ``program``, the lane version of a program
+    (``backends/lanes/rewrite.py``), on groups of ``width`` batch elements: chunks ``_lo`` to ``_hi``
+    of LANE_CHUNK groups. Each chunk allocates its lane buffers once (element axes, then lanes),
+    copies each group's elements in, runs the program once per group and copies back the arrays in
+    ``written``; the last group repeats its last element to fill its lanes. Each chunk runs in
+    ``entry_groups``, called inside ``try`` (unless ``catch`` is off)."""
     saved_names = {f"out_{name}" for name in saved}
     scalars = {p.name for p in params if p.scalar}
     arrays = [p.name for p in params + grads if p.batched and not p.scalar] + [f"out_{n}" for n in saved]
@@ -114,7 +115,7 @@ def lane_batch_source(entry: str, program: str, params: list, grads: list, heade
     names = [p.name for p in params + grads] + outs
     signature = ", ".join(names + ["_errors"])
     head = ["_c", "_n", "_groups", "_chunks", "_e"]
-    lines = [header, "import numpy as np", "from numba import prange", "", "",
+    lines = [header, "import numpy as np", "", "",
              f"def {entry}_{GROUPS}({', '.join(head)}, _args, _errors):", _unpack(names)]
     for a in arrays:  # a saved scalar is a one-element array of each element
         shape = f"(1, {width})" if a in saved_names and a[4:] in scalars else f"{a}.shape[1:] + ({width},)"
@@ -147,17 +148,17 @@ def lane_batch_source(entry: str, program: str, params: list, grads: list, heade
     lines += ["        if _e[0] != 0.0:  # a failed check: its lane names the element",
               "            _errors[min(_b + int(_e[1]), _n - 1), :] = _e",
               "            _e[:] = 0.0"]
-    lines += ["", ""] + _guard(f"{entry}_{CHUNK}", f"{entry}_{GROUPS}", head, "_e", catch)
-    if catch:  # the first element of the group whose allocation failed reports it
-        lines += [f"        _errors[min(int(_e[{GROUP}]), _n - 1), :] = _e"]
     lines += ["", "",
-              f"def {entry}({signature}):",
+              f"def {entry}(_lo, _hi, {signature}):",
               f"    _n = {first}.shape[0]",
               f"    _groups = (_n + {width - 1}) // {width}",
               f"    _chunks = (_groups + {LANE_CHUNK - 1}) // {LANE_CHUNK}",
               "    _records = _errors[_n:]  # the chunks' own records: rows the caller added (lane_records)",
               f"    _args = {_arguments(names)}",
-              "    for _c in prange(_chunks):",
-              f"        {entry}_{CHUNK}(_c, _n, _groups, _chunks, _records[_c], _args, _errors)",
-              f"    return ({', '.join(names)},)"]
+              "    for _c in range(_lo, _hi):",
+              "        _e = _records[_c]"]
+    lines += _guarded(f"{entry}_{GROUPS}({', '.join(head)}, _args, _errors)", "_e", catch, "        ")
+    if catch:  # the first element of the group whose allocation failed reports it
+        lines += [f"            _errors[min(int(_e[{GROUP}]), _n - 1), :] = _e"]
+    lines += [f"    return ({', '.join(names)},)"]
     return "\n".join(lines) + "\n"
