@@ -175,3 +175,32 @@ def test_batches_called_from_several_threads_at_once_give_each_its_own_results()
         alone = bf.vjp((x, y), (np.ones(50), None))
         np.testing.assert_array_equal(outs[0], alone[0][0])
         np.testing.assert_array_equal(grads[1], alone[1][1])
+
+
+@revdiff.reversible
+def fourteen(x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13):
+    x0 += x1 * x2
+    x3 += x4 * x5
+    x6 += x7 * x8
+    x9 += x10 * x11
+    x12 /= x13
+
+
+def test_an_entry_with_more_arguments_than_a_call_inside_try_takes():
+    """A vjp entry of 33 arguments passes them to its worker as one tuple (``TRY_CALL_ARGS``): same
+    results as per-element calls, and a failure still names its element."""
+    from revdiff.backends.numba.entries import TRY_CALL_ARGS
+    B = 5
+    params = fourteen.params
+    args = [rng.standard_normal(B) + 2.0 for _ in params]
+    bf = revdiff.batched(fourteen, params, layout="elements")
+    signature = bf.signature("vjp", bf._element_types(tuple(args)))
+    assert len(signature.params) + len(signature.grads) + len(signature.saved) + 1 > TRY_CALL_ARGS
+    outs, grads = bf.vjp(args, [np.ones(B)] * len(params))
+    for b in range(B):
+        single, pullback = revdiff.vjp(fourteen, *[a[b] for a in args])
+        np.testing.assert_array_equal([o[b] for o in outs], single)
+        np.testing.assert_array_equal([g[b] for g in grads], pullback(*[1.0] * len(params)))
+    args[13][3] = 0.0
+    with pytest.raises(revdiff.ReversibilityError, match="division by zero.* in batch element 3"):
+        bf.vjp(args, [np.ones(B)] * len(params))

@@ -10,9 +10,9 @@ Each element has its own error record (a row of ``_errors``), read by the caller
 The loop is a plain one, not a Numba ``prange``: a parallel loop compiles the program it calls
 again, in its own library, and took more than half of a first call's compile time (49 s against
 22 s for a 32x16 CGS2 projection gradient). The only exceptions generated code raises are failed
-allocations: each element (each chunk of lane groups) runs in a worker function called inside
-``try``, whose ``except`` records the allocation that failed in the element's record
-(``ir/checks.py``) and goes on with the next element.
+allocations: each element (each chunk of lane groups) runs inside ``try``, whose ``except``
+records the allocation that failed in the element's record (``ir/checks.py``) and goes on with the
+next element.
 """
 from __future__ import annotations
 
@@ -46,45 +46,54 @@ def _unpack(names: list) -> str:
     return f"    {', '.join(names)}{',' if len(names) == 1 else ''} = _args"
 
 
-def _guarded(call: str, record: str, catch: bool, indent: str) -> list:
-    """``call`` of a worker inside ``try`` / ``except`` that records a failed allocation in
-    ``record``: the one the record names, or an untracked one. The worker takes its arguments as
-    one tuple: Numba cannot compile a call of more than about 30 arguments inside ``try``. Without
+def _guarded(body: list, record: str, catch: bool, indent: str) -> list:
+    """``body`` (lines, a call of a program or of a worker) inside ``try`` / ``except`` that records
+    a failed allocation in ``record``: the one the record names, or an untracked one. Without
     ``catch`` (plain Python, where exceptions leave loops), no ``try``."""
     if not catch:
-        return [f"{indent}{call}"]
-    return [f"{indent}try:",
-            f"{indent}    {call}",
-            f"{indent}except Exception:  # a failed allocation",
-            f"{indent}    {record}[0] = {record}[{ALLOCATION}] if {record}[{ALLOCATION}] != 0.0 else "
-            f"{failure_code(0, UNTRACKED)}.0",
-            f"{indent}    {record}[2] = {record}[{ALLOCATION + 1}]"]
+        return [indent + line for line in body]
+    return ([f"{indent}try:"] + [f"{indent}    {line}" for line in body] +
+            [f"{indent}except Exception:  # a failed allocation",
+             f"{indent}    {record}[0] = {record}[{ALLOCATION}] if {record}[{ALLOCATION}] != 0.0 else "
+             f"{failure_code(0, UNTRACKED)}.0",
+             f"{indent}    {record}[2] = {record}[{ALLOCATION + 1}]"])
 
 
 def _arguments(names: list) -> str:
     return f"({', '.join(names)}{',' if len(names) == 1 else ''})"
 
 
+#: the most arguments a call inside ``try`` may have: Numba fails to type one of 34 (28 compile)
+TRY_CALL_ARGS = 28
+
+
 def batch_source(entry: str, program: str, params: list, grads: list, header: str, saved: tuple = (),
                  catch: bool = True) -> str:
     """Source of ``entry(_lo, _hi, params..., grads..., out_<saved>...)``: run ``program`` on batch
-    elements ``_lo`` to ``_hi`` (each through ``entry_work``, called inside ``try`` unless ``catch``
-    is off). A fused vjp program takes ``params + grads + saved`` (``saved``: the parameters whose
-    forward results it copies out before its adjoint half restores them); others take ``params``."""
+    elements ``_lo`` to ``_hi``, inside ``try`` unless ``catch`` is off; a program of more than
+    TRY_CALL_ARGS arguments through ``entry_work``, which takes them as one tuple (a level of calls
+    more to compile: 2 of 16 s for a 32x16 CGS2 projection gradient). A fused vjp program takes
+    ``params + grads + saved`` (``saved``: the parameters whose forward results it copies out before
+    its adjoint half restores them); others take ``params``."""
     batched = [p for p in params + grads if p.batched]
     if not batched:
         raise ValueError("a batched entry needs at least one batched parameter")
     outs = [f"out_{name}" for name in saved]
     names = [p.name for p in params + grads] + outs
     signature = ', '.join(names + ['_errors'])
+    lines = [header, "import numpy as np", ""]
     body: list = []
-    _call(body, program, params + grads, saved, "    ")
-    lines = [header, "import numpy as np", "", "",
-             f"def {entry}_{WORK}(_b, _args, _errors):", _unpack(names)] + body
-    lines += ["", "", f"def {entry}(_lo, _hi, {signature}):",
-              f"    _args = {_arguments(names)}",
-              "    for _b in range(_lo, _hi):"]
-    lines += _guarded(f"{entry}_{WORK}(_b, _args, _errors)", "_errors[_b]", catch, "        ")
+    if len(names) + 1 <= TRY_CALL_ARGS:
+        _call(body, program, params + grads, saved, "")
+    else:
+        _call(body, program, params + grads, saved, "    ")
+        lines += ["", f"def {entry}_{WORK}(_b, _args, _errors):", _unpack(names)] + body + ["", ""]
+        body = [f"{entry}_{WORK}(_b, _args, _errors)"]
+    lines += ["", f"def {entry}(_lo, _hi, {signature}):"]
+    if len(names) + 1 > TRY_CALL_ARGS:
+        lines.append(f"    _args = {_arguments(names)}")
+    lines.append("    for _b in range(_lo, _hi):")
+    lines += _guarded(body, "_errors[_b]", catch, "        ")
     lines += [f"    return ({', '.join(names)},)"]
     return "\n".join(lines) + "\n"
 
@@ -157,7 +166,7 @@ def lane_batch_source(entry: str, program: str, params: list, grads: list, heade
               f"    _args = {_arguments(names)}",
               "    for _c in range(_lo, _hi):",
               "        _e = _records[_c]"]
-    lines += _guarded(f"{entry}_{GROUPS}({', '.join(head)}, _args, _errors)", "_e", catch, "        ")
+    lines += _guarded([f"{entry}_{GROUPS}({', '.join(head)}, _args, _errors)"], "_e", catch, "        ")
     if catch:  # the first element of the group whose allocation failed reports it
         lines += [f"            _errors[min(int(_e[{GROUP}]), _n - 1), :] = _e"]
     lines += [f"    return ({', '.join(names)},)"]
