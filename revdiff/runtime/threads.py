@@ -1,9 +1,8 @@
 """Threads of a batch, and BLAS threads inside it.
 
 A batch runs its elements on ``batch_threads()`` threads (``calls.run_batch``); when each
-element's program also calls BLAS
-(``runtime/host.py``), OpenBLAS would start threads of its own inside every worker and the two
-pools would fight over the cores (a batch of 500×250 block-CGS2 gradients takes about three times
+element's program also calls BLAS (``runtime/host.py``), OpenBLAS would start threads of its own
+inside every worker and the two pools would fight over the cores (a batch of 500×250 block-CGS2 gradients takes about three times
 as long). So BLAS runs single-threaded for the length of a batch.
 """
 from __future__ import annotations

@@ -81,16 +81,15 @@ def batch_source(entry: str, program: str, params: list, grads: list, header: st
     outs = [f"out_{name}" for name in saved]
     names = [p.name for p in params + grads] + outs
     signature = ', '.join(names + ['_errors'])
+    tupled = len(names) + 1 > TRY_CALL_ARGS  # the program's arguments and its error record
     lines = [header, "import numpy as np", ""]
     body: list = []
-    if len(names) + 1 <= TRY_CALL_ARGS:
-        _call(body, program, params + grads, saved, "")
-    else:
-        _call(body, program, params + grads, saved, "    ")
+    _call(body, program, params + grads, saved, "    " if tupled else "")
+    if tupled:
         lines += ["", f"def {entry}_{WORK}(_b, _args, _errors):", _unpack(names)] + body + ["", ""]
         body = [f"{entry}_{WORK}(_b, _args, _errors)"]
     lines += ["", f"def {entry}(_lo, _hi, {signature}):"]
-    if len(names) + 1 > TRY_CALL_ARGS:
+    if tupled:
         lines.append(f"    _args = {_arguments(names)}")
     lines.append("    for _b in range(_lo, _hi):")
     lines += _guarded(body, "_errors[_b]", catch, "        ")
