@@ -21,6 +21,7 @@ import dask.array as da
 import numpy as np
 
 from revdiff import programs as P
+from revdiff.programs.api import q_columns
 
 __all__ = ["qr", "qr_vjp", "project", "project_vjp", "lstsq", "lstsq_vjp", "normalize", "normalize_vjp",
            "tangent_project", "tangent_project_vjp"]
@@ -73,26 +74,32 @@ def _gufunc(function: Callable, signature: str, arguments: list, output_dtypes, 
                            allow_rechunk=True)  # core axes are checked whole (``_dask``): this aligns batch chunks
 
 
-def qr(A, method: str = "cgs2", rank_tol: float | None = None) -> tuple:
-    """Q, R of every matrix of A (..., m, n), as ``revdiff.programs.qr``."""
+def qr(A, method: str = "cgs2", rank_tol: float | None = None, mode: str = "reduced"):
+    """Q, R of every matrix of A (..., m, n), as ``revdiff.programs.qr`` (R alone for mode "r")."""
     A = _dask("A", A, 2)
-    m, n = A.shape[-2:]
+    q = q_columns(method, mode, A.shape)
     dtype = _computed(A)
-    return _gufunc(lambda a: P.qr(a, method, rank_tol), "(m,n)->(m,p),(p,n)", [A], (dtype, dtype),
-                   {"p": min(m, n)})
+    if mode == "r":
+        return _gufunc(lambda a: P.qr(a, method, rank_tol, mode), "(m,n)->(q,n)", [A], dtype, {"q": q})
+    return _gufunc(lambda a: P.qr(a, method, rank_tol, mode), "(m,n)->(m,q),(q,n)", [A], (dtype, dtype), {"q": q})
 
 
-def qr_vjp(A, gQ, gR, method: str = "cgs2", rank_tol: float | None = None):
+def qr_vjp(A, gQ, gR, method: str = "cgs2", rank_tol: float | None = None, mode: str = "reduced"):
     """The cotangent of A given those of Q and R (zeros where one is None), as ``revdiff.programs.qr_vjp``."""
     A = _dask("A", A, 2)
     m, n = A.shape[-2:]
-    p = min(m, n)
+    q = q_columns(method, mode, A.shape)
     dtype = _computed(A)
-    gQ = _dask("gQ", gQ, 2) if gQ is not None else da.zeros(A.shape[:-1] + (p,), dtype, chunks=A.chunks[:-1] + ((p,),))
-    gR = _dask("gR", gR, 2) if gR is not None else da.zeros(A.shape[:-2] + (p, n), dtype,
-                                                            chunks=A.chunks[:-2] + ((p,), (n,)))
-    return _gufunc(lambda a, q, r: P.qr_vjp(a, q, r, method, rank_tol), "(m,n),(m,p),(p,n)->(m,n)", [A, gQ, gR],
-                   _given(A, dtype))
+    if mode == "r" and gQ is not None:
+        raise ValueError("mode='r' has no Q output: pass gQ=None")
+    gR = _dask("gR", gR, 2) if gR is not None else da.zeros(A.shape[:-2] + (q, n), dtype,
+                                                            chunks=A.chunks[:-2] + ((q,), (n,)))
+    if mode == "r":
+        return _gufunc(lambda a, r: P.qr_vjp(a, None, r, method, rank_tol, mode), "(m,n),(q,n)->(m,n)", [A, gR],
+                       _given(A, dtype))
+    gQ = _dask("gQ", gQ, 2) if gQ is not None else da.zeros(A.shape[:-1] + (q,), dtype, chunks=A.chunks[:-1] + ((q,),))
+    return _gufunc(lambda a, g, r: P.qr_vjp(a, g, r, method, rank_tol, mode), "(m,n),(m,q),(q,n)->(m,n)",
+                   [A, gQ, gR], _given(A, dtype))
 
 
 def _matrix_and_vector(A, y) -> tuple:

@@ -64,6 +64,20 @@ def project_vjp(A: np.ndarray, y: np.ndarray, gz: np.ndarray) -> tuple:
     return gA, pg
 
 
+def project_vjp_rank(A: np.ndarray, y: np.ndarray, gz: np.ndarray, rank: int) -> tuple:
+    """Golub-Pereyra for A of rank r, through its r leading singular triplets: the derivative of the
+    projection onto the column space along directions that keep the rank (as ``project_vjp``, with
+    P = U_r U_r^H and the rank-r pseudoinverse A^+ = V_r S_r^-1 U_r^H)."""
+    U, s, Vh = np.linalg.svd(A, full_matrices=False)
+    U, s, Vh = U[..., :rank], s[..., :rank], Vh[..., :rank, :]
+    pinv = _h(Vh) @ (_h(U) / s[..., :, None])
+    x, w = (pinv @ y[..., None])[..., 0], (pinv @ gz[..., None])[..., 0]
+    pg = (U @ (_h(U) @ gz[..., None]))[..., 0]
+    r = y - (U @ (_h(U) @ y[..., None]))[..., 0]
+    gA = (gz - pg)[..., :, None] * np.conj(x)[..., None, :] + r[..., :, None] * np.conj(w)[..., None, :]
+    return gA, pg
+
+
 def project_vjp_pinv(A: np.ndarray, y: np.ndarray, gz: np.ndarray) -> tuple:
     """z = A (A^+ y) differentiated through PyTorch's pinv rule (valid while the rank is constant)."""
     P_plus = np.linalg.pinv(A)

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from revdiff import programs as P
+from revdiff.programs.api import q_columns
 
 __all__ = ["qr", "project", "lstsq", "normalize", "tangent_project"]
 
@@ -68,13 +69,19 @@ def _inexact(*arrays) -> tuple:
     return tuple(out)
 
 
-def qr(A, method: str = "cgs2") -> tuple:
-    """Thin Q, R of A (..., m, n) with diag(R) real positive."""
+def qr(A, method: str = "cgs2", mode: str = "reduced"):
+    """Q, R of A (..., m, n) with diag(R) real nonnegative; ``mode`` as in ``jnp.linalg.qr``:
+    "reduced", "complete" (Q m x m; for a tall A with ``householder`` or ``givens``) or "r" (R alone)."""
     def shapes(a):
         m, n = a.shape[-2:]
-        p = min(m, n)
-        return [_struct(a.shape[:-2] + (m, p), a.dtype), _struct(a.shape[:-2] + (p, n), a.dtype)]
-    f = _differentiable(lambda a: P.qr(a, method), lambda a, gQ, gR: (P.qr_vjp(a, gQ, gR, method),), shapes)
+        q = q_columns(method, mode, a.shape)
+        return [_struct(a.shape[:-2] + (m, q), a.dtype), _struct(a.shape[:-2] + (q, n), a.dtype)]
+    if mode == "r":
+        f = _differentiable(lambda a: (P.qr(a, method, None, mode),),
+                            lambda a, gR: (P.qr_vjp(a, None, gR, method, None, mode),), lambda a: shapes(a)[1:])
+        return f(*_inexact(A))[0]
+    f = _differentiable(lambda a: P.qr(a, method, None, mode),
+                        lambda a, gQ, gR: (P.qr_vjp(a, gQ, gR, method, None, mode),), shapes)
     return f(*_inexact(A))
 
 

@@ -27,6 +27,7 @@ from revdiff import programs as P
 from revdiff.ad import vjp
 from revdiff.batch import BatchedFunction
 from revdiff.function import ReversibleFunction
+from revdiff.programs.api import q_columns
 from revdiff.runtime.device import cupy_module
 
 __all__ = ["qr", "project", "lstsq", "normalize", "tangent_project", "function"]
@@ -196,28 +197,45 @@ def _like(t: torch.Tensor, shape: tuple, dtype: torch.dtype) -> torch.Tensor:
     return t.new_empty(tuple(shape), dtype=dtype)
 
 
-def _qr_shapes(A: torch.Tensor) -> tuple:
+def _qr_shapes(A: torch.Tensor, method: str, mode: str) -> tuple:
+    """Shapes of Q and R in ``mode``; mode "r" has an empty Q, as ``torch.linalg.qr``."""
     m, n = A.shape[-2:]
-    p = min(m, n)
-    return tuple(A.shape[:-2]) + (m, p), tuple(A.shape[:-2]) + (p, n)
+    q = q_columns(method, mode, tuple(A.shape))
+    batch = tuple(A.shape[:-2])
+    return (0,) if mode == "r" else batch + (m, q), batch + (q, n)
 
 
-def _qr_impl(A, method, rank_tol):
-    Q, R = P.qr(_numpy(A, "A"), method, rank_tol)
+def _qr_impl(A, method, rank_tol, mode="reduced"):
+    out = P.qr(_numpy(A, "A"), method, rank_tol, mode)
+    Q, R = (np.zeros(0, out.dtype), out) if mode == "r" else out
     return _tensor(Q, _computed(A), A.device), _tensor(R, _computed(A), A.device)
 
 
-def _qr_fake(A, method, rank_tol):
-    return tuple(_like(A, s, _computed(A)) for s in _qr_shapes(A))
+def _qr_fake(A, method, rank_tol, mode="reduced"):
+    return tuple(_like(A, s, _computed(A)) for s in _qr_shapes(A, method, mode))
 
 
-def _qr_vjp_impl(A, gQ, gR, method, rank_tol):
-    gA = P.qr_vjp(_numpy(A, "A"), _numpy(gQ, "gQ"), _numpy(gR, "gR"), method, rank_tol)
+def _qr_vmap(info, in_dims, A, method, rank_tol, mode="reduced"):
+    """The batch dimension of A first; mode "r"'s empty Q has none."""
+    Q, R = torch.ops.revdiff.qr(_batch_front(info, A, in_dims[0]), method, rank_tol, mode)
+    return (Q, R), (None if mode == "r" else 0, 0)
+
+
+def _qr_vjp_impl(A, gQ, gR, method, rank_tol, mode="reduced"):
+    gA = P.qr_vjp(_numpy(A, "A"), None if mode == "r" else _numpy(gQ, "gQ"), _numpy(gR, "gR"), method, rank_tol,
+                  mode)
     return (_tensor(gA, _gradient_dtype(A, _computed(A)), A.device),)
 
 
-def _qr_vjp_fake(A, gQ, gR, method, rank_tol):
+def _qr_vjp_fake(A, gQ, gR, method, rank_tol, mode="reduced"):
     return (_like(A, A.shape, _gradient_dtype(A, _computed(A))),)
+
+
+def _qr_vjp_vmap(info, in_dims, A, gQ, gR, method, rank_tol, mode="reduced"):
+    """As the default rule, except that mode "r"'s cotangent of the empty Q is passed unbatched."""
+    front = [_batch_front(info, a, d) for a, d in zip((A, gR), (in_dims[0], in_dims[2]))]
+    gQ = gQ if mode == "r" else _batch_front(info, gQ, in_dims[1])
+    return torch.ops.revdiff.qr_vjp(front[0], gQ, front[1], method, rank_tol, mode), [0]
 
 
 def _pair_impl(forward: Callable, out_shape: Callable, names: tuple):
@@ -248,9 +266,10 @@ def _pair_vjp_impl(backward: Callable, names: tuple, cotangent: str):
     return impl, fake
 
 
-_QR = _operation("qr", "(Tensor A, str method, float? rank_tol) -> (Tensor, Tensor)", _qr_impl, _qr_fake)
-_QR_VJP = _operation("qr_vjp", "(Tensor A, Tensor gQ, Tensor gR, str method, float? rank_tol) -> Tensor[]",
-                     _qr_vjp_impl, _qr_vjp_fake)
+_QR = _operation("qr", '(Tensor A, str method, float? rank_tol, str mode="reduced") -> (Tensor, Tensor)',
+                 _qr_impl, _qr_fake, _qr_vmap)
+_QR_VJP = _operation("qr_vjp", '(Tensor A, Tensor gQ, Tensor gR, str method, float? rank_tol, str mode="reduced") '
+                     "-> Tensor[]", _qr_vjp_impl, _qr_vjp_fake, _qr_vjp_vmap)
 
 
 def _linear_ops(name: str, forward: Callable, backward: Callable, out_shape: Callable, cotangent: str,
@@ -301,11 +320,13 @@ def _checked(names: str, *tensors) -> None:
 
 # ----------------------------------------------------------------------------- the public functions
 
-def qr(A: torch.Tensor, method: str = "cgs2", rank_tol: float | None = None) -> tuple:
-    """Thin Q, R of A (..., m, n) with diag(R) real positive (``torch.ops.revdiff.qr``); the
-    gradient runs the QR program backwards. ``rank_tol`` as in ``revdiff.programs.qr``."""
+def qr(A: torch.Tensor, method: str = "cgs2", rank_tol: float | None = None, mode: str = "reduced") -> tuple:
+    """Q, R of A (..., m, n) with diag(R) real nonnegative (``torch.ops.revdiff.qr``); the gradient
+    runs the QR program backwards. ``mode`` as in ``torch.linalg.qr``: "reduced", "complete" (Q
+    m x m; for a tall A with ``householder`` or ``givens``) or "r" (an empty Q and R, and, unlike
+    torch, a gradient). ``rank_tol`` as in ``revdiff.programs.qr``."""
     _checked("A", A)
-    return _qr_call(A, method, rank_tol)
+    return _qr_call(A, method, rank_tol, mode)
 
 
 def project(A: torch.Tensor, y: torch.Tensor, method: str = "cgs2", rank_tol: float | None = None) -> torch.Tensor:

@@ -23,7 +23,12 @@ def test_every_function_equals_the_numpy_call_bit_for_bit():
     A, y, g = arrays()
     dA, dy = da.from_array(A, chunks=(15, 7, 3)), da.from_array(y, chunks=(10, 7))
     gR = np.triu(rng.standard_normal((40, 3, 3)))
+    gQ = rng.standard_normal((40, 7, 7))
     cases = [(rd.qr(dA), P.qr(A)), (rd.qr_vjp(dA, None, gR), P.qr_vjp(A, None, gR)),
+             (rd.qr(dA, "householder", mode="complete"), P.qr(A, "householder", mode="complete")),
+             (rd.qr_vjp(dA, gQ, None, "householder", mode="complete"), P.qr_vjp(A, gQ, None, "householder",
+                                                                                mode="complete")),
+             (rd.qr(dA, mode="r"), P.qr(A, mode="r")), (rd.qr_vjp(dA, None, gR, mode="r"), P.qr_vjp(A, None, gR, mode="r")),
              (rd.project(dA, dy), P.project(A, y)), (rd.project_vjp(dA, dy, g), P.project_vjp(A, y, g)),
              (rd.lstsq(dA, dy), P.lstsq(A, y)), (rd.lstsq_vjp(dA, dy, g[:, :3]), P.lstsq_vjp(A, y, g[:, :3])),
              (rd.normalize(dy), P.normalize(y)), (rd.normalize_vjp(dy, g), P.normalize_vjp(y, g)),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from revdiff.batch import BatchedFunction
-from revdiff.programs import givens, gram_schmidt, householder, projection, sphere
+from revdiff.programs import givens, gram_schmidt, householder, pivoting, projection, sphere
 from revdiff.programs.inputs import (DTYPES, array_module, as_array, batch_index, check_rank, check_result,
                                      combined, flat, negated, rank_tolerance, require_finite, scale_exponents,
                                      times_power_of_two)
@@ -20,11 +20,14 @@ QR_METHODS = {"cgs2": gram_schmidt.cgs2, "bcgs2": gram_schmidt.bcgs2, "mgs": gra
               "cgs": gram_schmidt.cgs, "householder": householder.householder, "givens": givens.givens}
 PROJECT_METHODS = {"cgs2": projection.project_cgs2, "bcgs2": projection.project_bcgs2, "mgs": projection.project_mgs,
                    "cgs": projection.project_cgs, "householder": projection.project_householder}
+PIVOTED_METHODS = {"cgs2": pivoting.pivoted_cgs2, "bcgs2": pivoting.pivoted_bcgs2,
+                   "householder": pivoting.pivoted_householder}
 LSTSQ_METHODS = {"cgs2": projection.lstsq_cgs2, "bcgs2": projection.lstsq_bcgs2, "mgs": projection.lstsq_mgs,
                  "cgs": projection.lstsq_cgs, "householder": projection.lstsq_householder}
 
-__all__ = ["DTYPES", "QR_METHODS", "PROJECT_METHODS", "LSTSQ_METHODS", "qr", "qr_vjp", "project", "project_vjp",
-           "lstsq", "lstsq_vjp", "normalize", "normalize_vjp", "tangent_project", "tangent_project_vjp"]
+__all__ = ["DTYPES", "QR_METHODS", "QR_MODES", "COMPLETE_METHODS", "PIVOTED_METHODS", "RANK_DEFICIENT",
+           "PROJECT_METHODS", "LSTSQ_METHODS", "qr", "qr_vjp", "project", "project_vjp", "lstsq", "lstsq_vjp",
+           "normalize", "normalize_vjp", "tangent_project", "tangent_project_vjp"]
 
 
 def _method(table: dict, method):
@@ -73,14 +76,17 @@ class _Batch:
 class _Matrices(_Batch):
     """A checked batch of matrices A (..., m, n), its columns scaled by powers of two where their
     magnitude is extreme: ``A = scaled * 2**e``, e per batch element and column (None: no column
-    needed it)."""
+    needed it). ``uniform``: one power of two per matrix, which keeps the order of the columns'
+    norms that pivoting compares."""
 
-    def __init__(self, A, dtype=None):
+    def __init__(self, A, dtype=None, uniform: bool = False):
         A = as_array("A", A, 2, dtype=dtype, core=" (..., m, n)")
         super().__init__(A, 2)
         self.m, self.n = self.shape[-2:]
         self.p = min(self.m, self.n)
         big = require_finite("A", self.flat, self.batch, self.xp, per_column=True)
+        if uniform:
+            big = big.max(axis=1) if self.n else self.xp.zeros(self.b)
         self.e = scale_exponents(big, self.dtype, self.xp)
         self.A = self.scaled(self.flat, negated(self.e))
 
@@ -103,16 +109,46 @@ class _Vectors(_Batch):
         self.v = self.scaled(self.flat, negated(self.e))
 
 
-def _qr_run(method: str, M: _Matrices):
-    """The batched QR program and its zero outputs for M."""
-    program = _method(QR_METHODS, method)
-    outputs = (M.zeros(M.m, M.p), M.zeros(M.p, M.n))
+#: the QR modes, named and shaped as in ``torch.linalg.qr``
+QR_MODES = ("reduced", "complete", "r")
+#: the methods that complete Q of a tall matrix to an m x m orthogonal matrix (their reflectors or
+#: rotations construct the completion)
+COMPLETE_METHODS = ("householder", "givens")
+
+
+def q_columns(method: str, mode, shape: tuple) -> int:
+    """The columns of Q for A of ``shape`` (..., m, n) in ``mode``: p = min(m, n), or m for the
+    complete Q of a tall A (ValueError for an unknown mode or a method that cannot complete Q)."""
+    if not isinstance(mode, str) or mode not in QR_MODES:
+        raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(map(repr, QR_MODES))}")
+    m, n = shape[-2:]
+    if mode != "complete" or m <= n:
+        return min(m, n)
+    if method not in COMPLETE_METHODS:
+        raise ValueError(f"mode='complete' of a tall A (shape {tuple(shape)}) needs a method that completes Q to "
+                         f"an orthogonal {m} x {m} matrix: {' or '.join(map(repr, COMPLETE_METHODS))}; "
+                         f"{method!r} computes the first {n} columns only")
+    return m
+
+
+def _qr_run(method: str, M: _Matrices, mode: str = "reduced", pivoting: bool = False):
+    """The batched QR program and its zero outputs for M: Q (m, q) and R (q, n), q from ``mode``,
+    then the rotation angles (givens) or the permutation (pivoting)."""
+    if not isinstance(pivoting, bool):
+        raise TypeError(f"pivoting must be True or False, got {pivoting!r}")
+    if pivoting and method not in PIVOTED_METHODS:
+        raise ValueError(f"unknown method {method!r} for pivoting=True; choose one of {', '.join(PIVOTED_METHODS)}")
+    program = PIVOTED_METHODS[method] if pivoting else _method(QR_METHODS, method)
+    q = q_columns(method, mode, M.shape)
+    outputs = (M.zeros(M.m, q), M.zeros(q, M.n))
     if program is givens.givens:
         if np.iscomplexobj(M.flat):
             raise TypeError(f"method 'givens' takes real matrices; 'A' has dtype {M.dtype} "
                             "(use 'householder' or 'cgs2' for complex input)")
         outputs += (M.zeros(M.m, M.p),)  # the rotation angles
-    return _batched(program), outputs
+    if pivoting:
+        outputs += (M.xp.zeros((M.b, M.n), np.int64),)
+    return _batched(program), outputs, q
 
 
 def _largest(*arrays):
@@ -124,39 +160,71 @@ def _largest(*arrays):
     return big
 
 
-def qr(A, method: str = "cgs2", rank_tol: float | None = None) -> tuple:
-    """Q, R of A (..., m, n): Q (..., m, p), R (..., p, n), p = min(m, n), diag(R) real positive.
+def qr(A, method: str = "cgs2", rank_tol: float | None = None, mode: str = "reduced", pivoting: bool = False):
+    """Q, R of A (..., m, n) with diag(R) real nonnegative, p = min(m, n):
+
+    - ``mode="reduced"`` (default): Q (..., m, p), R (..., p, n);
+    - ``mode="complete"``: Q (..., m, m) orthogonal (unitary), R (..., m, n), its rows below p zero;
+      for a tall A only ``householder`` and ``givens`` complete Q (others raise ValueError);
+    - ``mode="r"``: R (..., p, n) alone (NumPy's and JAX's convention; ``revdiff.torch.qr`` returns
+      an empty Q beside it, as ``torch.linalg.qr`` does).
+
+    ``pivoting=True`` (methods "cgs2", "bcgs2", "householder"): column pivoting, as
+    ``scipy.linalg.qr(pivoting=True)``: also returns perm (..., n), int64, with A[..., perm] = Q R
+    and |R[k, k]| non-increasing; (Q, R, perm), or (R, perm) for mode "r".
 
     method: "cgs2" (default), "bcgs2", "mgs", "cgs", "householder" or "givens" (real only; the
     rotation angles are an extra output of ``revdiff.programs.givens``). Batches run in parallel.
     Raises RankDeficientError where a column's residual is at most ``rank_tol`` (default 100 eps)
     of its norm: Q is not determined by A there."""
-    M = _Matrices(A)
+    M = _Matrices(A, uniform=pivoting)
     tol = rank_tolerance(rank_tol, M.dtype)
-    program, outputs = _qr_run(method, M)
+    program, outputs, q = _qr_run(method, M, mode, pivoting)
     if M.empty:
-        return M.unflat(outputs[0], M.m, M.p), M.unflat(outputs[1], M.p, M.n)
-    Q, R = program(*outputs, M.A, donate=True)[:2]
-    check_rank(R, M.batch, tol, M.xp)
-    R = M.scaled(R, M.e)  # A D = Q R' for the column scaling D: R = R' D^-1
-    check_result("qr", "R", R, M.batch, M.xp)
-    return M.unflat(Q, M.m, M.p), M.unflat(R, M.p, M.n)
+        Q, R = _empty_qr(M, q, outputs)
+        perm = M.xp.broadcast_to(M.xp.arange(M.n), (M.b, M.n)).copy()
+    else:
+        results = program(*outputs, M.A, donate=True)
+        Q, R, perm = results[0], results[1], results[2] if pivoting else None
+        check_rank(R, M.batch, tol, M.xp)
+        R = M.scaled(R, M.e)  # A D = Q R' for the column scaling D: R = R' D^-1
+        check_result("qr", "R", R, M.batch, M.xp)
+    out = (M.unflat(R, q, M.n),) if mode == "r" else (M.unflat(Q, M.m, q), M.unflat(R, q, M.n))
+    if pivoting:
+        out += (M.unflat(perm, M.n),)
+    return out[0] if len(out) == 1 else out
 
 
-def qr_vjp(A, gQ, gR, method: str = "cgs2", rank_tol: float | None = None) -> np.ndarray:
-    """Cotangent of A given those of Q and R (None: zero), by running the QR program backwards."""
-    M = _Matrices(A)
+def _empty_qr(M: _Matrices, q: int, outputs: tuple) -> tuple:
+    """Q, R of empty matrices: the complete Q of an m x 0 matrix is the identity, as in NumPy."""
+    Q, R = outputs[:2]
+    if Q.size:
+        Q[:] = M.xp.eye(M.m, q, dtype=M.dtype)
+    return Q, R
+
+
+def qr_vjp(A, gQ, gR, method: str = "cgs2", rank_tol: float | None = None, mode: str = "reduced",
+           pivoting: bool = False) -> np.ndarray:
+    """Cotangent of A given those of Q and R (None: zero), by running the QR program backwards.
+    ``mode`` as in ``qr``: gQ (..., m, m) and gR (..., m, n) for "complete" (R's rows below p are
+    constant zeros: their cotangents contribute nothing); gQ must be None for "r". With
+    ``pivoting=True`` the cotangents are those of the pivoted factors, and the gradient is that of
+    QR of A[..., perm] with perm fixed (the permutation has none)."""
+    M = _Matrices(A, uniform=pivoting)
     tol = rank_tolerance(rank_tol, M.dtype)
-    program, outputs = _qr_run(method, M)
+    program, outputs, q = _qr_run(method, M, mode, pivoting)
+    if mode == "r" and gQ is not None:
+        raise ValueError("mode='r' has no Q output: pass gQ=None")
     cotangents = []
-    for name, g, core in (("gQ", gQ, (M.m, M.p)), ("gR", gR, (M.p, M.n))):
+    for name, g, core in (("gQ", gQ, (M.m, q)), ("gR", gR, (q, M.n))):
         if g is None:
             cotangents.append(M.zeros(*core))
             continue
         g = as_array(name, g, 2, cotangent_of=M.dtype)
         if tuple(g.shape) != M.batch + core:
-            raise ValueError(f"for A of shape {M.shape}, '{name}' must have shape {M.batch + core} "
-                             f"({'thin Q' if name == 'gQ' else 'R'}); got {tuple(g.shape)}")
+            what = {"reduced": "thin Q", "complete": "complete Q"}.get(mode) if name == "gQ" else "R"
+            raise ValueError(f"for A of shape {M.shape} and mode={mode!r}, '{name}' must have shape "
+                             f"{M.batch + core} ({what}); got {tuple(g.shape)}")
         g = flat(g, 2)
         require_finite(name, g, M.batch, M.xp)
         cotangents.append(g)
@@ -167,18 +235,18 @@ def qr_vjp(A, gQ, gR, method: str = "cgs2", rank_tol: float | None = None) -> np
     h = scale_exponents(_largest(gQ, gR), M.dtype, M.xp)
     cotangents = (M.scaled(gQ, negated(h)), M.scaled(gR, negated(h)))
     outs, grads = program.vjp(outputs + (M.A,), cotangents + (None,) * (len(outputs) - 1), donate=True)
-    check_rank(outs[1], M.batch, tol, M.xp)  # outs: (Q, R, [angles,] A); no cotangents for angles and A
+    check_rank(outs[1], M.batch, tol, M.xp)  # outs: (Q, R, [angles or perm,] A); no cotangents for those and A
     gA = M.scaled(grads[-1], negated(M.e), h)
     check_result("qr_vjp", "gA", gA, M.batch, M.xp)
     return M.unflat(gA, M.m, M.n)
 
 
-def _with_vector(A, y) -> tuple:
+def _with_vector(A, y, uniform: bool = False) -> tuple:
     """Checked (M, y) for the projection and least squares, computed in one dtype; each remembers
     its own (``given``): a real argument gets a real gradient, as in PyTorch, also when the other
     is complex."""
     A_array, y_array = as_array("A", A, 2, core=" (..., m, n)"), as_array("y", y, 1)
-    M = _Matrices(A_array, np.result_type(A_array.dtype, y_array.dtype))
+    M = _Matrices(A_array, np.result_type(A_array.dtype, y_array.dtype), uniform=uniform)
     Y = _Vectors("y", y_array, M, M.batch + (M.m,), why=f"for A of shape {M.shape} it needs")
     M.given, Y.given = A_array.dtype, y_array.dtype
     return M, Y
@@ -190,33 +258,98 @@ def _as_given(g, given):
     return g.real.astype(given) if np.iscomplexobj(g) and not np.issubdtype(given, np.complexfloating) else g
 
 
-def project(A, y, method: str = "cgs2", rank_tol: float | None = None) -> np.ndarray:
-    """z = Q Q^H y, the orthogonal projection of y (..., m) onto the column space of A (..., m, n).
-    Raises RankDeficientError, as ``qr``, where a column of A is (numerically) dependent on the
-    earlier ones; a matrix without columns projects onto {0}."""
+#: what project and lstsq do with a (numerically) rank-deficient A
+RANK_DEFICIENT = ("raise", "truncate")
+
+
+def _truncating(rank_deficient) -> bool:
+    if not isinstance(rank_deficient, str) or rank_deficient not in RANK_DEFICIENT:
+        raise ValueError(f"unknown rank_deficient {rank_deficient!r}; choose 'raise' or 'truncate'")
+    return rank_deficient == "truncate"
+
+
+class _Kept:
+    """The columns that ``rank_deficient="truncate"`` keeps: Householder QR with column pivoting of
+    M.A (``pivoting.pivoted_householder``) orders them, and those from the first k with |R[k, k]|
+    <= tol |R[0, 0]| on are left out (the numerical rank r is that k: |R[k, k]| estimates the k-th
+    singular value). ``A`` (b, m, p): the first p = min(m, n) pivoted columns, those at r and beyond
+    zero, which the programs pass over as they pass over a zero column; ``columns`` (b, p): their
+    indices in A."""
+
+    def __init__(self, M: _Matrices, tol: float):
+        xp, p = M.xp, M.p
+        outputs = (M.zeros(M.m, p), M.zeros(p, M.n), xp.zeros((M.b, M.n), np.int64))
+        _, R, perm = _batched(pivoting.pivoted_householder)(*outputs, M.A, donate=True)[:3]
+        d = xp.abs(xp.diagonal(R[:, :p, :p], axis1=1, axis2=2))
+        self.rank = xp.sum(d > tol * d[:, :1], axis=1) if p else xp.zeros(M.b, np.int64)
+        self.columns = perm[:, :p]
+        self.left_out = xp.arange(p)[None, :] >= self.rank[:, None]
+        taken = xp.take_along_axis(M.A, self.columns[:, None, :], axis=2)
+        self.A = xp.where(self.left_out[:, None, :], 0, taken)
+        self.n = M.n
+        self.unpermute = xp.argsort(perm, axis=1)
+
+    def scatter(self, g_kept, xp):
+        """Values over the kept columns (b, [m,] p) as values over A's columns (b, [m,] n): zero for
+        those left out."""
+        left_out = self.left_out if g_kept.ndim == 2 else self.left_out[:, None, :]
+        g = xp.where(left_out, 0, g_kept)
+        g = xp.concatenate([g, xp.zeros(g.shape[:-1] + (self.n - g.shape[-1],), g.dtype)], axis=-1)
+        index = self.unpermute if g.ndim == 2 else self.unpermute[:, None, :]
+        return xp.take_along_axis(g, index, axis=-1)
+
+
+def project(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_deficient: str = "raise"):
+    """z = Q Q^H y, the orthogonal projection of y (..., m) onto the column space of A (..., m, n);
+    a matrix without columns projects onto {0}.
+
+    ``rank_deficient="raise"`` (default): RankDeficientError, as ``qr``, where a column of A is
+    (numerically) dependent on the earlier ones. ``"truncate"``: the projection onto the numerical
+    column space, the span of the columns that QR with column pivoting keeps (those left out have
+    |R[k, k]| <= rank_tol |R[0, 0]|); returns (z, rank), rank (...) int64. Its gradient
+    (``project_vjp``) is exact along directions that keep the rank."""
+    truncate = _truncating(rank_deficient)
     program = _batched(_method(PROJECT_METHODS, method))
-    M, Y = _with_vector(A, y)
+    M, Y = _with_vector(A, y, uniform=truncate)
     tol = rank_tolerance(rank_tol, M.dtype)
     if M.empty:
-        return M.unflat(M.xp.zeros_like(Y.flat), M.m)
-    z, R = program(M.zeros(M.m), M.zeros(M.p, M.n), M.A, Y.v, donate=True)[:2]
-    check_rank(R, M.batch, tol, M.xp)
+        z = M.unflat(M.xp.zeros_like(Y.flat), M.m)
+        return (z, M.xp.zeros(M.batch, np.int64)) if truncate else z
+    if truncate:
+        kept = _Kept(M, tol)
+        leading = _batched(projection.LEADING_PROJECTIONS[method])
+        z = leading(M.zeros(M.m), M.zeros(M.p, M.p), kept.A, Y.v, kept.rank, donate=True)[0]
+    else:
+        z, R = program(M.zeros(M.m), M.zeros(M.p, M.n), M.A, Y.v, donate=True)[:2]
+        check_rank(R, M.batch, tol, M.xp)
     z = Y.scaled(z, Y.e)  # z is linear in y and the same for every column scaling of A
     check_result("project", "z", z, M.batch, M.xp)
-    return M.unflat(z, M.m)
+    return (M.unflat(z, M.m), kept.rank.reshape(M.batch)) if truncate else M.unflat(z, M.m)
 
 
-def project_vjp(A, y, gz, method: str = "cgs2", rank_tol: float | None = None) -> tuple:
-    """(gA, gy): cotangents of A and y given that of z = Q Q^H y."""
+def project_vjp(A, y, gz, method: str = "cgs2", rank_tol: float | None = None, rank_deficient: str = "raise") -> tuple:
+    """(gA, gy): cotangents of A and y given that of z = Q Q^H y. With ``rank_deficient="truncate"``
+    (see ``project``), the gradient of the projection onto the kept columns, zero for the columns
+    left out: its inner product with a direction that keeps the rank (dA = A X + Y A) is the
+    derivative along it; components across the rank-r matrices are not determined by A and differ
+    from the Golub-Pereyra formula's."""
+    truncate = _truncating(rank_deficient)
     program = _batched(_method(PROJECT_METHODS, method))
-    M, Y = _with_vector(A, y)
+    M, Y = _with_vector(A, y, uniform=truncate)
     tol = rank_tolerance(rank_tol, M.dtype)
     G = _Vectors("gz", gz, M, M.batch + (M.m,), cotangent=True, why="as the cotangent of z it needs the shape of y,")
     if M.empty:
         return M.xp.zeros(M.shape, M.dtype), M.unflat(M.xp.zeros_like(Y.flat), M.m)
-    outs, (_, _, gA, gy) = program.vjp((M.zeros(M.m), M.zeros(M.p, M.n), M.A, Y.v), (G.v, None, None, None),
-                                       donate=True)
-    check_rank(outs[1], M.batch, tol, M.xp)
+    if truncate:
+        kept = _Kept(M, tol)
+        leading = _batched(projection.LEADING_PROJECTIONS[method])
+        _, (_, _, gA, gy, _) = leading.vjp((M.zeros(M.m), M.zeros(M.p, M.p), kept.A, Y.v, kept.rank),
+                                           (G.v, None, None, None, None), donate=True)
+        gA = kept.scatter(gA, M.xp)
+    else:
+        outs, (_, _, gA, gy) = program.vjp((M.zeros(M.m), M.zeros(M.p, M.n), M.A, Y.v), (G.v, None, None, None),
+                                           donate=True)
+        check_rank(outs[1], M.batch, tol, M.xp)
     gA = _as_given(M.scaled(gA, negated(M.e), Y.e, G.e), M.given)  # z(A D, y) = z(A, y), linear in y and gz
     gy = _as_given(G.scaled(gy, G.e), Y.given)
     check_result("project_vjp", "gA", gA, M.batch, M.xp)
@@ -224,41 +357,61 @@ def project_vjp(A, y, gz, method: str = "cgs2", rank_tol: float | None = None) -
     return M.unflat(gA, M.m, M.n), M.unflat(gy, M.m)
 
 
-def _least_squares(A, y, method: str, rank_tol):
+def _least_squares(A, y, method: str, rank_tol, rank_deficient):
+    truncate = _truncating(rank_deficient)
     program = _batched(_method(LSTSQ_METHODS, method))
-    M, Y = _with_vector(A, y)
-    if M.m < M.n:
+    M, Y = _with_vector(A, y, uniform=truncate)
+    if M.m < M.n and not truncate:
         raise ValueError(f"lstsq needs a tall or square A (m >= n) of full column rank; A has shape {M.shape}, "
                          "and a wide A's least-squares problem has infinitely many solutions, of which "
-                         "revdiff does not pick one")
-    return program, M, Y, rank_tolerance(rank_tol, M.dtype)
+                         "revdiff picks the basic one only with rank_deficient='truncate'")
+    return program, M, Y, rank_tolerance(rank_tol, M.dtype), truncate
 
 
-def lstsq(A, y, method: str = "cgs2", rank_tol: float | None = None) -> np.ndarray:
-    """x minimising |A x - y| for A (..., m, n) of full column rank (m >= n), through the QR program.
-    Raises RankDeficientError, as ``qr``, where a column of A is (numerically) dependent."""
-    program, M, Y, tol = _least_squares(A, y, method, rank_tol)
+def lstsq(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_deficient: str = "raise"):
+    """x minimising |A x - y| for A (..., m, n), through the QR program.
+
+    ``rank_deficient="raise"`` (default): A must be tall or square (m >= n) and of full column
+    rank; RankDeficientError, as ``qr``, where a column is (numerically) dependent.
+    ``"truncate"``: the basic solution, any shape: the columns that QR with column pivoting keeps
+    (as in ``project``) get the least-squares solution on their span, the columns left out zero
+    (not the minimum-norm solution, which ``np.linalg.lstsq`` returns); returns (x, rank)."""
+    program, M, Y, tol, truncate = _least_squares(A, y, method, rank_tol, rank_deficient)
     if M.empty:
-        return M.xp.zeros(M.batch + (M.n,), M.dtype)
-    x, R = program(M.zeros(M.n), M.zeros(M.n, M.n), M.A, Y.v, donate=True)[:2]
-    check_rank(R, M.batch, tol, M.xp)
+        x = M.xp.zeros(M.batch + (M.n,), M.dtype)
+        return (x, M.xp.zeros(M.batch, np.int64)) if truncate else x
+    if truncate:
+        kept = _Kept(M, tol)
+        x = kept.scatter(program(M.zeros(M.p), M.zeros(M.p, M.p), kept.A, Y.v, donate=True)[0], M.xp)
+    else:
+        x, R = program(M.zeros(M.n), M.zeros(M.n, M.n), M.A, Y.v, donate=True)[:2]
+        check_rank(R, M.batch, tol, M.xp)
     x = M.scaled(x, negated(M.e), Y.e)  # (A D) x' = y: x = D x', linear in y
     check_result("lstsq", "x", x, M.batch, M.xp)
-    return M.unflat(x, M.n)
+    return (M.unflat(x, M.n), kept.rank.reshape(M.batch)) if truncate else M.unflat(x, M.n)
 
 
-def lstsq_vjp(A, y, gx, method: str = "cgs2", rank_tol: float | None = None) -> tuple:
-    """(gA, gy) given the cotangent of the least-squares solution x."""
-    program, M, Y, tol = _least_squares(A, y, method, rank_tol)
+def lstsq_vjp(A, y, gx, method: str = "cgs2", rank_tol: float | None = None, rank_deficient: str = "raise") -> tuple:
+    """(gA, gy) given the cotangent of the least-squares solution x (``rank_deficient`` as in
+    ``lstsq``: the basic solution's gradient with the kept columns fixed, zero for those left out)."""
+    program, M, Y, tol, truncate = _least_squares(A, y, method, rank_tol, rank_deficient)
     G = _Vectors("gx", gx, M, M.batch + (M.n,), cotangent=True, why="as the cotangent of x it needs the shape of x,")
     if M.empty:
         return M.xp.zeros(M.shape, M.dtype), M.unflat(M.xp.zeros_like(Y.flat), M.m)
     # x = D x'(A D, y): the cotangent of x' is D gx (scaled by 2**-h), and gA = gA' D
     gx_scaled = M.scaled(G.flat, negated(M.e))
     h = scale_exponents(_largest(gx_scaled), M.dtype, M.xp)
-    outs, (_, _, gA, gy) = program.vjp((M.zeros(M.n), M.zeros(M.n, M.n), M.A, Y.v),
-                                       (M.scaled(gx_scaled, negated(h)), None, None, None), donate=True)
-    check_rank(outs[1], M.batch, tol, M.xp)
+    gx_scaled = M.scaled(gx_scaled, negated(h))
+    if truncate:
+        kept = _Kept(M, tol)
+        g_kept = M.xp.take_along_axis(gx_scaled, kept.columns, axis=1)
+        _, (_, _, gA, gy) = program.vjp((M.zeros(M.p), M.zeros(M.p, M.p), kept.A, Y.v), (g_kept, None, None, None),
+                                        donate=True)
+        gA = kept.scatter(gA, M.xp)
+    else:
+        outs, (_, _, gA, gy) = program.vjp((M.zeros(M.n), M.zeros(M.n, M.n), M.A, Y.v),
+                                           (gx_scaled, None, None, None), donate=True)
+        check_rank(outs[1], M.batch, tol, M.xp)
     gA = _as_given(M.scaled(gA, negated(M.e), Y.e, h), M.given)
     gy = _as_given(M.scaled(gy, h), Y.given)
     check_result("lstsq_vjp", "gA", gA, M.batch, M.xp)

@@ -4,7 +4,9 @@ Each rotation is a reversible instruction; the angle that zeroes an entry is com
 entry and the one above it, and the angles are kept as the program's extra output, like LAPACK
 keeps its reflectors: ``angles[i, k]`` is the angle that zeroed entry (i, k), i > k. The work copy
 of A is uncomputed after Q and R are copied out, so nothing else is kept.
-Shapes and conventions as in ``gram_schmidt``: Q (m, p), R (p, n), angles (m, p), diag(R) >= 0.
+Shapes and conventions as in ``gram_schmidt``: Q (m, p), R (p, n), angles (m, p), diag(R) >= 0; or
+the complete factorisation, Q (m, m) and R (m, n) with zero rows below p (``givens`` reads the width
+of Q, as ``householder`` does).
 """
 import numpy as np
 
@@ -28,27 +30,32 @@ def givens_triangularize(W, T):
 @reversible
 def givens_apply_transpose(X, T):
     """X <- G^T X, where G is the product of the rotations recorded in T by givens_triangularize."""
-    m, p = X.shape
+    m, q = X.shape
+    p = T.shape[1]
     for k in range(p - 1, -1, -1):
         for i in range(k + 1, m):
-            for j in range(p):
+            for j in range(q):
                 rot(X[i - 1, j], X[i, j], T[i, k])
 
 
 @reversible
 def givens(Q, R, angles, A):
-    """QR by Givens rotations (real A): orthogonal to O(u) at any condition number."""
+    """QR by Givens rotations (real A): orthogonal to O(u) at any condition number. Q has p = min(m, n)
+    columns (thin) or m (complete; R then has m rows, those below p zero)."""
     m, n = A.shape
     p = min(m, n)
+    q = Q.shape[1]
     W = zeros((m, n), A.dtype)
     T = zeros((m, p), A.dtype)
-    X = zeros((m, p), A.dtype)
+    X = zeros((m, q), A.dtype)
     with routine:
         add_into(W, A)
         givens_triangularize(W, T)
-        # a wide matrix's last diagonal entry is not set by a rotation: D = sign(diag(W)), R = D W
+        # a wide matrix's last diagonal entry is not set by a rotation: D = sign(diag(W)) (1 beyond p), R = D W
         for k in range(p):
             X[k, k] += 1 if W[k, k] >= 0 else -1
+        for k in range(p, q):
+            X[k, k] += 1
         givens_apply_transpose(X, T)
     add_into(Q, X)
     for k in range(p):

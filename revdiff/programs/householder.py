@@ -7,7 +7,10 @@ intermediate at the magnitude of A: the squares of v^H v would overflow or under
 beyond about 1e154 or below 1e-154.
 The triangularisation runs in a work copy of A and is uncomputed after Q and R are copied out
 (compute-copy-uncompute), so, as with Gram-Schmidt, nothing is kept beyond Q and R.
-Shapes and conventions as in ``gram_schmidt``: Q (m, p), R (p, n), diag(R) real nonnegative.
+Shapes and conventions as in ``gram_schmidt``: Q (m, p), R (p, n), diag(R) real nonnegative; or
+the complete factorisation, Q (m, m) and R (m, n) with zero rows below p: ``householder`` reads the
+width of Q, and a Q of q columns (p <= q <= m) receives the first q columns of the product of the
+reflectors, which complete the basis.
 """
 import numpy as np
 
@@ -60,20 +63,25 @@ def householder_triangularize(W, V):
 
 @reversible
 def householder(Q, R, A):
-    """QR by Householder reflections: orthogonal to O(u) at any condition number."""
+    """QR by Householder reflections: orthogonal to O(u) at any condition number. Q has p = min(m, n)
+    columns (thin) or m (complete; R then has m rows, those below p zero)."""
     m, n = A.shape
     p = min(m, n)
+    q = Q.shape[1]
     W = zeros((m, n), A.dtype)
     V = zeros((m, p), A.dtype)
-    X = zeros((m, p), A.dtype)
+    X = zeros((m, q), A.dtype)
     with routine:
         add_into(W, A)
         householder_triangularize(W, V)
-        # Q = H_0 ... H_{p-1} E_p D with D the phases of diag(W), so that R = D^H W has a nonnegative diagonal
+        # Q = H_0 ... H_{p-1} E_q D with D the phases of diag(W) (1 beyond p), so that R = D^H W has
+        # a nonnegative diagonal
         for k in range(p):
             X[k, k] += W[k, k] / abs(W[k, k]) if W[k, k] != 0 else 1
+        for k in range(p, q):
+            X[k, k] += 1
         for k in range(p - 1, -1, -1):
-            for j in range(p):
+            for j in range(q):
                 reflect(X[k:, j], V[k:, k])
     add_into(Q, X)
     for k in range(p):

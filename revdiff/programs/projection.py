@@ -38,11 +38,40 @@ def _projection(name: str, qr):
     return project
 
 
+def _leading_projection(name: str, qr):
+    @reversible
+    def project(z, R, A, y, r):
+        """z += Q[:, :r] Q[:, :r]^H y, the projection of y onto the span of the first r columns of A
+        (0 <= r <= min(m, n)); R += A's triangular factor. Q's later columns, which Householder QR
+        makes unit vectors also for zero columns of A, are not used."""
+        m, n = A.shape
+        p = min(m, n)
+        Q = zeros((m, p), A.dtype)
+        T = zeros((p, n), A.dtype)
+        c = zeros(p, A.dtype)
+        with routine:
+            qr(Q, T, A)
+            c[:r] += Q[:, :r].conj().T @ y
+        z[:] += Q[:, :r] @ c[:r]
+        add_into(R, T)
+        ~routine
+        del c
+        del T
+        del Q
+
+    project.__name__ = project.__qualname__ = name
+    return project
+
+
 project_cgs2 = _projection("project_cgs2", cgs2)
 project_bcgs2 = _projection("project_bcgs2", bcgs2)
 project_mgs = _projection("project_mgs", mgs)
 project_cgs = _projection("project_cgs", cgs)
 project_householder = _projection("project_householder", householder)
+#: the projections onto the leading columns, for the kept columns of a rank-deficient A
+LEADING_PROJECTIONS = {name: _leading_projection(f"project_leading_{name}", qr)
+                       for name, qr in (("cgs2", cgs2), ("bcgs2", bcgs2), ("mgs", mgs), ("cgs", cgs),
+                                        ("householder", householder))}
 
 
 def _least_squares(name: str, qr):

@@ -1,0 +1,183 @@
+"""QR with column pivoting (the permutation chosen in the language, an output the inverse reads
+back) and rank-revealing projection and least squares (rank_deficient="truncate"): against SciPy's
+pivoted QR, SVD projections of rank-r matrices, and central differences and the Golub-Pereyra
+formula along directions that keep the rank."""
+import numpy as np
+import pytest
+import scipy.linalg
+
+from helpers import assert_gradient, assert_round_trip
+from revdiff import formulas
+from revdiff.errors import RankDeficientError
+from revdiff import programs as P
+
+rng = np.random.default_rng(31)
+
+
+def rand(shape, cplx=False):
+    x = rng.standard_normal(shape)
+    return x + 1j * rng.standard_normal(shape) if cplx else x
+
+
+def of_rank(b, m, n, r, cplx=False):
+    return rand((b, m, r), cplx) @ rand((b, r, n), cplx)
+
+
+def svd_projection(A, y, r):
+    U = np.linalg.svd(A, full_matrices=False)[0][..., :r]
+    return (U @ (np.conj(np.swapaxes(U, -1, -2)) @ y[..., None]))[..., 0]
+
+
+def columns(A, perm):
+    return np.take_along_axis(A, perm[..., None, :], axis=-1)
+
+
+@pytest.mark.parametrize("method, cplx", [("cgs2", False), ("householder", True), ("bcgs2", False)])
+@pytest.mark.parametrize("shape", [(7, 4), (4, 6)])
+def test_pivoted_qr_matches_scipy(method, cplx, shape):
+    A = rand((3,) + shape, cplx) * np.geomspace(1e-3, 1e3, shape[1])  # norms far apart: pivoting moves them
+    Q, R, perm = P.qr(A, method, pivoting=True)
+    assert perm.dtype == np.int64 and perm.shape == (3, shape[1])
+    for b in range(3):
+        np.testing.assert_array_equal(perm[b], scipy.linalg.qr(A[b], pivoting=True)[2])
+    np.testing.assert_allclose(Q @ R, columns(A, perm), rtol=0, atol=1e-13 * np.abs(A).max())
+    d = np.abs(np.diagonal(R, axis1=1, axis2=2))
+    assert np.all(d[:, 1:] <= d[:, :-1] * (1 + 1e-12))
+    R_only, perm_r = P.qr(A, method, mode="r", pivoting=True)  # scipy's (R, P) for mode "r"
+    np.testing.assert_array_equal(R_only, R)
+    np.testing.assert_array_equal(perm_r, perm)
+
+
+def test_pivoted_qr_and_its_gradient_are_those_of_qr_of_the_permuted_matrix():
+    A = rand((2, 6, 4)) * np.array([1.0, 10.0, 0.1, 3.0])
+    gQ, gR = rand((2, 6, 4)), np.triu(rand((2, 4, 4)))
+    Q, R, perm = P.qr(A, "cgs2", pivoting=True)
+    permuted = columns(A, perm)
+    Q0, R0 = P.qr(permuted, "cgs2")
+    np.testing.assert_array_equal(Q, Q0)
+    np.testing.assert_array_equal(R, R0)
+    gA = P.qr_vjp(A, gQ, gR, "cgs2", pivoting=True)
+    np.testing.assert_array_equal(columns(gA, perm), P.qr_vjp(permuted, gQ, gR, "cgs2"))
+
+
+@pytest.mark.parametrize("program", [P.pivoted_cgs2, P.pivoted_householder])
+def test_pivoted_program_gradient_and_round_trip(program):
+    A = rand((5, 4)) * np.array([1.0, 4.0, 0.5, 2.0])
+    args = (np.zeros((5, 4)), np.zeros((4, 4)), np.zeros(4, np.int64), A)
+    assert_gradient(program, *args)
+    assert_round_trip(program, *args, exact=True)
+
+
+def test_complete_pivoted_householder():
+    A = rand((2, 6, 3))
+    Q, R, perm = P.qr(A, "householder", mode="complete", pivoting=True)
+    assert Q.shape == (2, 6, 6) and R.shape == (2, 6, 3)
+    np.testing.assert_allclose(Q @ R, columns(A, perm), atol=1e-14 * 6)
+    with pytest.raises(ValueError, match="'householder' or 'givens'"):
+        P.qr(A, "cgs2", mode="complete", pivoting=True)
+
+
+def test_pivoting_refuses_what_it_does_not_do_by_name():
+    A = rand((5, 3))
+    for method in ("mgs", "cgs", "givens"):
+        with pytest.raises(ValueError, match="for pivoting=True; choose one of cgs2, bcgs2, householder"):
+            P.qr(A, method, pivoting=True)
+    with pytest.raises(TypeError, match="pivoting must be True or False"):
+        P.qr(A, pivoting="yes")
+    with pytest.raises(ValueError, match="unknown rank_deficient 'drop'"):
+        P.project(A, A[:, 0], rank_deficient="drop")
+
+
+def test_pivoted_qr_of_extreme_magnitudes_keeps_the_order_of_the_norms():
+    """One power of two per matrix (not per column) keeps the pivot order SciPy finds unscaled."""
+    A = rand((6, 4)) * np.array([1.0, 8.0, 0.25, 2.0])
+    for scale in (1e-300, 1e300):
+        Q, R, perm = P.qr(A * scale, "householder", pivoting=True)
+        np.testing.assert_array_equal(perm, scipy.linalg.qr(A, pivoting=True)[2])
+        np.testing.assert_allclose(R / scale, P.qr(A, "householder", pivoting=True)[1], rtol=1e-14)
+
+
+@pytest.mark.parametrize("method", ["cgs2", "householder"])
+@pytest.mark.parametrize("m, n, r, cplx", [(8, 5, 3, False), (9, 4, 2, True), (3, 5, 2, False)])
+def test_truncated_projection_equals_the_svd_projection_onto_the_rank(method, m, n, r, cplx):
+    A, y = of_rank(2, m, n, r, cplx), rand((2, m), cplx)
+    z, rank = P.project(A, y, method, rank_deficient="truncate")
+    np.testing.assert_array_equal(rank, [r, r])
+    np.testing.assert_allclose(z, svd_projection(A, y, r), rtol=0, atol=1e-13 * np.abs(y).max())
+    with pytest.raises(RankDeficientError):
+        P.project(A, y, method)  # the default still raises
+
+
+def test_wide_matrix_with_dependent_leading_columns():
+    """[[1, 1, 0], [1, 1, 1]] spans the plane, which Gram-Schmidt without pivoting cannot see."""
+    W, y = np.array([[1.0, 1, 0], [1, 1, 1]]), np.array([3.0, 4.0])
+    z, rank = P.project(W, y, rank_deficient="truncate")
+    np.testing.assert_allclose(z, y, rtol=1e-15)
+    assert rank == 2
+    x, rank = P.lstsq(W, y, rank_deficient="truncate")
+    np.testing.assert_allclose(x, [3.0, 0.0, 1.0], rtol=1e-15)  # the basic solution: column 1 left out
+
+
+@pytest.mark.parametrize("method, cplx", [("cgs2", False), ("householder", True)])
+def test_truncated_projection_gradient_along_directions_that_keep_the_rank(method, cplx):
+    """<gA, dA> for dA = A X + Y A equals central differences of the SVD projection along A + t dA
+    and the Golub-Pereyra formula's; gy equals P gz."""
+    m, n, r = 7, 5, 3
+    A, y, gz = of_rank(2, m, n, r, cplx), rand((2, m), cplx), rand((2, m), cplx)
+    dA = A @ rand((2, n, n), cplx) + rand((2, m, m), cplx) @ A
+    gA, gy = P.project_vjp(A, y, gz, method, rank_deficient="truncate")
+
+    def loss(t):
+        return np.sum(np.real(np.conj(gz) * svd_projection(A + t * dA, y, r)))
+
+    h = 1e-6
+    central = (loss(h) - loss(-h)) / (2 * h)
+    mine = np.sum(np.real(np.conj(gA) * dA))
+    assert abs(mine - central) < 1e-7 * abs(central)
+    gp_A, gp_y = formulas.project_vjp_rank(A, y, gz, r)
+    assert abs(np.sum(np.real(np.conj(gp_A) * dA)) - mine) < 1e-10 * abs(mine)
+    np.testing.assert_allclose(gy, gp_y, atol=1e-13)
+
+
+@pytest.mark.parametrize("smallest, rank", [(1e-6, 4), (1e-10, 4), (1e-15, 3), (0.0, 3)])
+def test_rank_of_nearly_deficient_matrices(smallest, rank):
+    U = np.linalg.qr(rand((8, 4)))[0]
+    V = np.linalg.qr(rand((4, 4)))[0]
+    A = U @ np.diag([1.0, 0.5, 0.1, smallest]) @ V.T
+    y = rand(8)
+    z, r = P.project(A, y, rank_deficient="truncate")
+    assert r == rank
+    kappa = 1 / smallest if rank == 4 else 10.0  # of the kept part: the error is O(u kappa_r)
+    np.testing.assert_allclose(z, svd_projection(A, y, rank), rtol=0, atol=1e-14 * kappa * np.abs(y).max())
+
+
+def test_truncated_least_squares_and_its_gradient():
+    m, n, r = 8, 5, 3
+    A, y = of_rank(2, m, n, r), rand((2, m))
+    x, rank = P.lstsq(A, y, rank_deficient="truncate")
+    np.testing.assert_array_equal(rank, [r, r])
+    np.testing.assert_allclose((A @ x[..., None])[..., 0], svd_projection(A, y, r), atol=1e-12)
+    perm = np.stack([scipy.linalg.qr(a, pivoting=True)[2] for a in A])  # qr itself refuses a deficient A
+    assert not np.any(np.take_along_axis(x, perm[:, r:], axis=1))  # the columns left out get zero
+    gx, X, Y, dy = rand((2, n)), rand((2, n, n)), rand((2, m, m)), rand((2, m))
+    dA = A @ X + Y @ A
+    gA, gy = P.lstsq_vjp(A, y, gx, rank_deficient="truncate")
+    h = 1e-6
+
+    def loss(t):  # A(t) = (I + tY) A (I + tX) keeps the rank (A + t dA only to first order); the pivots stay
+        At = (np.eye(m) + t * Y) @ A @ (np.eye(n) + t * X)
+        return np.sum(gx * P.lstsq(At, y + t * dy, rank_deficient="truncate")[0])
+
+    central = (loss(h) - loss(-h)) / (2 * h)
+    assert abs(np.sum(gA * dA) + np.sum(gy * dy) - central) < 1e-7 * abs(central)
+
+
+def test_truncation_of_empty_and_zero_matrices():
+    z, rank = P.project(np.zeros((2, 4, 3)), np.ones((2, 4)), rank_deficient="truncate")
+    assert not np.any(z) and list(rank) == [0, 0]
+    z, rank = P.project(np.zeros((0, 4, 3)), np.ones((0, 4)), rank_deficient="truncate")
+    assert z.shape == (0, 4) and rank.shape == (0,)
+    x, rank = P.lstsq(np.zeros((4, 0)), np.ones(4), rank_deficient="truncate")
+    assert x.shape == (0,) and rank == 0
+    gA, gy = P.project_vjp(np.zeros((4, 3)), np.ones(4), np.ones(4), rank_deficient="truncate")
+    assert not np.any(gA) and not np.any(gy)
