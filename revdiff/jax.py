@@ -89,18 +89,37 @@ def _vector_result(A, y) -> list:
     return [_struct(y.shape, _promoted(A, y))]
 
 
-def project(A, y, method: str = "cgs2"):
-    """Q Q^H y, the orthogonal projection of y (..., m) onto the column space of A (..., m, n)."""
-    f = _differentiable(lambda a, b: (P.project(a, b, method),), lambda a, b, gz: P.project_vjp(a, b, gz, method),
-                        _vector_result)
-    return f(*_inexact(A, y))[0]
+def _value(out):
+    """A result without the rank that rank_deficient="truncate" returns beside it."""
+    return out[0] if isinstance(out, tuple) else out
 
 
-def lstsq(A, y, method: str = "cgs2"):
-    """argmin_x |A x - y| for A (..., m, n) of full column rank."""
-    f = _differentiable(lambda a, b: (P.lstsq(a, b, method),), lambda a, b, gx: P.lstsq_vjp(a, b, gx, method),
+def _rank(A, rank_tol):
+    """The numerical rank of each matrix (``revdiff.programs.rank``); it has no derivative."""
+    dtype = jnp.int64 if jax.config.jax_enable_x64 else jnp.int32  # JAX's default integer
+    return _callback(lambda a: (P.rank(a, rank_tol),), [_struct(A.shape[:-2], dtype)], jax.lax.stop_gradient(A))[0]
+
+
+def project(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_deficient: str = "raise"):
+    """Q Q^H y, the orthogonal projection of y (..., m) onto the column space of A (..., m, n);
+    ``rank_deficient="truncate"``: onto the numerical column space, returning (z, rank), as
+    ``revdiff.programs.project``."""
+    f = _differentiable(lambda a, b: (_value(P.project(a, b, method, rank_tol, rank_deficient)),),
+                        lambda a, b, gz: P.project_vjp(a, b, gz, method, rank_tol, rank_deficient), _vector_result)
+    A, y = _inexact(A, y)
+    z = f(A, y)[0]
+    return (z, _rank(A, rank_tol)) if rank_deficient == "truncate" else z
+
+
+def lstsq(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_deficient: str = "raise"):
+    """argmin_x |A x - y| for A (..., m, n) of full column rank; ``rank_deficient="truncate"``: the
+    basic solution and the rank, as ``revdiff.programs.lstsq``."""
+    f = _differentiable(lambda a, b: (_value(P.lstsq(a, b, method, rank_tol, rank_deficient)),),
+                        lambda a, b, gx: P.lstsq_vjp(a, b, gx, method, rank_tol, rank_deficient),
                         lambda a, b: [_struct(a.shape[:-1][:-1] + a.shape[-1:], _promoted(a, b))])
-    return f(*_inexact(A, y))[0]
+    A, y = _inexact(A, y)
+    x = f(A, y)[0]
+    return (x, _rank(A, rank_tol)) if rank_deficient == "truncate" else x
 
 
 def normalize(x):

@@ -246,7 +246,7 @@ def _pair_impl(forward: Callable, out_shape: Callable, names: tuple):
         return _tensor(out, _computed(a, b), a.device)
 
     def fake(a, b, *options):
-        return _like(a, out_shape(a, b), _computed(a, b))
+        return _like(a, out_shape(a, b, *options), _computed(a, b))
 
     return impl, fake
 
@@ -283,18 +283,38 @@ def _linear_ops(name: str, forward: Callable, backward: Callable, out_shape: Cal
     return _autograd(op, vjp_op, 2)
 
 
-_METHOD = ", str method, float? rank_tol"
+_METHOD = ', str method, float? rank_tol, str rank_deficient="raise"'
 _qr_call = _autograd(_QR, _QR_VJP, 1)
-_project_call = _linear_ops("project", P.project, P.project_vjp, lambda A, y: A.shape[:-1], "gz", "A, y", _METHOD)
-def _lstsq_shape(A, y) -> tuple:
-    if A.shape[-2] < A.shape[-1]:  # as revdiff.programs.lstsq refuses it, also when only shapes are traced
-        raise ValueError(f"lstsq needs a tall or square A (m >= n) of full column rank; A has shape {tuple(A.shape)}")
+
+
+def _value(forward: Callable) -> Callable:
+    """``forward`` without the rank it returns beside its value for rank_deficient="truncate"."""
+    def value(*args):
+        out = forward(*args)
+        return out[0] if isinstance(out, tuple) else out
+    return value
+
+
+def _lstsq_shape(A, y, method=None, rank_tol=None, rank_deficient="raise") -> tuple:
+    if A.shape[-2] < A.shape[-1] and rank_deficient != "truncate":  # as revdiff.programs.lstsq refuses it, also
+        raise ValueError(f"lstsq needs a tall or square A (m >= n) of full column rank; A has shape "  # traced
+                         f"{tuple(A.shape)} (rank_deficient='truncate' gives the basic solution)")
     return A.shape[:-2] + A.shape[-1:]
 
 
-_lstsq_call = _linear_ops("lstsq", P.lstsq, P.lstsq_vjp, _lstsq_shape, "gx", "A, y", _METHOD)
+_project_call = _linear_ops("project", _value(P.project), P.project_vjp, lambda A, y, *options: A.shape[:-1], "gz",
+                            "A, y", _METHOD)
+_lstsq_call = _linear_ops("lstsq", _value(P.lstsq), P.lstsq_vjp, _lstsq_shape, "gx", "A, y", _METHOD)
 _tangent_call = _linear_ops("tangent_project", P.tangent_project, P.tangent_project_vjp, lambda g, z: g.shape,
                             "gout", "g, z", "")
+_RANK = _operation("rank", "(Tensor A, float? rank_tol) -> Tensor",
+                   lambda A, rank_tol: torch.from_numpy(np.asarray(P.rank(_numpy(A, "A"), rank_tol))).to(A.device),
+                   lambda A, rank_tol: A.new_empty(tuple(A.shape[:-2]), dtype=torch.int64))
+
+
+def _with_rank(value: torch.Tensor, A: torch.Tensor, rank_tol, rank_deficient: str):
+    """(value, rank) for rank_deficient="truncate", as ``revdiff.programs``; else the value."""
+    return (value, _RANK(A.detach(), rank_tol)) if rank_deficient == "truncate" else value
 
 
 def _normalize_impl(x):
@@ -329,16 +349,21 @@ def qr(A: torch.Tensor, method: str = "cgs2", rank_tol: float | None = None, mod
     return _qr_call(A, method, rank_tol, mode)
 
 
-def project(A: torch.Tensor, y: torch.Tensor, method: str = "cgs2", rank_tol: float | None = None) -> torch.Tensor:
-    """Q Q^H y, the orthogonal projection of y (..., m) onto the column space of A (..., m, n)."""
+def project(A: torch.Tensor, y: torch.Tensor, method: str = "cgs2", rank_tol: float | None = None,
+            rank_deficient: str = "raise"):
+    """Q Q^H y, the orthogonal projection of y (..., m) onto the column space of A (..., m, n).
+    ``rank_deficient="truncate"``: onto the numerical column space, returning (z, rank), as
+    ``revdiff.programs.project`` (the rank is its own operation, ``torch.ops.revdiff.rank``)."""
     _checked("A y", A, y)
-    return _project_call(A, y, method, rank_tol)
+    return _with_rank(_project_call(A, y, method, rank_tol, rank_deficient), A, rank_tol, rank_deficient)
 
 
-def lstsq(A: torch.Tensor, y: torch.Tensor, method: str = "cgs2", rank_tol: float | None = None) -> torch.Tensor:
-    """argmin_x |A x - y| for A (..., m, n) of full column rank, through the QR program."""
+def lstsq(A: torch.Tensor, y: torch.Tensor, method: str = "cgs2", rank_tol: float | None = None,
+          rank_deficient: str = "raise"):
+    """argmin_x |A x - y| for A (..., m, n) of full column rank, through the QR program;
+    ``rank_deficient="truncate"``: the basic solution and the rank, as ``revdiff.programs.lstsq``."""
     _checked("A y", A, y)
-    return _lstsq_call(A, y, method, rank_tol)
+    return _with_rank(_lstsq_call(A, y, method, rank_tol, rank_deficient), A, rank_tol, rank_deficient)
 
 
 def normalize(x: torch.Tensor) -> torch.Tensor:

@@ -15,6 +15,7 @@ from revdiff.backends.cuda import launch
 from revdiff.compiler import cuda as kernels
 from revdiff import programs as P
 from revdiff.programs import leapfrog as L
+from revdiff.programs import projection as PR
 
 rng = np.random.default_rng(21)
 B = 3
@@ -65,6 +66,14 @@ CASES = {
     "cgs float32": lambda: qr_case(P.cgs, 5, 3, np.float32),
     "householder complex": lambda: qr_case(P.householder, 5, 3, np.complex128),
     "givens": lambda: qr_case(P.givens, 5, 3, np.float64, extra=1),
+    "householder complete": lambda: (P.householder, P.householder.params,
+                                     (np.zeros((B, 5, 5)), np.zeros((B, 5, 3)), rand((B, 5, 3)))),
+    "pivoted_cgs2": lambda: (P.pivoted_cgs2, P.pivoted_cgs2.params,
+                             (np.zeros((B, 6, 4)), np.zeros((B, 4, 4)), np.zeros((B, 4), np.int64),
+                              rand((B, 6, 4)) * np.array([1.0, 5.0, 0.5, 2.0]))),
+    "project_leading_householder": lambda: (PR.LEADING_PROJECTIONS["householder"], ("z", "R", "A", "y", "r"),
+                                            (np.zeros((B, 6)), np.zeros((B, 3, 3)), rand((B, 6, 3)), rand((B, 6)),
+                                             np.array([3, 2, 0]))),
     "project_cgs2": lambda: vector_case(P.project_cgs2, 7, 3, np.float64, 7),
     "project_householder": lambda: vector_case(P.project_householder, 6, 3, np.float64, 6),
     "lstsq_mgs": lambda: vector_case(P.lstsq_mgs, 7, 3, np.float64, 3),

@@ -181,3 +181,54 @@ def test_truncation_of_empty_and_zero_matrices():
     assert x.shape == (0,) and rank == 0
     gA, gy = P.project_vjp(np.zeros((4, 3)), np.ones(4), np.ones(4), rank_deficient="truncate")
     assert not np.any(gA) and not np.any(gy)
+
+
+def test_truncation_in_torch_and_jax_equals_the_programs():
+    torch = pytest.importorskip("torch")
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    import revdiff.jax as rj
+    import revdiff.torch as rt
+    A, y, gz = of_rank(2, 7, 4, 2), rand((2, 7)), rand((2, 7))
+    want_z, want_rank = P.project(A, y, rank_deficient="truncate")
+    want_gA, want_gy = P.project_vjp(A, y, gz, rank_deficient="truncate")
+    a, b = torch.tensor(A, requires_grad=True), torch.tensor(y, requires_grad=True)
+    z, rank = rt.project(a, b, rank_deficient="truncate")
+    (z * torch.tensor(gz)).sum().backward()
+    np.testing.assert_array_equal(z.detach().numpy(), want_z)
+    np.testing.assert_array_equal(rank.numpy(), want_rank)
+    np.testing.assert_array_equal(a.grad.numpy(), want_gA)
+    np.testing.assert_array_equal(b.grad.numpy(), want_gy)
+    z, rank = rj.project(jnp.asarray(A), jnp.asarray(y), rank_deficient="truncate")
+    np.testing.assert_array_equal(np.asarray(rank), want_rank)
+    g = jax.grad(lambda a, b: jnp.sum(jnp.asarray(gz) * rj.project(a, b, rank_deficient="truncate")[0]), (0, 1))
+    gA, gy = g(jnp.asarray(A), jnp.asarray(y))
+    np.testing.assert_array_equal(np.asarray(gA), want_gA)
+    np.testing.assert_array_equal(np.asarray(gy), want_gy)
+    W = np.array([[1.0, 1, 0], [1, 1, 1]])
+    x, rank = rt.lstsq(torch.tensor(W), torch.tensor([3.0, 4.0]), rank_deficient="truncate")
+    np.testing.assert_allclose(x.numpy(), [3.0, 0.0, 1.0], rtol=1e-15)
+    x, rank = rj.lstsq(jnp.asarray(W), jnp.asarray([3.0, 4.0]), rank_deficient="truncate")
+    np.testing.assert_allclose(np.asarray(x), [3.0, 0.0, 1.0], rtol=1e-15)
+    assert int(rank) == 2
+    np.testing.assert_array_equal(P.rank(A), want_rank)
+
+
+def test_compare_rank_deficient_table(capsys):
+    from revdiff.tools import compare_rank
+    table = compare_rank.run((8, 4), names=["cgs2", "formula"])
+    out = capsys.readouterr().out
+    assert "| rank 3 |" in out and "| sigma_min 1e-15 |" in out
+    mine = table["revdiff cgs2 (truncate)"]
+    exact = [float(c) for c in mine[:3]]  # ranks 3, 2, 1: the truncated projection is exact
+    assert max(exact) < 1e-12, mine
+    assert float(mine[-1]) < 1e-12  # below the tolerance: truncated, as the reference
+    assert min(float(c) for c in table["Golub-Pereyra (QR)"][:3]) > 1e-3  # the full-rank formula is wrong there
+
+
+def test_compare_rank_deficient_command_line_checks_its_options():
+    from revdiff.tools import cli
+    for extra in (["--loss", "qr"], ["--conds", "1,10"], ["--batch", "2"]):
+        with pytest.raises(SystemExit):
+            cli.main(["compare", "--rank-deficient"] + extra)

@@ -22,6 +22,7 @@ OPERATIONS = {  # operation: example arguments (tensors first, then the options)
     "project_vjp": lambda: (tensor(6, 3), tensor(6), tensor(6), "mgs", 1e-10),
     "lstsq": lambda: (tensor(6, 3), tensor(6), "cgs2", None),
     "lstsq_vjp": lambda: (tensor(2, 6, 3), tensor(2, 6), tensor(2, 3), "cgs2", None),
+    "rank": lambda: (tensor(2, 5, 3), None),
     "normalize": lambda: (tensor(4, 5),),
     "normalize_vjp": lambda: (tensor(4, 5), tensor(4, 5)),
     "tangent_project": lambda: (tensor(3, 4), tensor(3, 4)),

@@ -27,7 +27,7 @@ LSTSQ_METHODS = {"cgs2": projection.lstsq_cgs2, "bcgs2": projection.lstsq_bcgs2,
 
 __all__ = ["DTYPES", "QR_METHODS", "QR_MODES", "COMPLETE_METHODS", "PIVOTED_METHODS", "RANK_DEFICIENT",
            "PROJECT_METHODS", "LSTSQ_METHODS", "qr", "qr_vjp", "project", "project_vjp", "lstsq", "lstsq_vjp",
-           "normalize", "normalize_vjp", "tangent_project", "tangent_project_vjp"]
+           "rank", "normalize", "normalize_vjp", "tangent_project", "tangent_project_vjp"]
 
 
 def _method(table: dict, method):
@@ -297,6 +297,17 @@ class _Kept:
         g = xp.concatenate([g, xp.zeros(g.shape[:-1] + (self.n - g.shape[-1],), g.dtype)], axis=-1)
         index = self.unpermute if g.ndim == 2 else self.unpermute[:, None, :]
         return xp.take_along_axis(g, index, axis=-1)
+
+
+def rank(A, rank_tol: float | None = None):
+    """The numerical rank of each matrix of A (..., m, n), int64 (...): the number of columns that
+    ``rank_deficient="truncate"`` keeps, from Householder QR with column pivoting (|R[k, k]| >
+    rank_tol |R[0, 0]|, rank_tol 100 eps by default), as the singular values would count it
+    except where they lie within a small factor of the threshold."""
+    M = _Matrices(A, uniform=True)
+    if M.empty:
+        return M.xp.zeros(M.batch, np.int64)
+    return _Kept(M, rank_tolerance(rank_tol, M.dtype)).rank.reshape(M.batch)
 
 
 def project(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_deficient: str = "raise"):

@@ -20,7 +20,7 @@ import numpy as np
 
 from revdiff import formulas
 from revdiff import programs as P
-from revdiff.tools import peers, reference
+from revdiff.tools import compare_rank, peers, reference
 
 DEFAULT_CONDS = (1e0, 1e2, 1e4, 1e6, 1e8, 1e10, 1e12)
 
@@ -350,6 +350,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                           "(default 3)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random matrices (default 0)")
     p.add_argument("--plot", default=None, metavar="FILE.png", help="draw error against condition number")
+    p.add_argument("--rank-deficient", action="store_true",
+                   help="instead: the projection gradient of rank-deficient and nearly deficient A along directions "
+                        "that keep the rank, for revdiff with rank_deficient='truncate', the formulas, torch and jax "
+                        "(takes --shape, --dtype, --methods, --seed)")
     p.add_argument("--threads", type=int, default=1,
                    help="threads for every method: revdiff's batch, BLAS, PyTorch, JAX (default 1, so that "
                         "times compare like with like)")
@@ -368,6 +372,14 @@ def main_from_args(args: argparse.Namespace) -> None:
     if shape[0] * shape[1] * args.batch > MAX_ENTRIES * 16:
         raise UsageError(f"--batch {args.batch} with --shape {args.shape}: at most {MAX_ENTRIES * 16:,} entries in all")
     check_plot_target(args.plot)
+    if args.rank_deficient:
+        if args.loss != "projection" or args.plot or args.conds or args.batch != 1:
+            raise UsageError("--rank-deficient measures the projection loss on its own matrices: it takes --shape, "
+                             "--dtype, --methods and --seed (not --loss, --conds, --batch or --plot)")
+        if methods is not None and not compare_rank.methods(methods):
+            raise UsageError(f"--methods {args.methods}: none of them applies to --rank-deficient")
+        compare_rank.run(shape, args.dtype, methods, args.seed)
+        return
     if methods is not None and not LOSSES[args.loss].methods(methods):
         raise UsageError(f"--methods {args.methods}: none of them applies to the {args.loss} loss here (or their "
                          "frameworks are not installed)")

@@ -42,6 +42,34 @@ def projection_grad(A: np.ndarray, y: np.ndarray, gz: np.ndarray, dps: int = 60)
         return _to_numpy(out, A.dtype)
 
 
+def projection_grad_factored(B: np.ndarray, C: np.ndarray, y: np.ndarray, gz: np.ndarray, dps: int = 60) -> np.ndarray:
+    """Golub-Pereyra's gradient for A = B C of rank r (B m x r, C r x n, both of rank r), exact in
+    high precision: P = B (B^H B)^-1 B^H and A^+ = C^H (C C^H)^-1 (B^H B)^-1 B^H, the derivative of
+    the projection onto the column space along directions that keep the rank."""
+    mp = _mp()
+    B, C, y, gz = _widen(B), _widen(C), _widen(y), _widen(gz)
+    with mp.workdps(dps):
+        Bm, Cm = mp.matrix(B.tolist()), mp.matrix(C.tolist())
+        ym, gm = mp.matrix(y.tolist()), mp.matrix(gz.tolist())
+        BH, CH = Bm.H, Cm.H
+        G, H = BH * Bm, Cm * CH
+
+        def pinv_times(v):  # A^+ v
+            return CH * mp.lu_solve(H, mp.lu_solve(G, BH * v))
+
+        def projected(v):  # P v
+            return Bm * mp.lu_solve(G, BH * v)
+
+        x, w = pinv_times(ym), pinv_times(gm)
+        r, pg = ym - projected(ym), projected(gm)
+        m, n = B.shape[0], C.shape[1]
+        out = mp.matrix(m, n)
+        for i in range(m):
+            for j in range(n):
+                out[i, j] = (gm[i] - pg[i]) * mp.conj(x[j]) + r[i] * mp.conj(w[j])
+        return _to_numpy(out, B.dtype)
+
+
 def _qr(Am, mp):
     """Thin QR by modified Gram-Schmidt in working precision, diag(R) positive real."""
     m, n = Am.rows, Am.cols
