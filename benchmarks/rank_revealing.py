@@ -33,7 +33,8 @@ def timed(call) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cases", default="1000x32x16,100x64x32", help="BxMxN, comma-separated")
-    parser.add_argument("--methods", default="cgs2,householder", help="methods with pivoting (cgs2, bcgs2, householder)")
+    parser.add_argument("--methods", default="cgs2,householder",
+                        help="methods with pivoting (cgs2, bcgs2, householder)")
     parser.add_argument("--rounds", type=int, default=7, help="alternating rounds; medians reported (default 7)")
     a = parser.parse_args()
     print("| case | method | call | plain | option | option / plain |\n|---|---|---|---|---|---|")

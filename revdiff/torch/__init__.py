@@ -1,0 +1,205 @@
+"""revdiff inside PyTorch: QR, projection, least squares and the sphere as PyTorch custom operations
+(``torch.ops.revdiff.qr``, ``…project``, …) whose gradients run revdiff's reversible programs
+backwards, and ``function(f, outputs)`` to turn any reversible function into one.
+
+Each operation is a ``torch.library.custom_op`` with a fake implementation (shapes and dtypes, for
+``torch.compile`` and meta tensors), a vmap rule (the programs batch over leading axes) and an
+autograd registration; its vjp is an operation too. The functions below call them through a
+``torch.autograd.Function`` with ``setup_context``, because PyTorch's generated autograd for custom
+operations does not compose with ``torch.func`` (pytorch/pytorch#168393): so ``torch.compile``
+(``fullgraph=True``, then ``.backward()``), ``torch.func.grad``, ``vmap`` and ``vmap`` of ``grad``
+work; ``torch.compile`` over ``torch.func.grad`` still fails inside PyTorch. A second derivative
+raises (the vjp operation is not differentiable yet).
+
+CPU tensors reach revdiff through NumPy, CUDA tensors through CuPy (``__cuda_array_interface__``),
+both without copies; on the GPU the programs run as revdiff's CUDA kernels. Importing this module
+imports torch; importing revdiff does not.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import torch
+
+from revdiff import programs as P
+from revdiff.programs.api import q_columns
+from revdiff.torch.operations import (_autograd, _batch_front, _checked, _computed, _gradient_dtype, _like, _numpy,
+                                      _operation, _tensor)
+from revdiff.torch.reversible import function
+
+__all__ = ["qr", "project", "lstsq", "normalize", "tangent_project", "function"]
+
+
+def _qr_shapes(A: torch.Tensor, method: str, mode: str) -> tuple:
+    """Shapes of Q and R in ``mode``; mode "r" has an empty Q, as ``torch.linalg.qr``."""
+    m, n = A.shape[-2:]
+    q = q_columns(method, mode, tuple(A.shape))
+    batch = tuple(A.shape[:-2])
+    return (0,) if mode == "r" else batch + (m, q), batch + (q, n)
+
+
+def _qr_impl(A, method, rank_tol, mode="reduced"):
+    out = P.qr(_numpy(A, "A"), method, rank_tol, mode)
+    Q, R = (np.zeros(0, out.dtype), out) if mode == "r" else out
+    return _tensor(Q, _computed(A), A.device), _tensor(R, _computed(A), A.device)
+
+
+def _qr_fake(A, method, rank_tol, mode="reduced"):
+    return tuple(_like(A, s, _computed(A)) for s in _qr_shapes(A, method, mode))
+
+
+def _qr_vmap(info, in_dims, A, method, rank_tol, mode="reduced"):
+    """The batch dimension of A first; mode "r"'s empty Q has none."""
+    Q, R = torch.ops.revdiff.qr(_batch_front(info, A, in_dims[0]), method, rank_tol, mode)
+    return (Q, R), (None if mode == "r" else 0, 0)
+
+
+def _qr_vjp_impl(A, gQ, gR, method, rank_tol, mode="reduced"):
+    gA = P.qr_vjp(_numpy(A, "A"), None if mode == "r" else _numpy(gQ, "gQ"), _numpy(gR, "gR"), method, rank_tol,
+                  mode)
+    return (_tensor(gA, _gradient_dtype(A, _computed(A)), A.device),)
+
+
+def _qr_vjp_fake(A, gQ, gR, method, rank_tol, mode="reduced"):
+    return (_like(A, A.shape, _gradient_dtype(A, _computed(A))),)
+
+
+def _qr_vjp_vmap(info, in_dims, A, gQ, gR, method, rank_tol, mode="reduced"):
+    """As the default rule, except that mode "r"'s cotangent of the empty Q is passed unbatched."""
+    front = [_batch_front(info, a, d) for a, d in zip((A, gR), (in_dims[0], in_dims[2]))]
+    gQ = gQ if mode == "r" else _batch_front(info, gQ, in_dims[1])
+    return torch.ops.revdiff.qr_vjp(front[0], gQ, front[1], method, rank_tol, mode), [0]
+
+
+def _pair_impl(forward: Callable, out_shape: Callable, names: tuple):
+    """impl and fake of an operation of two tensors (A, y) or (g, z) returning one."""
+
+    def impl(a, b, *options):
+        out = forward(_numpy(a, names[0]), _numpy(b, names[1]), *options)
+        return _tensor(out, _computed(a, b), a.device)
+
+    def fake(a, b, *options):
+        return _like(a, out_shape(a, b, *options), _computed(a, b))
+
+    return impl, fake
+
+
+def _pair_vjp_impl(backward: Callable, names: tuple, cotangent: str):
+    """impl and fake of the vjp of a two-tensor operation: (ga, gb) from (a, b, g)."""
+
+    def impl(a, b, g, *options):
+        ga, gb = backward(_numpy(a, names[0]), _numpy(b, names[1]), _numpy(g, cotangent), *options)
+        c = _computed(a, b)
+        return _tensor(ga, _gradient_dtype(a, c), a.device), _tensor(gb, _gradient_dtype(b, c), b.device)
+
+    def fake(a, b, g, *options):
+        c = _computed(a, b)
+        return _like(a, a.shape, _gradient_dtype(a, c)), _like(b, b.shape, _gradient_dtype(b, c))
+
+    return impl, fake
+
+
+_QR = _operation("qr", '(Tensor A, str method, float? rank_tol, str mode="reduced") -> (Tensor, Tensor)',
+                 _qr_impl, _qr_fake, _qr_vmap)
+_QR_VJP = _operation("qr_vjp", '(Tensor A, Tensor gQ, Tensor gR, str method, float? rank_tol, str mode="reduced") '
+                     "-> Tensor[]", _qr_vjp_impl, _qr_vjp_fake, _qr_vjp_vmap)
+
+
+def _linear_ops(name: str, forward: Callable, backward: Callable, out_shape: Callable, cotangent: str,
+                names: str, options: str) -> Callable:
+    a, b = names.split(", ")
+    impl, fake = _pair_impl(forward, out_shape, (a, b))
+    op = _operation(name, f"(Tensor {a}, Tensor {b}{options}) -> Tensor", impl, fake)
+    vjp_impl, vjp_fake = _pair_vjp_impl(backward, (a, b), cotangent)
+    vjp_op = _operation(f"{name}_vjp", f"(Tensor {a}, Tensor {b}, Tensor {cotangent}{options}) -> Tensor[]",
+                        vjp_impl, vjp_fake)
+    return _autograd(op, vjp_op, 2)
+
+
+_METHOD = ', str method, float? rank_tol, str rank_deficient="raise"'
+_qr_call = _autograd(_QR, _QR_VJP, 1)
+
+
+def _value(forward: Callable) -> Callable:
+    """``forward`` without the rank it returns beside its value for rank_deficient="truncate"."""
+    def value(*args):
+        out = forward(*args)
+        return out[0] if isinstance(out, tuple) else out
+    return value
+
+
+def _lstsq_shape(A, y, method=None, rank_tol=None, rank_deficient="raise") -> tuple:
+    if A.shape[-2] < A.shape[-1] and rank_deficient != "truncate":  # as revdiff.programs.lstsq refuses it, also
+        raise ValueError(f"lstsq needs a tall or square A (m >= n) of full column rank; A has shape "  # traced
+                         f"{tuple(A.shape)} (rank_deficient='truncate' gives the basic solution)")
+    return A.shape[:-2] + A.shape[-1:]
+
+
+_project_call = _linear_ops("project", _value(P.project), P.project_vjp, lambda A, y, *options: A.shape[:-1], "gz",
+                            "A, y", _METHOD)
+_lstsq_call = _linear_ops("lstsq", _value(P.lstsq), P.lstsq_vjp, _lstsq_shape, "gx", "A, y", _METHOD)
+_tangent_call = _linear_ops("tangent_project", P.tangent_project, P.tangent_project_vjp, lambda g, z: g.shape,
+                            "gout", "g, z", "")
+_RANK = _operation("rank", "(Tensor A, float? rank_tol) -> Tensor",
+                   lambda A, rank_tol: torch.from_numpy(np.asarray(P.rank(_numpy(A, "A"), rank_tol))).to(A.device),
+                   lambda A, rank_tol: A.new_empty(tuple(A.shape[:-2]), dtype=torch.int64))
+
+
+def _with_rank(value: torch.Tensor, A: torch.Tensor, rank_tol, rank_deficient: str):
+    """(value, rank) for rank_deficient="truncate", as ``revdiff.programs``; else the value."""
+    return (value, _RANK(A.detach(), rank_tol)) if rank_deficient == "truncate" else value
+
+
+def _normalize_impl(x):
+    return _tensor(P.normalize(_numpy(x, "x")), _computed(x), x.device)
+
+
+def _normalize_vjp_impl(x, gy):
+    return (_tensor(P.normalize_vjp(_numpy(x, "x"), _numpy(gy, "gy")), _gradient_dtype(x, _computed(x)), x.device),)
+
+
+_NORMALIZE = _operation("normalize", "(Tensor x) -> Tensor", _normalize_impl, lambda x: _like(x, x.shape, _computed(x)))
+_NORMALIZE_VJP = _operation("normalize_vjp", "(Tensor x, Tensor gy) -> Tensor[]", _normalize_vjp_impl,
+                            lambda x, gy: (_like(x, x.shape, _gradient_dtype(x, _computed(x))),))
+_normalize_call = _autograd(_NORMALIZE, _NORMALIZE_VJP, 1)
+
+
+# ----------------------------------------------------------------------------- the public functions
+
+def qr(A: torch.Tensor, method: str = "cgs2", rank_tol: float | None = None, mode: str = "reduced") -> tuple:
+    """Q, R of A (..., m, n) with diag(R) real nonnegative (``torch.ops.revdiff.qr``); the gradient
+    runs the QR program backwards. ``mode`` as in ``torch.linalg.qr``: "reduced", "complete" (Q
+    m x m; for a tall A with ``householder`` or ``givens``) or "r" (an empty Q and R, and, unlike
+    torch, a gradient). ``rank_tol`` as in ``revdiff.programs.qr``."""
+    _checked("A", A)
+    return _qr_call(A, method, rank_tol, mode)
+
+
+def project(A: torch.Tensor, y: torch.Tensor, method: str = "cgs2", rank_tol: float | None = None,
+            rank_deficient: str = "raise"):
+    """Q Q^H y, the orthogonal projection of y (..., m) onto the column space of A (..., m, n).
+    ``rank_deficient="truncate"``: onto the numerical column space, returning (z, rank), as
+    ``revdiff.programs.project`` (the rank is its own operation, ``torch.ops.revdiff.rank``)."""
+    _checked("A y", A, y)
+    return _with_rank(_project_call(A, y, method, rank_tol, rank_deficient), A, rank_tol, rank_deficient)
+
+
+def lstsq(A: torch.Tensor, y: torch.Tensor, method: str = "cgs2", rank_tol: float | None = None,
+          rank_deficient: str = "raise"):
+    """argmin_x |A x - y| for A (..., m, n) of full column rank, through the QR program;
+    ``rank_deficient="truncate"``: the basic solution and the rank, as ``revdiff.programs.lstsq``."""
+    _checked("A y", A, y)
+    return _with_rank(_lstsq_call(A, y, method, rank_tol, rank_deficient), A, rank_tol, rank_deficient)
+
+
+def normalize(x: torch.Tensor) -> torch.Tensor:
+    """x / |x| along the last axis."""
+    _checked("x", x)
+    return _normalize_call(x)
+
+
+def tangent_project(g: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """g - (z_hat^H g) z_hat along the last axis, z_hat = z / |z|."""
+    _checked("g z", g, z)
+    return _tangent_call(g, z)
