@@ -10,22 +10,22 @@ from __future__ import annotations
 import numpy as np
 
 from revdiff.batch import BatchedFunction
-from revdiff.programs import givens, gram_schmidt, householder, pivoting, projection, sphere
+from revdiff.errors import RankDeficientError, ReversibilityError
+from revdiff.programs import givens, gram_schmidt, householder, projection, sphere
 from revdiff.programs.inputs import (DTYPES, array_module, as_array, batch_index, check_rank, check_result,
                                      combined, flat, negated, rank_tolerance, require_finite, scale_exponents,
                                      times_power_of_two)
+from revdiff.programs.pivoting import column_pivots
 from revdiff.programs.scan import largest_per_element
 
 QR_METHODS = {"cgs2": gram_schmidt.cgs2, "bcgs2": gram_schmidt.bcgs2, "mgs": gram_schmidt.mgs,
               "cgs": gram_schmidt.cgs, "householder": householder.householder, "givens": givens.givens}
 PROJECT_METHODS = {"cgs2": projection.project_cgs2, "bcgs2": projection.project_bcgs2, "mgs": projection.project_mgs,
                    "cgs": projection.project_cgs, "householder": projection.project_householder}
-PIVOTED_METHODS = {"cgs2": pivoting.pivoted_cgs2, "bcgs2": pivoting.pivoted_bcgs2,
-                   "householder": pivoting.pivoted_householder}
 LSTSQ_METHODS = {"cgs2": projection.lstsq_cgs2, "bcgs2": projection.lstsq_bcgs2, "mgs": projection.lstsq_mgs,
                  "cgs": projection.lstsq_cgs, "householder": projection.lstsq_householder}
 
-__all__ = ["DTYPES", "QR_METHODS", "QR_MODES", "COMPLETE_METHODS", "PIVOTED_METHODS", "RANK_DEFICIENT",
+__all__ = ["DTYPES", "QR_METHODS", "QR_MODES", "COMPLETE_METHODS", "RANK_DEFICIENT",
            "PROJECT_METHODS", "LSTSQ_METHODS", "qr", "qr_vjp", "project", "project_vjp", "lstsq", "lstsq_vjp",
            "rank", "normalize", "normalize_vjp", "tangent_project", "tangent_project_vjp"]
 
@@ -131,14 +131,10 @@ def q_columns(method: str, mode, shape: tuple) -> int:
     return m
 
 
-def _qr_run(method: str, M: _Matrices, mode: str = "reduced", pivoting: bool = False):
+def _qr_run(method: str, M: _Matrices, mode: str = "reduced"):
     """The batched QR program and its zero outputs for M: Q (m, q) and R (q, n), q from ``mode``,
-    then the rotation angles (givens) or the permutation (pivoting)."""
-    if not isinstance(pivoting, bool):
-        raise TypeError(f"pivoting must be True or False, got {pivoting!r}")
-    if pivoting and method not in PIVOTED_METHODS:
-        raise ValueError(f"unknown method {method!r} for pivoting=True; choose one of {', '.join(PIVOTED_METHODS)}")
-    program = PIVOTED_METHODS[method] if pivoting else _method(QR_METHODS, method)
+    then the rotation angles (givens)."""
+    program = _method(QR_METHODS, method)
     q = q_columns(method, mode, M.shape)
     outputs = (M.zeros(M.m, q), M.zeros(q, M.n))
     if program is givens.givens:
@@ -146,9 +142,35 @@ def _qr_run(method: str, M: _Matrices, mode: str = "reduced", pivoting: bool = F
             raise TypeError(f"method 'givens' takes real matrices; 'A' has dtype {M.dtype} "
                             "(use 'householder' or 'cgs2' for complex input)")
         outputs += (M.zeros(M.m, M.p),)  # the rotation angles
-    if pivoting:
-        outputs += (M.xp.zeros((M.b, M.n), np.int64),)
     return _batched(program), outputs, q
+
+
+def _pivoted(M: _Matrices, pivoting) -> tuple:
+    """(the matrices QR factors, perm or None): A[:, perm] with ``pivoting``, else A."""
+    if not isinstance(pivoting, bool):
+        raise TypeError(f"pivoting must be True or False, got {pivoting!r}")
+    if not pivoting:
+        return M.A, None
+    perm = column_pivots(M.A, M.xp)[0]
+    return M.xp.take_along_axis(M.A, perm[:, None, :], axis=2), perm
+
+
+def _ranked(call, M: _Matrices, tol: float):
+    """``call()`` of a QR-based program; where it fails its own checks on a rank-deficient A, the
+    RankDeficientError its rank check would have raised: Householder's reflector of a residual at
+    rounding level does not uncompute to zero, and the program stops before R is read."""
+    try:
+        return call()
+    except ReversibilityError as exc:
+        residuals = column_pivots(M.A, M.xp)[1]
+        rank = M.xp.sum(residuals > tol * residuals[:, :1], axis=1)
+        short = M.xp.argwhere(rank < M.p)
+        if short.size == 0:
+            raise
+        b = int(short[0][0])
+        raise RankDeficientError(f"matrix at batch index {batch_index(M.batch, b)} has numerical rank {int(rank[b])} "
+                                 f"< {M.p} (QR with column pivoting: residuals at most {tol:.1e} of the largest); "
+                                 "rank_deficient='truncate' projects onto its numerical column space") from exc
 
 
 def _largest(*arrays):
@@ -169,23 +191,23 @@ def qr(A, method: str = "cgs2", rank_tol: float | None = None, mode: str = "redu
     - ``mode="r"``: R (..., p, n) alone (NumPy's and JAX's convention; ``revdiff.torch.qr`` returns
       an empty Q beside it, as ``torch.linalg.qr`` does).
 
-    ``pivoting=True`` (methods "cgs2", "bcgs2", "householder"): column pivoting, as
-    ``scipy.linalg.qr(pivoting=True)``: also returns perm (..., n), int64, with A[..., perm] = Q R
-    and |R[k, k]| non-increasing; (Q, R, perm), or (R, perm) for mode "r".
+    ``pivoting=True``: column pivoting, as ``scipy.linalg.qr(pivoting=True)``: also returns perm
+    (..., n), int64, with A[..., perm] = Q R and |R[k, k]| non-increasing; (Q, R, perm), or (R, perm)
+    for mode "r". The order is chosen as Businger and Golub choose it (``pivoting.py``), and
+    ``method`` factors A[..., perm].
 
     method: "cgs2" (default), "bcgs2", "mgs", "cgs", "householder" or "givens" (real only; the
     rotation angles are an extra output of ``revdiff.programs.givens``). Batches run in parallel.
     Raises RankDeficientError where a column's residual is at most ``rank_tol`` (default 100 eps)
     of its norm: Q is not determined by A there."""
-    M = _Matrices(A, uniform=pivoting)
+    M = _Matrices(A, uniform=pivoting is True)
     tol = rank_tolerance(rank_tol, M.dtype)
-    program, outputs, q = _qr_run(method, M, mode, pivoting)
+    program, outputs, q = _qr_run(method, M, mode)
+    factored, perm = _pivoted(M, pivoting)
     if M.empty:
         Q, R = _empty_qr(M, q, outputs)
-        perm = M.xp.broadcast_to(M.xp.arange(M.n), (M.b, M.n)).copy()
     else:
-        results = program(*outputs, M.A, donate=True)
-        Q, R, perm = results[0], results[1], results[2] if pivoting else None
+        Q, R = _ranked(lambda: program(*outputs, factored, donate=True), M, tol)[:2]
         check_rank(R, M.batch, tol, M.xp)
         R = M.scaled(R, M.e)  # A D = Q R' for the column scaling D: R = R' D^-1
         check_result("qr", "R", R, M.batch, M.xp)
@@ -210,9 +232,10 @@ def qr_vjp(A, gQ, gR, method: str = "cgs2", rank_tol: float | None = None, mode:
     constant zeros: their cotangents contribute nothing); gQ must be None for "r". With
     ``pivoting=True`` the cotangents are those of the pivoted factors, and the gradient is that of
     QR of A[..., perm] with perm fixed (the permutation has none)."""
-    M = _Matrices(A, uniform=pivoting)
+    M = _Matrices(A, uniform=pivoting is True)
     tol = rank_tolerance(rank_tol, M.dtype)
-    program, outputs, q = _qr_run(method, M, mode, pivoting)
+    program, outputs, q = _qr_run(method, M, mode)
+    factored, perm = _pivoted(M, pivoting)
     if mode == "r" and gQ is not None:
         raise ValueError("mode='r' has no Q output: pass gQ=None")
     cotangents = []
@@ -234,9 +257,11 @@ def qr_vjp(A, gQ, gR, method: str = "cgs2", rank_tol: float | None = None, mode:
     gQ, gR = cotangents[0], M.scaled(cotangents[1], M.e)
     h = scale_exponents(_largest(gQ, gR), M.dtype, M.xp)
     cotangents = (M.scaled(gQ, negated(h)), M.scaled(gR, negated(h)))
-    outs, grads = program.vjp(outputs + (M.A,), cotangents + (None,) * (len(outputs) - 1), donate=True)
-    check_rank(outs[1], M.batch, tol, M.xp)  # outs: (Q, R, [angles or perm,] A); no cotangents for those and A
-    gA = M.scaled(grads[-1], negated(M.e), h)
+    outs, grads = _ranked(lambda: program.vjp(outputs + (factored,), cotangents + (None,) * (len(outputs) - 1),
+                                              donate=True), M, tol)
+    check_rank(outs[1], M.batch, tol, M.xp)  # outs: (Q, R, [angles,] A); no cotangents for the angles and A
+    gA = grads[-1] if perm is None else M.xp.take_along_axis(grads[-1], M.xp.argsort(perm, axis=1)[:, None, :], 2)
+    gA = M.scaled(gA, negated(M.e), h)
     check_result("qr_vjp", "gA", gA, M.batch, M.xp)
     return M.unflat(gA, M.m, M.n)
 
@@ -269,8 +294,8 @@ def _truncating(rank_deficient) -> bool:
 
 
 class _Kept:
-    """The columns that ``rank_deficient="truncate"`` keeps: Householder QR with column pivoting of
-    M.A (``pivoting.pivoted_householder``) orders them, and those from the first k with |R[k, k]|
+    """The columns that ``rank_deficient="truncate"`` keeps: QR with column pivoting of M.A
+    (``pivoting.column_pivots``) orders them, and those from the first k with |R[k, k]|
     <= tol |R[0, 0]| on are left out (the numerical rank r is that k: |R[k, k]| estimates the k-th
     singular value). ``A`` (b, m, p): the first p = min(m, n) pivoted columns, those at r and beyond
     zero, which the programs pass over as they pass over a zero column; ``columns`` (b, p): their
@@ -278,9 +303,7 @@ class _Kept:
 
     def __init__(self, M: _Matrices, tol: float):
         xp, p = M.xp, M.p
-        outputs = (M.zeros(M.m, p), M.zeros(p, M.n), xp.zeros((M.b, M.n), np.int64))
-        _, R, perm = _batched(pivoting.pivoted_householder)(*outputs, M.A, donate=True)[:3]
-        d = xp.abs(xp.diagonal(R[:, :p, :p], axis1=1, axis2=2))
+        perm, d = column_pivots(M.A, xp)
         self.rank = xp.sum(d > tol * d[:, :1], axis=1) if p else xp.zeros(M.b, np.int64)
         self.columns = perm[:, :p]
         self.left_out = xp.arange(p)[None, :] >= self.rank[:, None]
@@ -331,7 +354,7 @@ def project(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_defi
         leading = _batched(projection.LEADING_PROJECTIONS[method])
         z = leading(M.zeros(M.m), M.zeros(M.p, M.p), kept.A, Y.v, kept.rank, donate=True)[0]
     else:
-        z, R = program(M.zeros(M.m), M.zeros(M.p, M.n), M.A, Y.v, donate=True)[:2]
+        z, R = _ranked(lambda: program(M.zeros(M.m), M.zeros(M.p, M.n), M.A, Y.v, donate=True), M, tol)[:2]
         check_rank(R, M.batch, tol, M.xp)
     z = Y.scaled(z, Y.e)  # z is linear in y and the same for every column scaling of A
     check_result("project", "z", z, M.batch, M.xp)
@@ -358,8 +381,8 @@ def project_vjp(A, y, gz, method: str = "cgs2", rank_tol: float | None = None, r
                                            (G.v, None, None, None, None), donate=True)
         gA = kept.scatter(gA, M.xp)
     else:
-        outs, (_, _, gA, gy) = program.vjp((M.zeros(M.m), M.zeros(M.p, M.n), M.A, Y.v), (G.v, None, None, None),
-                                           donate=True)
+        outs, (_, _, gA, gy) = _ranked(lambda: program.vjp((M.zeros(M.m), M.zeros(M.p, M.n), M.A, Y.v),
+                                                           (G.v, None, None, None), donate=True), M, tol)
         check_rank(outs[1], M.batch, tol, M.xp)
     gA = _as_given(M.scaled(gA, negated(M.e), Y.e, G.e), M.given)  # z(A D, y) = z(A, y), linear in y and gz
     gy = _as_given(G.scaled(gy, G.e), Y.given)
@@ -395,7 +418,7 @@ def lstsq(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_defici
         kept = _Kept(M, tol)
         x = kept.scatter(program(M.zeros(M.p), M.zeros(M.p, M.p), kept.A, Y.v, donate=True)[0], M.xp)
     else:
-        x, R = program(M.zeros(M.n), M.zeros(M.n, M.n), M.A, Y.v, donate=True)[:2]
+        x, R = _ranked(lambda: program(M.zeros(M.n), M.zeros(M.n, M.n), M.A, Y.v, donate=True), M, tol)[:2]
         check_rank(R, M.batch, tol, M.xp)
     x = M.scaled(x, negated(M.e), Y.e)  # (A D) x' = y: x = D x', linear in y
     check_result("lstsq", "x", x, M.batch, M.xp)
@@ -420,8 +443,8 @@ def lstsq_vjp(A, y, gx, method: str = "cgs2", rank_tol: float | None = None, ran
                                         donate=True)
         gA = kept.scatter(gA, M.xp)
     else:
-        outs, (_, _, gA, gy) = program.vjp((M.zeros(M.n), M.zeros(M.n, M.n), M.A, Y.v),
-                                           (gx_scaled, None, None, None), donate=True)
+        outs, (_, _, gA, gy) = _ranked(lambda: program.vjp((M.zeros(M.n), M.zeros(M.n, M.n), M.A, Y.v),
+                                                           (gx_scaled, None, None, None), donate=True), M, tol)
         check_rank(outs[1], M.batch, tol, M.xp)
     gA = _as_given(M.scaled(gA, negated(M.e), Y.e, h), M.given)
     gy = _as_given(M.scaled(gy, h), Y.given)

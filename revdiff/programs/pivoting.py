@@ -1,93 +1,69 @@
-"""QR with column pivoting written in the reversible language: A[:, perm] = Q R with |R[k, k]|
-non-increasing (``scipy.linalg.qr(pivoting=True)``'s convention).
+"""The column order of QR with column pivoting (Businger and Golub): at step k, of the columns not
+yet taken, the one farthest from the span of those taken (the first of equal ones), and that
+distance, |R[k, k]| of the pivoted factor. The high-level functions then run the QR programs on
+A[:, perm]: the gradient is that of QR of A[:, perm] with perm fixed (the choice has none).
 
-The pivots are chosen as Businger and Golub choose them: at step k, of the columns not yet taken,
-the one farthest from the span of those taken (the first of equal ones), its distance computed
-afresh from a Householder triangularisation of a work copy of A rather than downdated. The choice
-depends on the data, so the permutation is an output, computed first and uncomputed last by the
-inverse, which recomputes the same choice from the same state (as Givens QR keeps its angles).
-Every method then factors the permuted copy of A, so the gradient is that of QR of A[:, perm]
-with perm fixed: the comparisons that chose it have no derivative.
+The choice is made here, by a compiled Householder triangularisation that keeps nothing, and not
+by a reversible program: a program would have to uncompute the choice, and its uncompute sees the
+reduced columns restored only to rounding, so equal residuals (an orthogonal matrix's) and those at
+rounding level (every rank-deficient matrix has them) would choose differently going back.
 """
-from revdiff.function import reversible
-from revdiff.language import routine, zeros
-from revdiff.programs.elementwise import add_into
-from revdiff.programs.gram_schmidt import _named, bcgs2, cgs2, norm2
-from revdiff.programs.householder import householder, householder_vector, reflect
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from revdiff.runtime.cache import cached_njit
 
 
-@reversible
-def farthest_column(piv, k, W):
-    """piv[k] += the index c >= k of the column of W[k:, :] with the largest norm, the first of equal
-    norms (k when all are zero)."""
-    m, n = W.shape
-    norms = zeros(n, W.real.dtype)
-    best = zeros(n, W.real.dtype)  # best[c]: the largest of norms[k:c + 1]
-    with routine:
-        for c in range(k, n):
-            norm2(norms[c], W[k:, c])
-        best[k] += norms[k]
-        for c in range(k + 1, n):
-            best[c] += max(best[c - 1], norms[c])
-    for c in range(k + 1, n):
-        piv[k] += (c if norms[c] == best[n - 1] else 0) if best[c - 1] < best[n - 1] else 0
-    piv[k] += k if norms[k] == best[n - 1] else 0
-    ~routine
-    del best
-    del norms
-
-
-@reversible
-def column_pivots(perm, A):
-    """perm += the column order of QR with column pivoting of A (perm zero on entry)."""
-    m, n = A.shape
+@cached_njit(nogil=True, parallel=True)
+def _pivots(A, perm, residuals):
+    b, m, n = A.shape
     p = min(m, n)
-    W = zeros((m, n), A.dtype)
-    V = zeros((m, p), A.dtype)
-    piv = zeros(p, perm.dtype)
-    order = zeros(n, perm.dtype)
-    with routine:
-        add_into(W, A)
+    for e in numba.prange(b):
+        W = A[e].copy()
         for c in range(n):
-            order[c] += c
+            perm[e, c] = c
         for k in range(p):
-            farthest_column(piv, k, W)
-            for i in range(m):
-                W[i, k], W[i, piv[k]] = W[i, piv[k]], W[i, k]
-            order[k], order[piv[k]] = order[piv[k]], order[k]
-            householder_vector(V[k:, k], W[k:, k])
-            for j in range(k, n):
-                reflect(W[k:, j], V[k:, k])
-    for c in range(n):
-        perm[c] += order[c]
-    ~routine
-    del order
-    del piv
-    del V
-    del W
+            j, best = k, -1.0
+            for c in range(k, n):  # squared norms of the remaining parts: A lies within 2**±500
+                s = 0.0
+                for i in range(k, m):
+                    s += W[i, c].real ** 2 + W[i, c].imag ** 2
+                if s > best:
+                    j, best = c, s
+            if j != k:
+                for i in range(m):
+                    W[i, k], W[i, j] = W[i, j], W[i, k]
+                perm[e, k], perm[e, j] = perm[e, j], perm[e, k]
+            norm = np.sqrt(best)
+            residuals[e, k] = norm
+            if norm == 0.0:
+                continue
+            x0 = W[k, k]
+            phase = x0 / abs(x0) if x0 != 0 else 1.0
+            W[k, k] = x0 + phase * norm  # v = x + phase |x| e_1, reflected with H = I - 2 v v^H / |v|^2
+            vv = 2.0 * norm * (norm + abs(x0))
+            for c in range(k + 1, n):
+                d = 0.0 * W[k, c]
+                for i in range(k, m):
+                    d += np.conj(W[i, k]) * W[i, c]
+                d = 2.0 * d / vv
+                for i in range(k, m):
+                    W[i, c] -= d * W[i, k]
 
 
-def _pivoted(name: str, qr_program, doc: str):
-    """``qr_program`` on A[:, perm], perm chosen by ``column_pivots``."""
-
-    @reversible
-    def pivoted_qr(Q, R, perm, A):
-        m, n = A.shape
-        column_pivots(perm, A)
-        W = zeros((m, n), A.dtype)
-        with routine:
-            for i in range(m):
-                for c in range(n):
-                    W[i, c] += A[i, perm[c]]
-        qr_program(Q, R, W)
-        ~routine
-        del W
-
-    return _named(pivoted_qr, name, doc)
-
-
-pivoted_cgs2 = _pivoted("pivoted_cgs2", cgs2, "QR with column pivoting by cgs2: A[:, perm] = Q R.")
-pivoted_bcgs2 = _pivoted("pivoted_bcgs2", bcgs2, "QR with column pivoting by bcgs2: A[:, perm] = Q R.")
-pivoted_householder = _pivoted("pivoted_householder", householder,
-                               "QR with column pivoting by Householder reflections: A[:, perm] = Q R (Q thin or "
-                               "complete, as ``householder``).")
+def column_pivots(A, xp=np) -> tuple:
+    """(perm, residuals) for a batch of matrices A (b, m, n), scaled into 2**±500 (2**±52 for single
+    precision; ``api._Matrices(uniform=True)``): perm (b, n) int64 with the pivoted column order,
+    residuals (b, min(m, n)) the distances |R[k, k]|, non-increasing. GPU arrays are copied to the
+    host for it and the results back."""
+    host = A if xp is np else xp.asnumpy(A)
+    host = np.ascontiguousarray(host, dtype=np.complex128 if np.iscomplexobj(host) else np.float64)
+    b, m, n = host.shape
+    perm, residuals = np.empty((b, n), np.int64), np.empty((b, min(m, n)))
+    if host.size:
+        _pivots(host, perm, residuals)
+    else:
+        perm[:] = np.arange(n)
+    return (perm, residuals) if xp is np else (xp.asarray(perm), xp.asarray(residuals))
