@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from revdiff import programs as P
-from revdiff.programs.api import q_columns
+from revdiff.programs.api import LSTSQ_METHODS, PROJECT_METHODS, q_columns
 
 __all__ = ["qr", "project", "lstsq", "normalize", "tangent_project"]
 
@@ -69,24 +69,36 @@ def _inexact(*arrays) -> tuple:
     return tuple(out)
 
 
-def qr(A, method: str = "cgs2", mode: str = "reduced"):
+def qr(A, method: str = "cgs2", rank_tol: float | None = None, mode: str = "reduced"):
     """Q, R of A (..., m, n) with diag(R) real nonnegative; ``mode`` as in ``jnp.linalg.qr``:
-    "reduced", "complete" (Q m x m; for a tall A with ``householder`` or ``givens``) or "r" (R alone)."""
+    "reduced", "complete" (Q m x m; for a tall A with ``householder`` or ``givens``) or "r" (R alone);
+    ``rank_tol`` as in ``revdiff.programs.qr``."""
     def shapes(a):
         m, n = a.shape[-2:]
         q = q_columns(method, mode, a.shape)
         return [_struct(a.shape[:-2] + (m, q), a.dtype), _struct(a.shape[:-2] + (q, n), a.dtype)]
     if mode == "r":
-        f = _differentiable(lambda a: (P.qr(a, method, None, mode),),
-                            lambda a, gR: (P.qr_vjp(a, None, gR, method, None, mode),), lambda a: shapes(a)[1:])
+        f = _differentiable(lambda a: (P.qr(a, method, rank_tol, mode),),
+                            lambda a, gR: (P.qr_vjp(a, None, gR, method, rank_tol, mode),), lambda a: shapes(a)[1:])
         return f(*_inexact(A))[0]
-    f = _differentiable(lambda a: P.qr(a, method, None, mode),
-                        lambda a, gQ, gR: (P.qr_vjp(a, gQ, gR, method, None, mode),), shapes)
+    f = _differentiable(lambda a: P.qr(a, method, rank_tol, mode),
+                        lambda a, gQ, gR: (P.qr_vjp(a, gQ, gR, method, rank_tol, mode),), shapes)
     return f(*_inexact(A))
 
 
 def _vector_result(A, y) -> list:
     return [_struct(y.shape, _promoted(A, y))]
+
+
+def _checked_options(A, method, rank_tol, rank_deficient, table, wide_ok=True):
+    """The options checked while tracing, as the NumPy functions check them (inside the callback
+    an error would reach the caller as JAX's runtime error)."""
+    P.api._method(table, method)
+    P.api.rank_tolerance(rank_tol, jnp.result_type(A))
+    truncate = P.api._truncating(rank_deficient)
+    if not wide_ok and not truncate and A.shape[-2] < A.shape[-1]:
+        raise ValueError(f"lstsq needs a tall or square A (m >= n) of full column rank; A has shape {tuple(A.shape)} "
+                         "(rank_deficient='truncate' gives the basic solution)")
 
 
 def _value(out):
@@ -107,6 +119,7 @@ def project(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_defi
     f = _differentiable(lambda a, b: (_value(P.project(a, b, method, rank_tol, rank_deficient)),),
                         lambda a, b, gz: P.project_vjp(a, b, gz, method, rank_tol, rank_deficient), _vector_result)
     A, y = _inexact(A, y)
+    _checked_options(A, method, rank_tol, rank_deficient, PROJECT_METHODS)
     z = f(A, y)[0]
     return (z, _rank(A, rank_tol)) if rank_deficient == "truncate" else z
 
@@ -118,6 +131,7 @@ def lstsq(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_defici
                         lambda a, b, gx: P.lstsq_vjp(a, b, gx, method, rank_tol, rank_deficient),
                         lambda a, b: [_struct(a.shape[:-1][:-1] + a.shape[-1:], _promoted(a, b))])
     A, y = _inexact(A, y)
+    _checked_options(A, method, rank_tol, rank_deficient, LSTSQ_METHODS, wide_ok=False)
     x = f(A, y)[0]
     return (x, _rank(A, rank_tol)) if rank_deficient == "truncate" else x
 

@@ -242,7 +242,7 @@ def test_compare_rank_deficient_table(capsys):
 
 def test_compare_rank_deficient_command_line_checks_its_options():
     from revdiff.tools import cli
-    for extra in (["--loss", "qr"], ["--conds", "1,10"], ["--batch", "2"]):
+    for extra in (["--loss", "qr"], ["--conds", "1,10"], ["--batch", "2"], ["--shape", "8x1"]):
         with pytest.raises(SystemExit):
             cli.main(["compare", "--rank-deficient"] + extra)
 
@@ -259,3 +259,42 @@ def test_householder_on_a_rank_deficient_matrix_raises_rank_deficient_error():
                      lambda: P.lstsq(A, y, "householder"), lambda: P.lstsq_vjp(A, y, np.ones(4), "householder")):
             with pytest.raises(RankDeficientError):
                 call()
+
+
+def test_pivoting_keeps_each_columns_own_scaling():
+    """The pivots are chosen on A itself; each column is then scaled as without pivoting, so a
+    column 1e-320 times another factors as accurately, and its norm orders it."""
+    x, y = rand(6), rand(6)
+    for small in (1e-120, 1e-200, 1e-300):
+        A = np.c_[x * 1e200, y * small]
+        Q, R, perm = P.qr(A, "cgs2", pivoting=True)
+        Q0, R0 = P.qr(A[:, perm], "cgs2")
+        np.testing.assert_array_equal(Q, Q0)
+        np.testing.assert_array_equal(R, R0)
+        gA = P.qr_vjp(A, np.ones((6, 2)), None, "cgs2", pivoting=True)
+        np.testing.assert_array_equal(gA[:, perm], P.qr_vjp(A[:, perm], np.ones((6, 2)), None, "cgs2"))
+    Q, R, perm = P.qr(np.diag([1.0, 1e-170, 2e-170]), pivoting=True)
+    np.testing.assert_array_equal(perm, [0, 2, 1])  # no square underflows in the choice
+
+
+@pytest.mark.parametrize("A", [np.array([[0.0, 1.0], [1.0, 0.0]]), np.eye(5)[[3, 1, 4, 0, 2]],
+                               np.array([[-2e-19, 1.0, 2.0], [1.0, 3.0, -1.0], [2.0, 0.5, 1.0], [0.0, 1.0, 1.0]])])
+def test_householder_where_a_leading_entry_is_zero_or_at_rounding_level(A):
+    """The reflector's phase is read off x[0] only where |x[0]| is not at rounding level: read off
+    a zero that the uncompute restores as +-1e-17, it flipped, and the program failed its checks."""
+    for pivoting in (False, True):
+        Q, R = P.qr(A, "householder", pivoting=pivoting)[:2]
+        perm = P.qr(A, "householder", pivoting=True)[2] if pivoting else np.arange(A.shape[1])
+        np.testing.assert_allclose(Q @ R, A[:, perm], rtol=0, atol=1e-15 * 4)
+        np.testing.assert_allclose(Q.T @ Q, np.eye(Q.shape[1]), rtol=0, atol=1e-15 * 4)
+
+
+def test_jax_checks_options_while_tracing():
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    import revdiff.jax as rj
+    A, y = jnp.ones((5, 3)), jnp.ones(5)
+    with pytest.raises(ValueError, match="unknown rank_deficient"):
+        rj.project(A, y, "cgs2", None, None)
+    with pytest.raises(ValueError, match="lstsq needs a tall or square A"):
+        jax.jit(lambda a, b: rj.lstsq(a, b))(jnp.ones((3, 5)), jnp.ones(3))

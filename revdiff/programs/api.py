@@ -7,6 +7,8 @@ empty matrices and batches give empty results, as in NumPy.
 """
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from revdiff.batch import BatchedFunction
@@ -76,18 +78,25 @@ class _Batch:
 class _Matrices(_Batch):
     """A checked batch of matrices A (..., m, n), its columns scaled by powers of two where their
     magnitude is extreme: ``A = scaled * 2**e``, e per batch element and column (None: no column
-    needed it). ``uniform``: one power of two per matrix, which keeps the order of the columns'
-    norms that pivoting compares."""
+    needed it)."""
 
-    def __init__(self, A, dtype=None, uniform: bool = False):
+    def __init__(self, A, dtype=None):
         A = as_array("A", A, 2, dtype=dtype, core=" (..., m, n)")
         super().__init__(A, 2)
         self.m, self.n = self.shape[-2:]
         self.p = min(self.m, self.n)
         big = require_finite("A", self.flat, self.batch, self.xp, per_column=True)
-        if uniform:
-            big = big.max(axis=1) if self.n else self.xp.zeros(self.b)
         self.e = scale_exponents(big, self.dtype, self.xp)
+        self.A = self.scaled(self.flat, negated(self.e))
+
+    def permuted(self, perm) -> "_Matrices":
+        """The same matrices with the columns of each in the order ``perm`` (b, n)."""
+        out = copy.copy(self)
+        xp = self.xp
+        out.flat = xp.take_along_axis(self.flat, perm[:, None, :], axis=2)
+        out.A = xp.take_along_axis(self.A, perm[:, None, :], axis=2)
+        out.e = None if self.e is None else xp.take_along_axis(self.e, perm, axis=1)
+        return out
         self.A = self.scaled(self.flat, negated(self.e))
 
 
@@ -146,13 +155,14 @@ def _qr_run(method: str, M: _Matrices, mode: str = "reduced"):
 
 
 def _pivoted(M: _Matrices, pivoting) -> tuple:
-    """(the matrices QR factors, perm or None): A[:, perm] with ``pivoting``, else A."""
+    """(the matrices QR factors, perm or None): with ``pivoting``, M's columns in the pivoted order
+    (chosen on A itself, unscaled), each scaled as in M."""
     if not isinstance(pivoting, bool):
         raise TypeError(f"pivoting must be True or False, got {pivoting!r}")
     if not pivoting:
-        return M.A, None
-    perm = column_pivots(M.A, M.xp)[0]
-    return M.xp.take_along_axis(M.A, perm[:, None, :], axis=2), perm
+        return M, None
+    perm = column_pivots(M.flat, M.xp)[0]
+    return M.permuted(perm), perm
 
 
 def _ranked(call, M: _Matrices, tol: float):
@@ -200,14 +210,14 @@ def qr(A, method: str = "cgs2", rank_tol: float | None = None, mode: str = "redu
     rotation angles are an extra output of ``revdiff.programs.givens``). Batches run in parallel.
     Raises RankDeficientError where a column's residual is at most ``rank_tol`` (default 100 eps)
     of its norm: Q is not determined by A there."""
-    M = _Matrices(A, uniform=pivoting is True)
+    M = _Matrices(A)
     tol = rank_tolerance(rank_tol, M.dtype)
     program, outputs, q = _qr_run(method, M, mode)
-    factored, perm = _pivoted(M, pivoting)
+    M, perm = _pivoted(M, pivoting)
     if M.empty:
         Q, R = _empty_qr(M, q, outputs)
     else:
-        Q, R = _ranked(lambda: program(*outputs, factored, donate=True), M, tol)[:2]
+        Q, R = _ranked(lambda: program(*outputs, M.A, donate=True), M, tol)[:2]
         check_rank(R, M.batch, tol, M.xp)
         R = M.scaled(R, M.e)  # A D = Q R' for the column scaling D: R = R' D^-1
         check_result("qr", "R", R, M.batch, M.xp)
@@ -232,10 +242,10 @@ def qr_vjp(A, gQ, gR, method: str = "cgs2", rank_tol: float | None = None, mode:
     constant zeros: their cotangents contribute nothing); gQ must be None for "r". With
     ``pivoting=True`` the cotangents are those of the pivoted factors, and the gradient is that of
     QR of A[..., perm] with perm fixed (the permutation has none)."""
-    M = _Matrices(A, uniform=pivoting is True)
+    M = _Matrices(A)
     tol = rank_tolerance(rank_tol, M.dtype)
     program, outputs, q = _qr_run(method, M, mode)
-    factored, perm = _pivoted(M, pivoting)
+    M, perm = _pivoted(M, pivoting)
     if mode == "r" and gQ is not None:
         raise ValueError("mode='r' has no Q output: pass gQ=None")
     cotangents = []
@@ -257,21 +267,22 @@ def qr_vjp(A, gQ, gR, method: str = "cgs2", rank_tol: float | None = None, mode:
     gQ, gR = cotangents[0], M.scaled(cotangents[1], M.e)
     h = scale_exponents(_largest(gQ, gR), M.dtype, M.xp)
     cotangents = (M.scaled(gQ, negated(h)), M.scaled(gR, negated(h)))
-    outs, grads = _ranked(lambda: program.vjp(outputs + (factored,), cotangents + (None,) * (len(outputs) - 1),
+    outs, grads = _ranked(lambda: program.vjp(outputs + (M.A,), cotangents + (None,) * (len(outputs) - 1),
                                               donate=True), M, tol)
     check_rank(outs[1], M.batch, tol, M.xp)  # outs: (Q, R, [angles,] A); no cotangents for the angles and A
-    gA = grads[-1] if perm is None else M.xp.take_along_axis(grads[-1], M.xp.argsort(perm, axis=1)[:, None, :], 2)
-    gA = M.scaled(gA, negated(M.e), h)
+    gA = M.scaled(grads[-1], negated(M.e), h)
+    if perm is not None:  # back to A's column order
+        gA = M.xp.take_along_axis(gA, M.xp.argsort(perm, axis=1)[:, None, :], axis=2)
     check_result("qr_vjp", "gA", gA, M.batch, M.xp)
     return M.unflat(gA, M.m, M.n)
 
 
-def _with_vector(A, y, uniform: bool = False) -> tuple:
+def _with_vector(A, y) -> tuple:
     """Checked (M, y) for the projection and least squares, computed in one dtype; each remembers
     its own (``given``): a real argument gets a real gradient, as in PyTorch, also when the other
     is complex."""
     A_array, y_array = as_array("A", A, 2, core=" (..., m, n)"), as_array("y", y, 1)
-    M = _Matrices(A_array, np.result_type(A_array.dtype, y_array.dtype), uniform=uniform)
+    M = _Matrices(A_array, np.result_type(A_array.dtype, y_array.dtype))
     Y = _Vectors("y", y_array, M, M.batch + (M.m,), why=f"for A of shape {M.shape} it needs")
     M.given, Y.given = A_array.dtype, y_array.dtype
     return M, Y
@@ -294,16 +305,16 @@ def _truncating(rank_deficient) -> bool:
 
 
 class _Kept:
-    """The columns that ``rank_deficient="truncate"`` keeps: QR with column pivoting of M.A
-    (``pivoting.column_pivots``) orders them, and those from the first k with |R[k, k]|
-    <= tol |R[0, 0]| on are left out (the numerical rank r is that k: |R[k, k]| estimates the k-th
-    singular value). ``A`` (b, m, p): the first p = min(m, n) pivoted columns, those at r and beyond
+    """The columns that ``rank_deficient="truncate"`` keeps: QR with column pivoting of A
+    (``pivoting.column_pivots``) orders them; the numerical rank is r = #{k : |R[k, k]| > tol
+    |R[0, 0]|} (|R[k, k]| estimates the k-th singular value), and the pivoted columns k >= r are
+    left out. ``A`` (b, m, p): the first p = min(m, n) pivoted columns, those at r and beyond
     zero, which the programs pass over as they pass over a zero column; ``columns`` (b, p): their
     indices in A."""
 
     def __init__(self, M: _Matrices, tol: float):
         xp, p = M.xp, M.p
-        perm, d = column_pivots(M.A, xp)
+        perm, d = column_pivots(M.flat, xp)  # on A itself: M.A's columns may be scaled apart
         self.rank = xp.sum(d > tol * d[:, :1], axis=1) if p else xp.zeros(M.b, np.int64)
         self.columns = perm[:, :p]
         self.left_out = xp.arange(p)[None, :] >= self.rank[:, None]
@@ -326,8 +337,9 @@ def rank(A, rank_tol: float | None = None):
     """The numerical rank of each matrix of A (..., m, n), int64 (...): the number of columns that
     ``rank_deficient="truncate"`` keeps, from Householder QR with column pivoting (|R[k, k]| >
     rank_tol |R[0, 0]|, rank_tol 100 eps by default), as the singular values would count it
-    except where they lie within a small factor of the threshold."""
-    M = _Matrices(A, uniform=True)
+    except, usually, where they lie within a small factor of the threshold (pivoted QR can misjudge
+    them by up to about 2**n on adversarial matrices, Kahan's)."""
+    M = _Matrices(A)
     if M.empty:
         return M.xp.zeros(M.batch, np.int64)
     return _Kept(M, rank_tolerance(rank_tol, M.dtype)).rank.reshape(M.batch)
@@ -344,7 +356,7 @@ def project(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_defi
     (``project_vjp``) is exact along directions that keep the rank."""
     truncate = _truncating(rank_deficient)
     program = _batched(_method(PROJECT_METHODS, method))
-    M, Y = _with_vector(A, y, uniform=truncate)
+    M, Y = _with_vector(A, y)
     tol = rank_tolerance(rank_tol, M.dtype)
     if M.empty:
         z = M.unflat(M.xp.zeros_like(Y.flat), M.m)
@@ -369,7 +381,7 @@ def project_vjp(A, y, gz, method: str = "cgs2", rank_tol: float | None = None, r
     from the Golub-Pereyra formula's."""
     truncate = _truncating(rank_deficient)
     program = _batched(_method(PROJECT_METHODS, method))
-    M, Y = _with_vector(A, y, uniform=truncate)
+    M, Y = _with_vector(A, y)
     tol = rank_tolerance(rank_tol, M.dtype)
     G = _Vectors("gz", gz, M, M.batch + (M.m,), cotangent=True, why="as the cotangent of z it needs the shape of y,")
     if M.empty:
@@ -394,7 +406,7 @@ def project_vjp(A, y, gz, method: str = "cgs2", rank_tol: float | None = None, r
 def _least_squares(A, y, method: str, rank_tol, rank_deficient):
     truncate = _truncating(rank_deficient)
     program = _batched(_method(LSTSQ_METHODS, method))
-    M, Y = _with_vector(A, y, uniform=truncate)
+    M, Y = _with_vector(A, y)
     if M.m < M.n and not truncate:
         raise ValueError(f"lstsq needs a tall or square A (m >= n) of full column rank; A has shape {M.shape}, "
                          "and a wide A's least-squares problem has infinitely many solutions, of which "

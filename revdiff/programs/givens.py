@@ -51,7 +51,8 @@ def givens(Q, R, angles, A):
     with routine:
         add_into(W, A)
         givens_triangularize(W, T)
-        # a wide matrix's last diagonal entry is not set by a rotation: D = sign(diag(W)) (1 beyond p), R = D W
+        # a square or wide matrix's last diagonal entry is not set by a rotation: D = sign(diag(W)) (1
+        # beyond p), R = D W
         for k in range(p):
             X[k, k] += 1 if W[k, k] >= 0 else -1
         for k in range(p, q):

@@ -3,7 +3,7 @@
 Each reflector is stored as a unit vector u, so a reflection H = I - 2 u u^H needs no norm: the
 coefficient d = u^H x that it subtracts is recomputed from the reflected x, where it equals -d,
 and so uncomputes itself; u = 0 (a zero column) reflects nothing. Unit reflectors also keep every
-intermediate at the magnitude of A: the squares of v^H v would overflow or underflow at entries
+intermediate at the magnitude of A: v^H v would overflow or underflow at entries
 beyond about 1e154 or below 1e-154.
 The triangularisation runs in a work copy of A and is uncomputed after Q and R are copied out
 (compute-copy-uncompute), so, as with Gram-Schmidt, nothing is kept beyond Q and R.
@@ -35,18 +35,24 @@ def reflect(x, u):
 
 @reversible
 def householder_vector(u, x):
-    """u += v / |v| for v = x + phase(x[0]) |x| e_1, whose reflection maps x to -phase(x[0]) |x| e_1;
-    u stays 0 when x = 0. |v| = sqrt(2 |x| (|x| + |x[0]|)), written so that it cannot overflow."""
+    """u += v / |v| for v = x + ph |x| e_1, whose reflection maps x to -ph |x| e_1; u stays 0 when
+    x = 0. ph is the phase of x[0] (no cancellation in v[0]) where |x[0]| > |x| / 1000, else 1 (none
+    either): the uncompute recomputes ph from x restored to rounding, and a phase read off an x[0]
+    at rounding level (a zero entry of A) would flip. |v| = sqrt(2 |x| (|x| + Re(conj(ph) x[0]))),
+    written so that it cannot overflow."""
     nrm = zero(x.real.dtype)
+    ph = zero(x.dtype)
     nv = zero(x.real.dtype)
     with routine:
         norm2(nrm, x)
-        nv += 2 * np.sqrt(nrm) * np.sqrt(0.5 * nrm + 0.5 * abs(x[0])) if nrm > 0 else 0.0
+        ph += x[0] / abs(x[0]) if abs(x[0]) > 0.001 * nrm else 1
+        nv += 2 * np.sqrt(nrm) * np.sqrt(0.5 * nrm + 0.5 * (np.conj(ph) * x[0]).real) if nrm > 0 else 0.0
     for i in range(len(x)):
         u[i] += x[i] / nv if nv > 0 else 0.0
-    u[0] += nrm / nv * (x[0] / abs(x[0]) if x[0] != 0 else 1) if nv > 0 else 0.0
+    u[0] += nrm / nv * ph if nv > 0 else 0.0
     ~routine
     del nv
+    del ph
     del nrm
 
 

@@ -26,38 +26,43 @@ def _pivots(A, perm, residuals):
             perm[e, c] = c
         for k in range(p):
             j, best = k, -1.0
-            for c in range(k, n):  # squared norms of the remaining parts: A lies within 2**±500
-                s = 0.0
+            for c in range(k, n):  # the remaining parts' norms, scaled by their largest entry
+                big = 0.0
                 for i in range(k, m):
-                    s += W[i, c].real ** 2 + W[i, c].imag ** 2
-                if s > best:
-                    j, best = c, s
+                    big = max(big, abs(W[i, c]))
+                s = 0.0
+                if big > 0.0:
+                    for i in range(k, m):
+                        s += abs(W[i, c] / big) ** 2
+                norm = big * np.sqrt(s)
+                if norm > best:
+                    j, best = c, norm
             if j != k:
                 for i in range(m):
                     W[i, k], W[i, j] = W[i, j], W[i, k]
                 perm[e, k], perm[e, j] = perm[e, j], perm[e, k]
-            norm = np.sqrt(best)
-            residuals[e, k] = norm
-            if norm == 0.0:
+            residuals[e, k] = best
+            if best == 0.0:
                 continue
             x0 = W[k, k]
             phase = x0 / abs(x0) if x0 != 0 else 1.0
-            W[k, k] = x0 + phase * norm  # v = x + phase |x| e_1, reflected with H = I - 2 v v^H / |v|^2
-            vv = 2.0 * norm * (norm + abs(x0))
+            nv = np.sqrt(2.0) * np.sqrt(best) * np.sqrt(best + abs(x0))  # |x + phase |x| e_1|, no overflow
+            W[k, k] = x0 + phase * best
+            for i in range(k, m):  # the unit reflector u, in place of the column it zeroes
+                W[i, k] = W[i, k] / nv
             for c in range(k + 1, n):
                 d = 0.0 * W[k, c]
                 for i in range(k, m):
                     d += np.conj(W[i, k]) * W[i, c]
-                d = 2.0 * d / vv
                 for i in range(k, m):
-                    W[i, c] -= d * W[i, k]
+                    W[i, c] -= 2.0 * d * W[i, k]
 
 
 def column_pivots(A, xp=np) -> tuple:
-    """(perm, residuals) for a batch of matrices A (b, m, n), scaled into 2**±500 (2**±52 for single
-    precision; ``api._Matrices(uniform=True)``): perm (b, n) int64 with the pivoted column order,
-    residuals (b, min(m, n)) the distances |R[k, k]|, non-increasing. GPU arrays are copied to the
-    host for it and the results back."""
+    """(perm, residuals) for a batch of finite matrices A (b, m, n) of any magnitude (norms scaled,
+    unit reflectors: nothing overflows or underflows that would not in A's own R): perm (b, n)
+    int64 with the pivoted column order, residuals (b, min(m, n)) the distances |R[k, k]|,
+    non-increasing. GPU arrays are copied to the host for it and the results back."""
     host = A if xp is np else xp.asnumpy(A)
     host = np.ascontiguousarray(host, dtype=np.complex128 if np.iscomplexobj(host) else np.float64)
     b, m, n = host.shape

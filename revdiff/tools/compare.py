@@ -376,6 +376,8 @@ def main_from_args(args: argparse.Namespace) -> None:
         if args.loss != "projection" or args.plot or args.conds or args.batch != 1:
             raise UsageError("--rank-deficient measures the projection loss on its own matrices: it takes --shape, "
                              "--dtype, --methods and --seed (not --loss, --conds, --batch or --plot)")
+        if shape[1] < 2:
+            raise UsageError(f"--rank-deficient --shape {args.shape}: needs n >= 2 columns (a rank below n)")
         if methods is not None and not compare_rank.methods(methods):
             raise UsageError(f"--methods {args.methods}: none of them applies to --rank-deficient")
         compare_rank.run(shape, args.dtype, methods, args.seed)

@@ -142,7 +142,7 @@ _lstsq_call = _linear_ops("lstsq", _value(P.lstsq), P.lstsq_vjp, _lstsq_shape, "
 _tangent_call = _linear_ops("tangent_project", P.tangent_project, P.tangent_project_vjp, lambda g, z: g.shape,
                             "gout", "g, z", "")
 _RANK = _operation("rank", "(Tensor A, float? rank_tol) -> Tensor",
-                   lambda A, rank_tol: torch.from_numpy(np.asarray(P.rank(_numpy(A, "A"), rank_tol))).to(A.device),
+                   lambda A, rank_tol: _tensor(P.rank(_numpy(A, "A"), rank_tol), torch.int64, A.device),
                    lambda A, rank_tol: A.new_empty(tuple(A.shape[:-2]), dtype=torch.int64))
 
 
