@@ -7,16 +7,14 @@ empty matrices and batches give empty results, as in NumPy.
 """
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 
 from revdiff.batch import BatchedFunction
 from revdiff.errors import RankDeficientError, ReversibilityError
 from revdiff.programs import givens, gram_schmidt, householder, projection, sphere
-from revdiff.programs.inputs import (DTYPES, array_module, as_array, batch_index, check_rank, check_result,
-                                     combined, flat, negated, rank_tolerance, require_finite, scale_exponents,
-                                     times_power_of_two)
+from revdiff.programs.arguments import Matrices, Vectors
+from revdiff.programs.inputs import (DTYPES, array_module, as_array, batch_index, check_rank, check_result, flat,
+                                     negated, rank_tolerance, require_finite, scale_exponents)
 from revdiff.programs.pivoting import column_pivots
 from revdiff.programs.scan import largest_per_element
 
@@ -49,75 +47,6 @@ def _batched(program) -> BatchedFunction:
     return _BATCHED[program]
 
 
-class _Batch:
-    """A checked argument with its batch axes merged into one (``flat``: a single value becomes a
-    batch of one), the array module it lives in, and its shapes."""
-
-    def __init__(self, array, core: int):
-        self.xp = array_module(array)
-        self.shape, self.dtype = tuple(array.shape), array.dtype
-        self.batch = self.shape[:len(self.shape) - core]
-        self.flat = flat(array, core)
-        self.b = self.flat.shape[0]
-
-    @property
-    def empty(self) -> bool:
-        return self.flat.size == 0
-
-    def zeros(self, *core):
-        return self.xp.zeros((self.b,) + core, self.dtype)
-
-    def unflat(self, a, *core):
-        return a.reshape(self.batch + core)
-
-    def scaled(self, a, *exponents):
-        """``a * 2**(sum of exponents)``, per batch element or per column (``inputs.combined``)."""
-        return times_power_of_two(a, combined(*exponents), self.xp)
-
-
-class _Matrices(_Batch):
-    """A checked batch of matrices A (..., m, n), its columns scaled by powers of two where their
-    magnitude is extreme: ``A = scaled * 2**e``, e per batch element and column (None: no column
-    needed it)."""
-
-    def __init__(self, A, dtype=None):
-        A = as_array("A", A, 2, dtype=dtype, core=" (..., m, n)")
-        super().__init__(A, 2)
-        self.m, self.n = self.shape[-2:]
-        self.p = min(self.m, self.n)
-        big = require_finite("A", self.flat, self.batch, self.xp, per_column=True)
-        self.e = scale_exponents(big, self.dtype, self.xp)
-        self.A = self.scaled(self.flat, negated(self.e))
-
-    def permuted(self, perm) -> "_Matrices":
-        """The same matrices with the columns of each in the order ``perm`` (b, n)."""
-        out = copy.copy(self)
-        xp = self.xp
-        out.flat = xp.take_along_axis(self.flat, perm[:, None, :], axis=2)
-        out.A = xp.take_along_axis(self.A, perm[:, None, :], axis=2)
-        out.e = None if self.e is None else xp.take_along_axis(self.e, perm, axis=1)
-        return out
-        self.A = self.scaled(self.flat, negated(self.e))
-
-
-class _Vectors(_Batch):
-    """A checked batch of vectors (..., n), scaled by a power of two per element where its magnitude
-    is extreme (``v = scaled * 2**e``). ``direction``: none may be zero (it is normalised)."""
-
-    def __init__(self, name: str, value, like: _Batch, shape: tuple | None = None, cotangent: bool = False,
-                 direction: bool = False, why: str = ""):
-        v = as_array(name, value, 1, **({"cotangent_of": like.dtype} if cotangent else {"dtype": like.dtype}))
-        if shape is not None and tuple(v.shape) != shape:
-            raise ValueError(f"'{name}' has shape {tuple(v.shape)}; {why} {shape}")
-        super().__init__(v, 1)
-        big = require_finite(name, self.flat, self.batch, self.xp)
-        if direction and self.shape[-1] and bool(self.xp.any(big == 0)):
-            b = int(self.xp.argmax(big == 0))
-            raise ValueError(f"'{name}' at batch index {batch_index(self.batch, b)} is zero and has no direction")
-        self.e = scale_exponents(big, self.dtype, self.xp)
-        self.v = self.scaled(self.flat, negated(self.e))
-
-
 #: the QR modes, named and shaped as in ``torch.linalg.qr``
 QR_MODES = ("reduced", "complete", "r")
 #: the methods that complete Q of a tall matrix to an m x m orthogonal matrix (their reflectors or
@@ -140,7 +69,7 @@ def q_columns(method: str, mode, shape: tuple) -> int:
     return m
 
 
-def _qr_run(method: str, M: _Matrices, mode: str = "reduced"):
+def _qr_run(method: str, M: Matrices, mode: str = "reduced"):
     """The batched QR program and its zero outputs for M: Q (m, q) and R (q, n), q from ``mode``,
     then the rotation angles (givens)."""
     program = _method(QR_METHODS, method)
@@ -154,7 +83,7 @@ def _qr_run(method: str, M: _Matrices, mode: str = "reduced"):
     return _batched(program), outputs, q
 
 
-def _pivoted(M: _Matrices, pivoting) -> tuple:
+def _pivoted(M: Matrices, pivoting) -> tuple:
     """(the matrices QR factors, perm or None): with ``pivoting``, M's columns in the pivoted order
     (chosen on A itself, unscaled), each scaled as in M."""
     if not isinstance(pivoting, bool):
@@ -165,14 +94,14 @@ def _pivoted(M: _Matrices, pivoting) -> tuple:
     return M.permuted(perm), perm
 
 
-def _ranked(call, M: _Matrices, tol: float):
+def _ranked(call, M: Matrices, tol: float):
     """``call()`` of a QR-based program; where it fails its own checks on a rank-deficient A, the
     RankDeficientError its rank check would have raised: Householder's reflector of a residual at
     rounding level does not uncompute to zero, and the program stops before R is read."""
     try:
         return call()
     except ReversibilityError as exc:
-        residuals = column_pivots(M.A, M.xp)[1]
+        residuals = column_pivots(M.flat, M.xp)[1]  # of A itself, as truncation reads them
         rank = M.xp.sum(residuals > tol * residuals[:, :1], axis=1)
         short = M.xp.argwhere(rank < M.p)
         if short.size == 0:
@@ -210,7 +139,7 @@ def qr(A, method: str = "cgs2", rank_tol: float | None = None, mode: str = "redu
     rotation angles are an extra output of ``revdiff.programs.givens``). Batches run in parallel.
     Raises RankDeficientError where a column's residual is at most ``rank_tol`` (default 100 eps)
     of its norm: Q is not determined by A there."""
-    M = _Matrices(A)
+    M = Matrices(A)
     tol = rank_tolerance(rank_tol, M.dtype)
     program, outputs, q = _qr_run(method, M, mode)
     M, perm = _pivoted(M, pivoting)
@@ -227,7 +156,7 @@ def qr(A, method: str = "cgs2", rank_tol: float | None = None, mode: str = "redu
     return out[0] if len(out) == 1 else out
 
 
-def _empty_qr(M: _Matrices, q: int, outputs: tuple) -> tuple:
+def _empty_qr(M: Matrices, q: int, outputs: tuple) -> tuple:
     """Q, R of empty matrices: the complete Q of an m x 0 matrix is the identity, as in NumPy."""
     Q, R = outputs[:2]
     if Q.size:
@@ -242,7 +171,7 @@ def qr_vjp(A, gQ, gR, method: str = "cgs2", rank_tol: float | None = None, mode:
     constant zeros: their cotangents contribute nothing); gQ must be None for "r". With
     ``pivoting=True`` the cotangents are those of the pivoted factors, and the gradient is that of
     QR of A[..., perm] with perm fixed (the permutation has none)."""
-    M = _Matrices(A)
+    M = Matrices(A)
     tol = rank_tolerance(rank_tol, M.dtype)
     program, outputs, q = _qr_run(method, M, mode)
     M, perm = _pivoted(M, pivoting)
@@ -282,8 +211,8 @@ def _with_vector(A, y) -> tuple:
     its own (``given``): a real argument gets a real gradient, as in PyTorch, also when the other
     is complex."""
     A_array, y_array = as_array("A", A, 2, core=" (..., m, n)"), as_array("y", y, 1)
-    M = _Matrices(A_array, np.result_type(A_array.dtype, y_array.dtype))
-    Y = _Vectors("y", y_array, M, M.batch + (M.m,), why=f"for A of shape {M.shape} it needs")
+    M = Matrices(A_array, np.result_type(A_array.dtype, y_array.dtype))
+    Y = Vectors("y", y_array, M, M.batch + (M.m,), why=f"for A of shape {M.shape} it needs")
     M.given, Y.given = A_array.dtype, y_array.dtype
     return M, Y
 
@@ -312,7 +241,7 @@ class _Kept:
     zero, which the programs pass over as they pass over a zero column; ``columns`` (b, p): their
     indices in A."""
 
-    def __init__(self, M: _Matrices, tol: float):
+    def __init__(self, M: Matrices, tol: float):
         xp, p = M.xp, M.p
         perm, d = column_pivots(M.flat, xp)  # on A itself: M.A's columns may be scaled apart
         self.rank = xp.sum(d > tol * d[:, :1], axis=1) if p else xp.zeros(M.b, np.int64)
@@ -339,7 +268,7 @@ def rank(A, rank_tol: float | None = None):
     rank_tol |R[0, 0]|, rank_tol 100 eps by default), as the singular values would count it
     except, usually, where they lie within a small factor of the threshold (pivoted QR can misjudge
     them by up to about 2**n on adversarial matrices, Kahan's)."""
-    M = _Matrices(A)
+    M = Matrices(A)
     if M.empty:
         return M.xp.zeros(M.batch, np.int64)
     return _Kept(M, rank_tolerance(rank_tol, M.dtype)).rank.reshape(M.batch)
@@ -383,7 +312,7 @@ def project_vjp(A, y, gz, method: str = "cgs2", rank_tol: float | None = None, r
     program = _batched(_method(PROJECT_METHODS, method))
     M, Y = _with_vector(A, y)
     tol = rank_tolerance(rank_tol, M.dtype)
-    G = _Vectors("gz", gz, M, M.batch + (M.m,), cotangent=True, why="as the cotangent of z it needs the shape of y,")
+    G = Vectors("gz", gz, M, M.batch + (M.m,), cotangent=True, why="as the cotangent of z it needs the shape of y,")
     if M.empty:
         return M.xp.zeros(M.shape, M.dtype), M.unflat(M.xp.zeros_like(Y.flat), M.m)
     if truncate:
@@ -441,7 +370,7 @@ def lstsq_vjp(A, y, gx, method: str = "cgs2", rank_tol: float | None = None, ran
     """(gA, gy) given the cotangent of the least-squares solution x (``rank_deficient`` as in
     ``lstsq``: the basic solution's gradient with the kept columns fixed, zero for those left out)."""
     program, M, Y, tol, truncate = _least_squares(A, y, method, rank_tol, rank_deficient)
-    G = _Vectors("gx", gx, M, M.batch + (M.n,), cotangent=True, why="as the cotangent of x it needs the shape of x,")
+    G = Vectors("gx", gx, M, M.batch + (M.n,), cotangent=True, why="as the cotangent of x it needs the shape of x,")
     if M.empty:
         return M.xp.zeros(M.shape, M.dtype), M.unflat(M.xp.zeros_like(Y.flat), M.m)
     # x = D x'(A D, y): the cotangent of x' is D gx (scaled by 2**-h), and gA = gA' D
@@ -466,7 +395,7 @@ def lstsq_vjp(A, y, gx, method: str = "cgs2", rank_tol: float | None = None, ran
 
 
 class _Dtype:
-    """The dtype the vectors of the sphere functions share (``_Vectors`` reads ``like.dtype``)."""
+    """The dtype the vectors of the sphere functions share (``Vectors`` reads ``like.dtype``)."""
 
     def __init__(self, *arrays):
         self.dtype = np.result_type(*(a.dtype for a in arrays))
@@ -475,7 +404,7 @@ class _Dtype:
 def normalize(x) -> np.ndarray:
     """x / |x| along the last axis (ValueError for a zero vector, which has no direction)."""
     x = as_array("x", x, 1)
-    X = _Vectors("x", x, _Dtype(x), direction=True)
+    X = Vectors("x", x, _Dtype(x), direction=True)
     if X.empty:
         return X.xp.zeros(X.shape, X.dtype)
     return _batched(sphere.normalize)(X.xp.zeros_like(X.flat), X.v, donate=True)[0].reshape(X.shape)
@@ -484,8 +413,8 @@ def normalize(x) -> np.ndarray:
 def normalize_vjp(x, gy) -> np.ndarray:
     """The cotangent of x given that of y = x / |x|."""
     x = as_array("x", x, 1)
-    X = _Vectors("x", x, _Dtype(x), direction=True)
-    G = _Vectors("gy", gy, X, X.shape, cotangent=True, why="as the cotangent of y = x / |x| it needs the shape of x,")
+    X = Vectors("x", x, _Dtype(x), direction=True)
+    G = Vectors("gy", gy, X, X.shape, cotangent=True, why="as the cotangent of y = x / |x| it needs the shape of x,")
     if X.empty:
         return X.xp.zeros(X.shape, X.dtype)
     _, (_, gx) = _batched(sphere.normalize).vjp((X.xp.zeros_like(X.flat), X.v), (G.v, None), donate=True)
@@ -499,7 +428,7 @@ def _tangent_arguments(g, z) -> tuple:
     if tuple(g_array.shape) != tuple(z_array.shape):
         raise ValueError(f"g of shape {tuple(g_array.shape)} and z of shape {tuple(z_array.shape)} differ")
     like = _Dtype(g_array, z_array)
-    G, Z = _Vectors("g", g_array, like), _Vectors("z", z_array, like, direction=True)
+    G, Z = Vectors("g", g_array, like), Vectors("z", z_array, like, direction=True)
     G.given, Z.given = g_array.dtype, z_array.dtype
     return G, Z
 
@@ -518,7 +447,7 @@ def tangent_project(g, z) -> np.ndarray:
 def tangent_project_vjp(g, z, gout) -> tuple:
     """(gg, gz) given the cotangent of the tangent projection."""
     G, Z = _tangent_arguments(g, z)
-    O = _Vectors("gout", gout, Z, Z.shape, cotangent=True,
+    O = Vectors("gout", gout, Z, Z.shape, cotangent=True,
                  why="as the cotangent of the projection it needs the shape of g and z,")
     if Z.empty:
         return Z.xp.zeros(Z.shape, Z.dtype), Z.xp.zeros(Z.shape, Z.dtype)

@@ -40,12 +40,26 @@ def _leading_projection(name: str, qr):
     return project
 
 
-def _projection(name: str, leading):
+def _projection(name: str, qr):
+    """``_leading_projection`` of all columns, written out: as a call of it, the fused vjp could not
+    elide a QR uncompute and recompute, and the lane program outgrew its size limit."""
     @reversible
     def project(z, R, A, y):
         """z += Q Q^H y, the projection of y onto the column space of A; R += A's triangular factor."""
         m, n = A.shape
-        leading(z, R, A, y, min(m, n))
+        p = min(m, n)
+        Q = zeros((m, p), A.dtype)
+        T = zeros((p, n), A.dtype)
+        c = zeros(p, A.dtype)
+        with routine:
+            qr(Q, T, A)
+            c[:] += Q.conj().T @ y
+        z[:] += Q @ c
+        add_into(R, T)
+        ~routine
+        del c
+        del T
+        del Q
 
     project.__name__ = project.__qualname__ = name
     return project
@@ -55,11 +69,11 @@ def _projection(name: str, leading):
 LEADING_PROJECTIONS = {name: _leading_projection(f"project_leading_{name}", qr)
                        for name, qr in (("cgs2", cgs2), ("bcgs2", bcgs2), ("mgs", mgs), ("cgs", cgs),
                                         ("householder", householder))}
-project_cgs2 = _projection("project_cgs2", LEADING_PROJECTIONS["cgs2"])
-project_bcgs2 = _projection("project_bcgs2", LEADING_PROJECTIONS["bcgs2"])
-project_mgs = _projection("project_mgs", LEADING_PROJECTIONS["mgs"])
-project_cgs = _projection("project_cgs", LEADING_PROJECTIONS["cgs"])
-project_householder = _projection("project_householder", LEADING_PROJECTIONS["householder"])
+project_cgs2 = _projection("project_cgs2", cgs2)
+project_bcgs2 = _projection("project_bcgs2", bcgs2)
+project_mgs = _projection("project_mgs", mgs)
+project_cgs = _projection("project_cgs", cgs)
+project_householder = _projection("project_householder", householder)
 
 
 def _least_squares(name: str, qr):

@@ -1,0 +1,77 @@
+"""The high-level functions' checked arguments: batches of matrices and vectors with their batch
+axes merged into one, their array module, and the powers of two that bring extreme magnitudes into
+range (``inputs.py`` has the checks and the scaling)."""
+from __future__ import annotations
+
+import copy
+
+from revdiff.programs.inputs import (array_module, as_array, batch_index, combined, flat, negated, require_finite,
+                                     scale_exponents, times_power_of_two)
+
+
+class Batch:
+    """A checked argument with its batch axes merged into one (``flat``: a single value becomes a
+    batch of one), the array module it lives in, and its shapes."""
+
+    def __init__(self, array, core: int):
+        self.xp = array_module(array)
+        self.shape, self.dtype = tuple(array.shape), array.dtype
+        self.batch = self.shape[:len(self.shape) - core]
+        self.flat = flat(array, core)
+        self.b = self.flat.shape[0]
+
+    @property
+    def empty(self) -> bool:
+        return self.flat.size == 0
+
+    def zeros(self, *core):
+        return self.xp.zeros((self.b,) + core, self.dtype)
+
+    def unflat(self, a, *core):
+        return a.reshape(self.batch + core)
+
+    def scaled(self, a, *exponents):
+        """``a * 2**(sum of exponents)``, per batch element or per column (``inputs.combined``)."""
+        return times_power_of_two(a, combined(*exponents), self.xp)
+
+
+class Matrices(Batch):
+    """A checked batch of matrices A (..., m, n), its columns scaled by powers of two where their
+    magnitude is extreme: ``A = scaled * 2**e``, e per batch element and column (None: no column
+    needed it)."""
+
+    def __init__(self, A, dtype=None):
+        A = as_array("A", A, 2, dtype=dtype, core=" (..., m, n)")
+        super().__init__(A, 2)
+        self.m, self.n = self.shape[-2:]
+        self.p = min(self.m, self.n)
+        big = require_finite("A", self.flat, self.batch, self.xp, per_column=True)
+        self.e = scale_exponents(big, self.dtype, self.xp)
+        self.A = self.scaled(self.flat, negated(self.e))
+
+    def permuted(self, perm) -> "Matrices":
+        """The same matrices with the columns of each in the order ``perm`` (b, n)."""
+        out = copy.copy(self)
+        xp = self.xp
+        out.flat = xp.take_along_axis(self.flat, perm[:, None, :], axis=2)
+        out.A = xp.take_along_axis(self.A, perm[:, None, :], axis=2)
+        out.e = None if self.e is None else xp.take_along_axis(self.e, perm, axis=1)
+        return out
+
+
+class Vectors(Batch):
+    """A checked batch of vectors (..., n), scaled by a power of two per element where its magnitude
+    is extreme (``v = scaled * 2**e``). ``direction``: none may be zero (it is normalised)."""
+
+    def __init__(self, name: str, value, like: Batch, shape: tuple | None = None, cotangent: bool = False,
+                 direction: bool = False, why: str = ""):
+        v = as_array(name, value, 1, **({"cotangent_of": like.dtype} if cotangent else {"dtype": like.dtype}))
+        if shape is not None and tuple(v.shape) != shape:
+            raise ValueError(f"'{name}' has shape {tuple(v.shape)}; {why} {shape}")
+        super().__init__(v, 1)
+        big = require_finite(name, self.flat, self.batch, self.xp)
+        if direction and self.shape[-1] and bool(self.xp.any(big == 0)):
+            b = int(self.xp.argmax(big == 0))
+            raise ValueError(f"'{name}' at batch index {batch_index(self.batch, b)} is zero and has no direction")
+        self.e = scale_exponents(big, self.dtype, self.xp)
+        self.v = self.scaled(self.flat, negated(self.e))
