@@ -101,8 +101,7 @@ def _ranked(call, M: Matrices, tol: float):
     try:
         return call()
     except ReversibilityError as exc:
-        residuals = column_pivots(M.flat, M.xp)[1]  # of A itself, as truncation reads them
-        rank = M.xp.sum(residuals > tol * residuals[:, :1], axis=1)
+        rank = _numerical_rank(column_pivots(M.flat, M.xp)[1], tol, M.xp)  # of A itself, as truncation reads it
         short = M.xp.argwhere(rank < M.p)
         if short.size == 0:
             raise
@@ -233,6 +232,13 @@ def _truncating(rank_deficient) -> bool:
     return rank_deficient == "truncate"
 
 
+def _numerical_rank(residuals, tol: float, xp):
+    """#{k : |R[k, k]| > tol |R[0, 0]|} per matrix, from the pivoted residuals (b, p)."""
+    if residuals.shape[1] == 0:
+        return xp.zeros(residuals.shape[0], np.int64)
+    return xp.sum(residuals > tol * residuals[:, :1], axis=1)
+
+
 class _Kept:
     """The columns that ``rank_deficient="truncate"`` keeps: QR with column pivoting of A
     (``pivoting.column_pivots``) orders them; the numerical rank is r = #{k : |R[k, k]| > tol
@@ -243,8 +249,8 @@ class _Kept:
 
     def __init__(self, M: Matrices, tol: float):
         xp, p = M.xp, M.p
-        perm, d = column_pivots(M.flat, xp)  # on A itself: M.A's columns may be scaled apart
-        self.rank = xp.sum(d > tol * d[:, :1], axis=1) if p else xp.zeros(M.b, np.int64)
+        perm, residuals = column_pivots(M.flat, xp)  # on A itself: M.A's columns may be scaled apart
+        self.rank = _numerical_rank(residuals, tol, xp)
         self.columns = perm[:, :p]
         self.left_out = xp.arange(p)[None, :] >= self.rank[:, None]
         taken = xp.take_along_axis(M.A, self.columns[:, None, :], axis=2)
