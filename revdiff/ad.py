@@ -63,6 +63,15 @@ def _loss_index(f: ReversibleFunction, loss: str | int) -> int:
     return loss % len(f.params)
 
 
+def _real_loss(f: ReversibleFunction, args: tuple, k: int) -> None:
+    """TypeError unless argument ``k``, the loss, is a real scalar."""
+    loss_value = args[k]
+    if isinstance(loss_value, (np.ndarray, bool, np.bool_, complex, np.complexfloating)) or \
+            not isinstance(loss_value, (float, np.floating)):
+        raise TypeError(f"the loss '{f.params[k]}' must be a real scalar parameter, a float (pass 0.0, not "
+                        f"{loss_value!r}): gradients are of a real number")
+
+
 def grad(f: ReversibleFunction, loss: str | int = 0) -> Callable[..., tuple]:
     """``grad(f, loss="y")(*args)``: gradients of the final value of the scalar parameter ``loss``
     with respect to the initial value of every parameter (None for integer parameters)."""
@@ -70,11 +79,7 @@ def grad(f: ReversibleFunction, loss: str | int = 0) -> Callable[..., tuple]:
 
     def gradient(*args: Any, **kwargs: Any) -> tuple:
         args = f.bind(args, kwargs)
-        loss_value = args[k]
-        if isinstance(loss_value, (np.ndarray, bool, np.bool_, complex, np.complexfloating)) or \
-                not isinstance(loss_value, (float, np.floating)):
-            raise TypeError(f"the loss '{f.params[k]}' must be a real scalar parameter, a float (pass 0.0, not "
-                            f"{loss_value!r}): gradients are of a real number")
+        _real_loss(f, args, k)
         outs, pullback = vjp(f, *args)
         cotangents = [None] * len(outs)
         cotangents[k] = 1.0

@@ -15,7 +15,7 @@ import numpy as np
 from revdiff.device_calls import device_call
 from revdiff.calls import blas_for, run
 from revdiff.compiler.cuda import program_source
-from revdiff.compiler.specialization import PROGRAMS, Specialization
+from revdiff.compiler.specialization import PLANS, Specialization
 from revdiff.errors import ReversibilityError
 from revdiff.frontend.arguments import bind
 from revdiff.frontend.check import check_function
@@ -295,13 +295,14 @@ class ReversibleFunction:
     def source(self, program: str = "forward", *example_args: Any, backend: str = "numba") -> str:
         """Generated source of ``program`` ("forward", "inverse", "adjoint", "inverse_adjoint", "vjp",
         "inverse_vjp": forward and adjoint fused; "vjp_forward": the forward program as a fused vjp's
-        forward half runs it, without the uncomputes its adjoint half repeats),
+        forward half runs it, without the uncomputes its adjoint half repeats; "jvp", "hvp" and the
+        other tangent programs of ``compiler.specialization.TANGENTS``: forward mode),
         specialised on the types of ``example_args`` (default: float64 arrays where the body indexes a
         parameter or passes it to a vector instruction, floats otherwise: pass example arguments for the
         whole arrays a whole-array statement reads) and, for Numba, on their sizes (``blas_for``: without example arguments, the version
         with BLAS branches); or with ``backend="cuda"`` CUDA C device functions for any shapes."""
-        if program not in PROGRAMS:
-            raise ValueError(f"program must be one of {tuple(PROGRAMS)}, got {program!r}")
+        if program not in PLANS:
+            raise ValueError(f"program must be one of {tuple(PLANS)}, got {program!r}")
         f = self.forward_function
         types = f.argument_types(example_args) if example_args else f.default_types()
         if backend == "cuda":

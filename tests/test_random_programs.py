@@ -179,3 +179,24 @@ def test_random_programs_agree_across_backends(body):
     a, b = fp(*args()), fn(*args())
     for x, y in zip(a, b):
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-13, atol=1e-13, err_msg=src)
+
+
+@settings(max_examples=25)
+@given(block(0, ()))
+def test_random_programs_jvp_is_the_transpose_of_the_pullback(body):
+    """<u, J v> from the tangent program equals <J^T u, v> from the pullback, and the Hessian of
+    x0's final value is symmetric: <u, H v> = <v, H u>."""
+    f, src = load(body, "python")
+    rng = np.random.default_rng(len(src))
+    v = (*rng.standard_normal(3), rng.standard_normal(N))
+    u = (*rng.standard_normal(3), rng.standard_normal(N))
+    _, jv = revdiff.jvp(f, args(), v)
+    _, pullback = revdiff.vjp(f, *args())
+    jtu = pullback(*u)
+    lhs = sum(float(np.vdot(a, b)) for a, b in zip(u, jv))
+    rhs = sum(float(np.vdot(a, b)) for a, b in zip(jtu, v))
+    assert abs(lhs - rhs) <= 1e-10 * max(1.0, abs(lhs)), src
+    hv, hu = revdiff.hvp(f, "x0", args(), v), revdiff.hvp(f, "x0", args(), u)
+    uhv = sum(float(np.vdot(a, b)) for a, b in zip(u, hv))
+    vhu = sum(float(np.vdot(a, b)) for a, b in zip(v, hu))
+    assert abs(uhv - vhu) <= 1e-9 * max(1.0, abs(uhv)), src

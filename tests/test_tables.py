@@ -239,3 +239,76 @@ def test_every_entry_of_the_instruction_table_has_an_example():
 def test_every_entry_of_the_function_table_has_an_example():
     _, used = _used(FUNCTION_EXAMPLES)
     assert not set(FUNCTIONS) - used, f"no round trip or gradient test for {sorted(set(FUNCTIONS) - used)}"
+
+
+# ----------------------------------------------------------------------------- forward mode
+
+
+def _direction(args):
+    return tuple(_vector(np.shape(a), np.iscomplexobj(a)) if isinstance(a, np.ndarray) else
+                 _scalar(isinstance(a, complex), -1.0, 1.0) if isinstance(a, (float, complex)) else None for a in args)
+
+
+def _inner(a, b):
+    return sum(float(np.real(np.vdot(np.asarray(x), np.asarray(y)))) for x, y in zip(a, b)
+               if x is not None and y is not None)
+
+
+@pytest.mark.parametrize("name, cplx", CASES, ids=[f"{n}-{'complex' if c else 'real'}" for n, c in CASES])
+def test_jvp_against_central_differences_and_the_pullback(name, cplx):
+    """The tangent program of every table entry: central differences along v, and <u, J v> equal
+    to <J^T u, v> from the pullback (to rounding: both are exact derivatives)."""
+    f, make, _ = EXAMPLES[name]
+    args = make(cplx)
+    v, u = _direction(args), _direction(args)
+    outs, douts = revdiff.jvp(f, args, v)
+    for got, want in zip(outs, f(*_copy(args))):
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
+    eps = 1e-6
+    shifted = [f(*[a + s * eps * d if d is not None else a for a, d in zip(_copy(args), v)]) for s in (1, -1)]
+    for plus, minus, d in zip(*shifted, douts):
+        if d is not None:
+            central = (np.asarray(plus) - np.asarray(minus)) / (2 * eps)
+            np.testing.assert_allclose(d, central, rtol=1e-6, atol=1e-7)
+    _, pullback = revdiff.vjp(f, *args)
+    lhs, rhs = _inner(u, douts), _inner(pullback(*u), v)
+    assert abs(lhs - rhs) <= 1e-11 * max(1.0, abs(lhs))
+
+
+HVP_CASES = [(n, c) for n, c in CASES if isinstance(EXAMPLES[n][1](c)[0], float)]
+
+
+@pytest.mark.parametrize("name, cplx", HVP_CASES, ids=[f"{n}-{'complex' if c else 'real'}" for n, c in HVP_CASES])
+def test_hvp_against_central_differences_of_the_gradient(name, cplx):
+    """The tangent of the fused vjp: central differences of the gradient along v, and symmetric."""
+    f, make, _ = EXAMPLES[name]
+    args = make(cplx)
+    v, u = _direction(args), _direction(args)
+    hv = revdiff.hvp(f, 0, args, v)
+    eps = 1e-5
+    grads = [revdiff.grad(f, 0)(*[a + s * eps * d if d is not None else a for a, d in zip(_copy(args), v)])
+             for s in (1, -1)]
+    for plus, minus, got in zip(*grads, hv):
+        if got is not None:
+            np.testing.assert_allclose(got, (np.asarray(plus) - np.asarray(minus)) / (2 * eps), rtol=1e-5, atol=1e-6)
+    hu = revdiff.hvp(f, 0, args, u)
+    assert abs(_inner(u, hv) - _inner(v, hu)) <= 1e-11 * max(1.0, abs(_inner(u, hv)))
+
+
+@reversible
+def complex_loss(loss, z, w):
+    loss += (z * np.conj(w)).real + abs(z) * w.imag
+    loss += (np.exp(z) * w).real
+
+
+def test_hvp_of_a_real_loss_of_complex_inputs():
+    """Complex directions dz: the derivative of the gradient dL/dx + i dL/dy along dz."""
+    args = (0.0, _scalar(True), _scalar(True))
+    v, u = _direction(args), _direction(args)
+    hv = revdiff.hvp(complex_loss, "loss", args, v)
+    eps = 1e-5
+    grads = [revdiff.grad(complex_loss, "loss")(*[a + s * eps * d for a, d in zip(args, v)]) for s in (1, -1)]
+    for plus, minus, got in zip(*grads, hv):
+        np.testing.assert_allclose(got, (plus - minus) / (2 * eps), rtol=1e-6, atol=1e-7)
+    hu = revdiff.hvp(complex_loss, "loss", args, u)
+    assert abs(_inner(u, hv) - _inner(v, hu)) <= 1e-12

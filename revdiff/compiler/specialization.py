@@ -24,6 +24,7 @@ from revdiff.passes.fuse import lower_fused_vjp
 from revdiff.passes.infer import TypeEnv, expr_type, infer
 from revdiff.passes.invert import invert_block
 from revdiff.passes.lower import Lowerer
+from revdiff.passes.tangent import tangent_function
 from revdiff.runtime import loader
 
 
@@ -33,6 +34,7 @@ class Plan(NamedTuple):
     inverted: bool  # from the inverse of the body (``passes/invert.py``)
     lowering: str  # "forward": ``Lowerer``; "adjoint": ``AdjointLowerer``; "fused": forward then adjoint
     vjp_forward: bool = False  # the forward half of a batched vjp: keeps what the adjoint half reads
+    tangent_of: "str | None" = None  # "tangent": the program whose tangent this is (``passes/tangent.py``)
 
 
 #: every program of a function; its position is part of each program's runtime-check codes
@@ -45,6 +47,12 @@ PROGRAMS = {
     "inverse_vjp": Plan(True, "fused"),
     "vjp_forward": Plan(False, "forward", vjp_forward=True),
 }
+#: the tangent program of each program: forward mode, and (of the fused vjp) the Hessian-vector
+#: product. They lower nothing themselves, so their checks keep the numbers of the program they
+#: derive from, and they need no position in ``PROGRAMS``'s numbering.
+TANGENTS = {"forward": "jvp", "inverse": "inverse_jvp", "adjoint": "adjoint_jvp",
+            "inverse_adjoint": "inverse_adjoint_jvp", "vjp": "hvp", "inverse_vjp": "inverse_hvp"}
+PLANS = dict(PROGRAMS, **{t: Plan(PROGRAMS[p].inverted, "tangent", tangent_of=p) for p, t in TANGENTS.items()})
 
 
 class Specialization:
@@ -91,7 +99,14 @@ class Specialization:
 
     @staticmethod
     def plan(program: str) -> Plan:
-        return PROGRAMS[program]
+        return PLANS[program]
+
+    def inlines(self, program: str) -> bool:
+        """Whether CPU code of ``program`` inlines the functions it calls once: a fused vjp (which
+        runs each callee's programs once) and its tangent."""
+        plan = self.plan(program)
+        return (plan.lowering == "fused" or
+                plan.lowering == "tangent" and self.plan(plan.tangent_of).lowering == "fused")
 
     def local_name(self, program: str) -> str:
         """The name of ``program`` in its own generated module (``symbol`` where it is linked)."""
@@ -111,6 +126,10 @@ class Specialization:
         """The low IR of ``program``, its impossible checks pruned. ``inline``: with the functions it
         calls once inlined (CPU code; ``optimize/inline.py``); ``hoist``: allocations in loops hoisted."""
         plan = self.plan(program)
+        if plan.lowering == "tangent":
+            base = self.low_function(plan.tangent_of, inline=inline, hoist=False)
+            low_fn = tangent_function(base, self.local_name(program), self._tangent_symbol)
+            return hoist_allocations(low_fn) if hoist else low_fn
         env = TypeEnv(self.env.types)
         body = invert_block(self.func.body) if plan.inverted else self.func.body
         params = list(self.rf.params)
@@ -138,6 +157,13 @@ class Specialization:
         if inline:
             low_fn = prune_checks(inline_single_calls(low_fn, self._inlinable), twins)
         return hoist_allocations(low_fn) if hoist else low_fn
+
+    def _tangent_symbol(self, name: str) -> str:
+        """The tangent program of called program ``name``, a dependency from now on."""
+        spec, program = self.dependencies[name]
+        tangent = symbol(spec, TANGENTS[program])
+        self.dependencies[tangent] = (spec, TANGENTS[program])
+        return tangent
 
     def _inlinable(self, name: str) -> LowFunction:
         """The low IR of callee ``name``, to inline; what it calls becomes this function's dependency."""

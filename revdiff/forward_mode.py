@@ -1,0 +1,134 @@
+"""Forward mode and second derivatives: ``jvp``, ``hvp`` and ``hessian`` of reversible functions.
+
+``jvp`` runs the tangent of the forward program (``passes/tangent.py``); ``hvp`` the tangent of the
+fused vjp program, forward over reverse: no tape, so its memory does not grow with the number of
+executed instructions. Complex values follow the gradients' convention (README, "Complex
+numbers"): a tangent is a complex direction dz = dx + i dy, and ``hvp`` is the derivative of the
+gradient dL/dx + i dL/dy along it, a real-linear map of dz.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from revdiff.ad import _loss_index, _real_loss
+from revdiff.calls import blas_for, copy_value, cotangent, run, zero_like
+from revdiff.compiler.specialization import TANGENTS
+from revdiff.function import ReversibleFunction
+
+
+def _function(f: Any, what: str) -> ReversibleFunction:
+    if not isinstance(f, ReversibleFunction):
+        raise TypeError(f"{what} differentiates reversible functions (decorated with @revdiff.reversible), got {f!r}")
+    return f
+
+
+def _arguments(f: ReversibleFunction, primals: Sequence, what: str) -> tuple:
+    if not isinstance(primals, (tuple, list)):
+        raise TypeError(f"{what}: primals must be a tuple of the arguments of {f.__qualname__}, "
+                        f"got {type(primals).__name__}")
+    args = f.bind(tuple(primals))
+    if any(hasattr(a, "__cuda_array_interface__") for a in args):
+        raise TypeError(f"{what} runs on the CPU: pass NumPy arrays (GPU arrays have vjp only)")
+    return args
+
+
+def _tangents(f: ReversibleFunction, args: tuple, types: tuple, tangents: Sequence, what: str) -> list:
+    """One checked tangent per float or complex parameter (None: zero), fresh copies in its dtype."""
+    if not isinstance(tangents, (tuple, list)) or len(tangents) != len(args):
+        raise TypeError(f"{what}: tangents must be a tuple with one entry per argument of {f.__qualname__} "
+                        f"({', '.join(f.params)}), got {tangents!r}")
+    out = []
+    for name, a, t, d in zip(f.params, args, types, tangents):
+        if not t.differentiable:
+            if d is not None:
+                raise TypeError(f"{what}: '{name}' is {t.describe()}, which has no tangent; pass None for it")
+            continue
+        out.append(cotangent(name, a, d))
+    return out
+
+
+def jvp(f: ReversibleFunction, primals: Sequence, tangents: Sequence) -> tuple:
+    """``(outs, out_tangents)``: the final values of all parameters of ``f`` run on ``primals`` (as
+    ``f(*primals)`` returns them) and the directional derivatives of those final values along
+    ``tangents`` (one per parameter: an array or number shaped like it, or None for zero; None for
+    integer and bool parameters, whose entries of ``out_tangents`` are None too), in one run of the
+    tangent program (``f.source("jvp")``). The shape of ``jax.jvp``."""
+    f = _function(f, "jvp")
+    args = _arguments(f, primals, "jvp")
+    types = f.argument_types(args)
+    dargs = _tangents(f, args, types, tangents, "jvp")
+    f.validate(args)
+    spec = f.forward_function.specialize(types, blas_for(args))
+    result = run(spec.callable(TANGENTS[f.programs[0]]), tuple(copy_value(a) for a in args) + tuple(dargs))
+    n = len(args)
+    douts = iter(result[n:])
+    return tuple(result[:n]), tuple(next(douts) if t.differentiable else None for t in types)
+
+
+def hvp(f: ReversibleFunction, loss: str | int, primals: Sequence, v: Sequence) -> tuple:
+    """The Hessian of the final value of the real scalar parameter ``loss`` with respect to the
+    initial values of all parameters, times ``v`` (one direction per parameter, None for zero or for
+    an integer parameter): one entry per parameter, None for integer and bool ones. One run of the
+    tangent of the fused vjp program (``f.source("hvp")``)."""
+    f = _function(f, "hvp")
+    k = _loss_index(f, loss)
+    args = _arguments(f, primals, "hvp")
+    _real_loss(f, args, k)
+    types = f.argument_types(args)
+    dargs = _tangents(f, args, types, v, "hvp")
+    f.validate(args)
+    spec = f.forward_function.specialize(types, blas_for(args))
+    differentiable = [j for j, t in enumerate(types) if t.differentiable]
+    seeds = [type(args[j])(1) if j == k else zero_like(args[j]) for j in differentiable]
+    modified = sorted(f.forward_function.modified_positions())
+    saved = [np.zeros(np.shape(args[j]) or (1,), types[j].dtype) for j in modified]
+    dsaved = [np.zeros_like(s) for j, s in zip(modified, saved) if types[j].differentiable]
+    dseeds = [zero_like(args[j]) for j in differentiable]
+    call = (tuple(copy_value(a) for a in args) + tuple(seeds) + tuple(saved) + tuple(dargs) + tuple(dseeds)
+            + tuple(dsaved))
+    result = run(spec.callable(TANGENTS[f.fused_vjp]), call)
+    start = len(args) + len(seeds) + len(saved) + len(dargs)
+    products = iter(result[start:start + len(dseeds)])
+    return tuple(next(products) if t.differentiable else None for t in types)
+
+
+def hessian(f: ReversibleFunction, loss: str | int, *args: Any) -> tuple:
+    """The Hessian of the final value of the real scalar parameter ``loss`` with respect to the
+    initial values of the float parameters, as ``H[i][j]`` of shape ``shape_i + shape_j`` (None
+    where parameter i or j is an integer), one ``hvp`` per input entry: for small inputs. Complex
+    parameters are refused: the Hessian of a real loss of z is real-linear in dz, not a complex matrix
+    (use ``hvp``)."""
+    f = _function(f, "hessian")
+    args = f.bind(args)
+    types = f.argument_types(args)
+    for name, t in zip(f.params, types):
+        if t.kind == "complex":
+            raise TypeError(f"hessian: '{name}' is complex; the Hessian of a real loss of a complex variable "
+                            "is real-linear, not a complex matrix: use revdiff.hvp with directions")
+    shapes = [np.shape(a) if t.differentiable else None for a, t in zip(args, types)]
+    columns: list = [[] for _ in args]  # per input i, the hvps of its unit directions
+    for i, shape in enumerate(shapes):
+        if shape is None:
+            continue
+        for flat in range(int(np.prod(shape, dtype=np.int64))):
+            direction = [zero_like(a) if s is not None else None for a, s in zip(args, shapes)]
+            if shape:
+                direction[i].reshape(-1)[flat] = 1
+            else:
+                direction[i] = type(args[i])(1)
+            columns[i].append(hvp(f, loss, args, direction))
+    rows = []
+    for j, sj in enumerate(shapes):
+        row = []
+        for i, si in enumerate(shapes):
+            if sj is None or si is None:
+                row.append(None)
+                continue
+            # H[j][i][a, b] = d^2 L / dx_j[a] dx_i[b] = (hvp along e_i[b])[j][a]
+            block = np.stack([np.asarray(c[j]) for c in columns[i]], axis=-1) if columns[i] else \
+                np.zeros(sj + (0,), types[j].dtype)
+            row.append(block.reshape(sj + si))
+        rows.append(tuple(row))
+    return tuple(rows)

@@ -1,0 +1,262 @@
+"""The tangent program: forward-mode derivatives of any lowered program, statement by statement.
+
+Before each statement of the low IR come the statements that carry the tangents (``d_<name>``) of
+what it writes, computed from the values it reads, still the old ones; then the statement itself.
+Loops, branches and checks keep their primal conditions. Nothing here is a rule of its own:
+
+- the tangent of a pure function or operator is the transpose of its cotangent rule in the function
+  table (``primitives/functions.py``) under the real inner product <a, b> = Re(conj(a) b): the rule
+  maps the result's cotangent c to an argument's, linearly in c, and ``_transpose`` turns the
+  expression it builds into the map from the argument's tangent to the result's. For a holomorphic
+  f that is f'(x) dx; conj, real, imag and abs come out as what they are;
+- the tangent of an instruction is the tangent of the statements its forward rule lowers to.
+
+So forward mode reads the table entries reverse mode reads, and the tangent of the fused vjp program
+(forward over reverse) is a Hessian-vector product without a tape: its memory is that of the vjp
+program twice over, whatever the number of executed instructions.
+
+Host library calls run their loop fallbacks (their tangents are those loops' tangents), so a tangent
+program computes its primal values with loops where the plain program may have called BLAS: the same
+values to rounding, not bit for bit.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from revdiff.ir import algebra as A
+from revdiff.ir.high import BinOp, Call, Const, Index, Name, Select, Shape, Unary
+from revdiff.ir.low import (Assign, AugAssign, Branch, Check, Comment, HostCall, Invoke, Local, Loop, LowFunction,
+                            Repeat, Zero, nested_blocks)
+from revdiff.ir.types import VarType, is_real, kind_of_dtype
+from revdiff.passes.infer import TypeEnv, expr_type
+from revdiff.primitives import FUNCTIONS
+
+#: the name a cotangent rule is called with: the result's cotangent, which its output is linear in
+_COTANGENT = "_rd_cotangent"
+
+
+def tangent_function(fn: LowFunction, name: str, callee: Callable[[str], str]) -> LowFunction:
+    """The tangent program of ``fn``, called ``name``: ``fn``'s parameters, then ``d_<p>`` for each
+    float or complex parameter ``p`` (its tangent in, the tangent of its final value out); it returns
+    its scalar parameters in that order. ``callee(symbol)``: the tangent program of a called program."""
+    return _Tangent(fn, callee).function(name)
+
+
+def _names(fn: LowFunction) -> set:
+    names = set(fn.params)
+
+    def visit(body: list) -> None:
+        for s in body:
+            if isinstance(s, (Local, Zero)):
+                names.add(s.name)
+            elif isinstance(s, Loop):
+                names.add(s.var)
+            for block in nested_blocks(s):
+                visit(block)
+
+    visit(fn.body)
+    return names
+
+
+class _Tangent:
+    def __init__(self, fn: LowFunction, callee: Callable[[str], str]):
+        self.fn = fn
+        self.callee = callee
+        self.env = TypeEnv(fn.param_types)
+        taken = _names(fn)
+        self.prefix = "d_"
+        while any(n.startswith(self.prefix) for n in taken):
+            self.prefix = "d" + self.prefix
+
+    # ---------------------------------------------------------------- names and kinds
+
+    def type_of(self, e) -> VarType:
+        return expr_type(e, self.env, None)
+
+    def differentiable(self, e) -> bool:
+        return self.type_of(e).differentiable
+
+    def dname(self, name: str) -> str:
+        return self.prefix + name
+
+    def dvar(self, lv):
+        """The tangent of variable or element ``lv`` (same indices, in the tangent array)."""
+        if isinstance(lv, Name):
+            return Name(self.dname(lv.id))
+        return Index(self.dname(lv.base), lv.indices)
+
+    def define(self, name: str, t: VarType) -> None:
+        self.env.types[name] = t
+        if t.differentiable:
+            self.env.types[self.dname(name)] = t
+
+    def zero(self, t: VarType) -> Const:
+        return Const(0j if t.kind == "complex" else 0.0)
+
+    # ---------------------------------------------------------------- expressions
+
+    def tangent(self, e):
+        """The tangent of expression ``e``, or None where it is zero (constants, integers)."""
+        t = self.type_of(e)
+        if not t.differentiable:
+            return None
+        if isinstance(e, (Name, Index)):
+            return self.dvar(e)
+        if isinstance(e, (Const, Shape)):
+            return None
+        if isinstance(e, Select):
+            a, b = self.tangent(e.a), self.tangent(e.b)
+            if a is None and b is None:
+                return None
+            return Select(e.cond, a if a is not None else self.zero(t), b if b is not None else self.zero(t))
+        if isinstance(e, BinOp):
+            fn, args = FUNCTIONS[e.op], (e.left, e.right)
+        elif isinstance(e, Unary):
+            fn, args = FUNCTIONS["neg" if e.op == "-" else "pos"], (e.operand,)
+        elif isinstance(e, Call):
+            fn, args = FUNCTIONS[e.fn], e.args
+        else:
+            return None
+        if fn.cotangents is None:
+            return None
+        self.env.types[_COTANGENT] = t
+        rules = fn.cotangents(Name(_COTANGENT), args, lambda x: self.type_of(x).kind)
+        total = None
+        for arg, rule in zip(args, rules):
+            if rule is None or not self.differentiable(arg):
+                continue
+            darg = self.tangent(arg)
+            if darg is not None:
+                total = A.add(total, self._transpose(rule, darg))
+        if total is not None and is_real(t.kind) and self.type_of(total).kind == "complex":
+            total = A.real_part(total)
+        return total
+
+    def _transpose(self, rule, d):
+        """T(d) with <rule(c), d> = <c, T(d)> for all c: ``rule`` is linear in the cotangent name."""
+        if isinstance(rule, Name) and rule.id == _COTANGENT:
+            return d
+        if not _reads_cotangent(rule):
+            raise AssertionError(f"a cotangent rule term does not depend on the cotangent: {rule!r}")
+        if isinstance(rule, Unary) and rule.op == "-":
+            return A.neg(self._transpose(rule.operand, d))
+        if isinstance(rule, Select):
+            arms = [self._transpose(arm, d) if _reads_cotangent(arm) else None for arm in (rule.a, rule.b)]
+            t = self.type_of(d)
+            return Select(rule.cond, *(arm if arm is not None else self.zero(t) for arm in arms))
+        if isinstance(rule, Call) and rule.fn == "conj":
+            return self._transpose(rule.args[0], A.conj_if(d, self.type_of(d).kind == "complex"))
+        if isinstance(rule, Call) and rule.fn == "real":  # a real part, taken of a complex cotangent
+            return self._transpose(rule.args[0], d)
+        if isinstance(rule, BinOp) and rule.op in ("+", "-"):
+            left, right = (self._transpose(x, d) if _reads_cotangent(x) else None for x in (rule.left, rule.right))
+            if rule.op == "-":
+                return A.sub(left if left is not None else Const(0), right) if right is not None else left
+            return A.add(left, right)
+        if isinstance(rule, BinOp) and rule.op == "*":
+            linear, factor = (rule.left, rule.right) if _reads_cotangent(rule.left) else (rule.right, rule.left)
+            return self._transpose(linear, A.mul(self._conj(factor), d))
+        if isinstance(rule, BinOp) and rule.op == "/" and not _reads_cotangent(rule.right):
+            return self._transpose(rule.left, A.div(d, self._conj(rule.right)))
+        raise AssertionError(f"cannot transpose the cotangent rule term {rule!r}")
+
+    def _conj(self, e):
+        return A.conj_if(e, self.type_of(e).kind == "complex")
+
+    # ---------------------------------------------------------------- statements
+
+    def function(self, name: str) -> LowFunction:
+        fn = self.fn
+        dparams = [self.dname(p) for p in fn.params if fn.param_types[p].differentiable]
+        for p in fn.params:
+            self.define(p, fn.param_types[p])
+        body = self.block(fn.body)
+        params = list(fn.params) + dparams
+        types = {p: self.env[p] for p in params}
+        returns = [p for p in params if not types[p].is_array]
+        return LowFunction(name, params, body, returns, types)
+
+    def block(self, body: list) -> list:
+        out: list = []
+        for s in body:
+            out.extend(self.statement(s))
+        return out
+
+    def statement(self, s) -> list:
+        if isinstance(s, (Comment, Check)):
+            return [s]
+        if isinstance(s, Local):
+            t = self.type_of(s.expr)
+            self.define(s.name, t)
+            if not t.differentiable:
+                return [s]
+            d = self.tangent(s.expr)
+            return [Local(self.dname(s.name), d if d is not None else self.zero(t)), s]
+        if isinstance(s, Zero):
+            t = VarType(kind_of_dtype(s.dtype), len(s.shape) if s.shape is not None else 0, s.dtype)
+            self.define(s.name, t)
+            return [s, Zero(self.dname(s.name), s.shape, s.dtype, s.reuse, s.alloc)] if t.differentiable else [s]
+        if isinstance(s, AugAssign):
+            return self.update(s) + [s]
+        if isinstance(s, Assign):
+            for lv, e in zip(s.targets, s.exprs):
+                if isinstance(lv, Name) and lv.id not in self.env:  # an inlined callee's scalar parameter,
+                    self.define(lv.id, self.type_of(e))  # specialised on the argument's type
+            pairs = [(self.dvar(lv), self.tangent(e), self.type_of(lv)) for lv, e in zip(s.targets, s.exprs)
+                     if self.differentiable(lv)]
+            if not pairs:
+                return [s]
+            return [Assign(tuple(p[0] for p in pairs),
+                           tuple(d if d is not None else self.zero(t) for _, d, t in pairs)), s]
+        if isinstance(s, Loop):
+            self.env.types[s.var] = VarType("int", 0, "int64")
+            return [Loop(s.var, s.start, s.stop, s.step, self.block(s.body))]
+        if isinstance(s, Branch):
+            return [Branch(s.cond, self.block(s.then), self.block(s.orelse))]
+        if isinstance(s, Repeat):
+            return [Repeat(s.cond, self.block(s.body))]
+        if isinstance(s, HostCall):  # a library routine has no tangent here: its loops do
+            return self.block(s.fallback)
+        if isinstance(s, Invoke):
+            return [self.invoke(s)]
+        raise TypeError(f"no tangent for low-level statement {s!r}")
+
+    def update(self, s: AugAssign) -> list:
+        """The tangent of ``t op= e``, read before it runs."""
+        if not self.differentiable(s.target):
+            return []
+        dt = self.dvar(s.target)
+        if s.op in ("+", "-"):
+            d = self.tangent(s.expr)
+            return [] if d is None else [AugAssign(dt, s.op, d)]
+        d = self.tangent(BinOp(s.op, s.target, s.expr))
+        return [Assign((dt,), (d if d is not None else self.zero(self.type_of(s.target)),))]
+
+    def invoke(self, s: Invoke) -> Invoke:
+        """The called program's tangent: its arguments, then the tangent of each float or complex one
+        (a view of the tangent array, or the tangent of a scalar expression), returned like the values."""
+        dargs, dresults = [], []
+        for a, r in zip(s.args, s.results):
+            t = self.type_of(a)
+            if not t.differentiable:
+                continue
+            d = self.tangent(a)
+            dargs.append(d if d is not None else self.zero(t))
+            dresults.append(None if r is None or t.is_array else self.dvar(r))
+        return Invoke(self.callee(s.fn), tuple(s.args) + tuple(dargs), tuple(s.results) + tuple(dresults))
+
+
+def _reads_cotangent(e) -> bool:
+    if isinstance(e, Name):
+        return e.id == _COTANGENT
+    if isinstance(e, BinOp):
+        return _reads_cotangent(e.left) or _reads_cotangent(e.right)
+    if isinstance(e, Unary):
+        return _reads_cotangent(e.operand)
+    if isinstance(e, Call):
+        return any(_reads_cotangent(a) for a in e.args)
+    if isinstance(e, Select):
+        return _reads_cotangent(e.a) or _reads_cotangent(e.b)
+    return False
+
+

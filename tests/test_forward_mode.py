@@ -1,0 +1,131 @@
+"""``revdiff.jvp``, ``hvp`` and ``hessian`` on whole programs: agreement with finite differences and
+with PyTorch, the argument errors, and the generated tangent programs."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import revdiff
+from revdiff import reversible, rot
+
+
+@reversible
+def poly(loss, x, k):
+    for i in range(x.shape[0]):
+        loss += x[i] ** 3 * (k + 1) + np.sin(x[i]) * x[(i + 1) % x.shape[0]]
+
+
+@reversible
+def rotate_then_measure(a, b, theta, loss):
+    rot(a, b, theta)
+    loss += a * a * b
+
+
+def test_jvp_returns_outputs_and_tangents_in_the_shape_of_jax_jvp():
+    x = np.array([0.3, -0.2, 0.9])
+    outs, douts = revdiff.jvp(poly, (0.0, x, 2), (0.0, np.ones(3), None))
+    assert outs[0] == pytest.approx(poly(0.0, x, 2)[0], rel=1e-15)
+    assert douts[2] is None and douts[1].shape == (3,)
+    np.testing.assert_array_equal(douts[1], np.ones(3))  # x is read, not written: its tangent passes through
+    eps = 1e-6
+    central = (poly(0.0, x + eps, 2)[0] - poly(0.0, x - eps, 2)[0]) / (2 * eps)
+    assert douts[0] == pytest.approx(central, rel=1e-8)
+
+
+def test_hessian_is_symmetric_and_matches_differences_of_the_gradient():
+    x = np.array([0.3, -0.2, 0.9, 0.4])
+    H = revdiff.hessian(poly, "loss", 0.0, x, 1)
+    assert H[2][2] is None and H[1][2] is None
+    hxx = H[1][1]
+    assert hxx.shape == (4, 4)
+    np.testing.assert_allclose(hxx, hxx.T, rtol=1e-14, atol=1e-14)
+    eps = 1e-6
+    grad = revdiff.grad(poly, "loss")
+    for j in range(4):
+        e = np.zeros(4)
+        e[j] = eps
+        column = (grad(0.0, x + e, 1)[1] - grad(0.0, x - e, 1)[1]) / (2 * eps)
+        np.testing.assert_allclose(hxx[:, j], column, rtol=1e-7, atol=1e-8)
+    assert H[0][0] == 0.0 and H[0][1].shape == (4,)  # the loss's initial value enters linearly
+
+
+def test_hessian_against_torch():
+    torch = pytest.importorskip("torch")
+    a, b, theta = 0.4, -1.3, 0.7
+    H = revdiff.hessian(rotate_then_measure, "loss", a, b, theta, 0.0)
+
+    def loss(v):
+        c, s = torch.cos(v[2]), torch.sin(v[2])
+        a1, b1 = c * v[0] - s * v[1], s * v[0] + c * v[1]
+        return a1 * a1 * b1
+
+    want = torch.autograd.functional.hessian(loss, torch.tensor([a, b, theta], dtype=torch.float64)).numpy()
+    got = np.array([[H[i][j] for j in range(3)] for i in range(3)])
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
+
+
+def test_hvp_memory_is_that_of_the_program_not_of_its_steps():
+    """The hvp keeps no tape: its tangent arrays are the only extra storage (checked by the
+    program's parameter list: no buffer grows with the loop's trip count)."""
+    src = poly.source("hvp", 0.0, np.ones(3), 1)
+    header = src.split("def poly_hvp(")[1].split(")")[0]
+    assert header.split(", ") == ["loss", "x", "k", "g_loss", "g_x", "saved_loss", "d_loss", "d_x", "d_g_loss",
+                                  "d_g_x", "d_saved_loss", "_err"]
+
+
+def test_tangent_programs_are_readable():
+    src = rotate_then_measure.source("jvp")
+    assert "def rotate_then_measure_jvp(a, b, theta, loss, d_a, d_b, d_theta, d_loss, _err)" in src
+    assert "d_loss += " in src and "np.cos(theta) * d_theta" in src
+
+
+def test_jvp_of_the_inverse_runs_the_inverse_tangent():
+    args = (0.4, -1.3, 0.7, 0.0)
+    outs = rotate_then_measure(*args)
+    back, dback = revdiff.jvp(~rotate_then_measure, outs, (1.0, 0.0, 0.0, 0.0))
+    np.testing.assert_allclose(back, args, atol=1e-15)
+    _, forward_tangent = revdiff.jvp(rotate_then_measure, args, dback)  # the inverse's Jacobian, inverted
+    np.testing.assert_allclose(forward_tangent, (1.0, 0.0, 0.0, 0.0), atol=1e-14)
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+def test_jvp_argument_errors_name_the_parameter():
+    x = np.ones(3)
+    with pytest.raises(TypeError, match="decorated with @revdiff.reversible"):
+        revdiff.jvp(lambda x: x, (x,), (x,))
+    with pytest.raises(TypeError, match="primals must be a tuple"):
+        revdiff.jvp(poly, x, x)
+    with pytest.raises(TypeError, match="one entry per argument"):
+        revdiff.jvp(poly, (0.0, x, 1), (0.0, x))
+    with pytest.raises(ValueError, match="'x' has shape"):
+        revdiff.jvp(poly, (0.0, x, 1), (0.0, np.ones(4), None))
+    with pytest.raises(TypeError, match="'k' is int64, which has no tangent"):
+        revdiff.jvp(poly, (0.0, x, 1), (0.0, x, 1))
+    with pytest.raises(TypeError, match="complex but 'x' is real"):
+        revdiff.jvp(poly, (0.0, x, 1), (0.0, x * 1j, None))
+
+
+def test_hvp_and_hessian_errors():
+    x = np.ones(3)
+    with pytest.raises(TypeError, match="must be a real scalar parameter"):
+        revdiff.hvp(poly, "x", (0.0, x, 1), (0.0, x, None))
+    with pytest.raises(ValueError, match="not a parameter"):
+        revdiff.hvp(poly, "nope", (0.0, x, 1), (0.0, x, None))
+
+    @reversible
+    def cplx(loss, z):
+        loss += (z * z).real
+
+    with pytest.raises(TypeError, match="use revdiff.hvp"):
+        revdiff.hessian(cplx, "loss", 0.0, 1j)
+
+
+def test_runtime_checks_keep_their_messages_in_tangent_programs():
+    @reversible
+    def divide(y, x):
+        y /= x
+
+    with pytest.raises(revdiff.ReversibilityError, match="division by zero"):
+        revdiff.jvp(divide, (1.0, 0.0), (1.0, 1.0))
