@@ -6,7 +6,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from revdiff.device_calls import device_vjp
-from revdiff.calls import blas_for, copy_value, cotangent, run
+from revdiff.calls import blas_for, copy_value, cotangent, loss_index, run
 from revdiff.function import ReversibleFunction
 
 
@@ -52,15 +52,7 @@ def vjp(f: ReversibleFunction, /, *args: Any, **kwargs: Any) -> tuple:
 def _loss_index(f: ReversibleFunction, loss: str | int) -> int:
     if not isinstance(f, ReversibleFunction):
         raise TypeError(f"grad differentiates reversible functions (decorated with @revdiff.reversible), got {f!r}")
-    if isinstance(loss, bool) or not isinstance(loss, (str, int)):
-        raise TypeError(f"loss must name a parameter of {f.__qualname__} or give its position, got {loss!r}")
-    if isinstance(loss, str):
-        if loss not in f.params:
-            raise ValueError(f"loss '{loss}' is not a parameter of {f.__qualname__} ({', '.join(f.params)})")
-        return f.params.index(loss)
-    if not -len(f.params) <= loss < len(f.params):
-        raise IndexError(f"loss index {loss} out of range for {len(f.params)} parameters")
-    return loss % len(f.params)
+    return loss_index(f, loss)
 
 
 def _real_loss(f: ReversibleFunction, args: tuple, k: int) -> None:

@@ -166,26 +166,39 @@ def zero_like(value: Any) -> Any:
     return type(value)(0)
 
 
-def cotangent_value(name: str, ct: Any) -> Any:
+def cotangent_value(name: str, ct: Any, what: str = "cotangent") -> Any:
     """TypeError naming the parameter for a cotangent that is not numeric."""
     if ct is not None and not isinstance(ct, (numbers.Number, np.ndarray, np.generic, list, tuple)):
-        raise TypeError(f"cotangent for '{name}' must be a number or an array, got {type(ct).__name__}")
+        raise TypeError(f"{what} for '{name}' must be a number or an array, got {type(ct).__name__}")
     return ct
 
 
-def cotangent(name: str, out: Any, ct: Any) -> Any:
-    """Check one cotangent against its output and give it the output's type (a fresh copy)."""
-    if cotangent_value(name, ct) is None:
+def cotangent(name: str, out: Any, ct: Any, what: str = "cotangent") -> Any:
+    """Check one cotangent (or tangent: ``what``) against its value and give it the value's type (a fresh copy)."""
+    if cotangent_value(name, ct, what) is None:
         return zero_like(out)
     if isinstance(out, np.ndarray):
         ct = np.asarray(ct)
         if ct.shape != out.shape:
-            raise ValueError(f"cotangent for '{name}' has shape {ct.shape}, expected {out.shape}")
+            raise ValueError(f"{what} for '{name}' has shape {ct.shape}, expected {out.shape}")
         if np.iscomplexobj(ct) and not np.iscomplexobj(out):
-            raise TypeError(f"cotangent for '{name}' is complex but '{name}' is real")
+            raise TypeError(f"{what} for '{name}' is complex but '{name}' is real")
         return np.array(ct, dtype=out.dtype, copy=True)
     if isinstance(ct, np.ndarray):
-        raise TypeError(f"cotangent for the scalar '{name}' must be a scalar")
+        raise TypeError(f"{what} for the scalar '{name}' must be a scalar")
     if isinstance(ct, complex) and not isinstance(out, complex):
-        raise TypeError(f"cotangent for '{name}' is complex but '{name}' is real")
+        raise TypeError(f"{what} for '{name}' is complex but '{name}' is real")
     return type(out)(ct) if not isinstance(out, np.generic) else out.dtype.type(ct)
+
+
+def loss_index(f, loss: "str | int") -> int:
+    """The position of the parameter ``loss`` names (or gives the position of) among ``f``'s."""
+    if isinstance(loss, bool) or not isinstance(loss, (str, int)):
+        raise TypeError(f"loss must name a parameter of {f.__qualname__} or give its position, got {loss!r}")
+    if isinstance(loss, str):
+        if loss not in f.params:
+            raise ValueError(f"loss '{loss}' is not a parameter of {f.__qualname__} ({', '.join(f.params)})")
+        return f.params.index(loss)
+    if not -len(f.params) <= loss < len(f.params):
+        raise IndexError(f"loss index {loss} out of range for {len(f.params)} parameters")
+    return loss % len(f.params)

@@ -45,7 +45,7 @@ def _tangents(f: ReversibleFunction, args: tuple, types: tuple, tangents: Sequen
             if d is not None:
                 raise TypeError(f"{what}: '{name}' is {t.describe()}, which has no tangent; pass None for it")
             continue
-        out.append(cotangent(name, a, d))
+        out.append(cotangent(name, a, d, "tangent"))
     return out
 
 

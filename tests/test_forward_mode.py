@@ -129,3 +129,66 @@ def test_runtime_checks_keep_their_messages_in_tangent_programs():
 
     with pytest.raises(revdiff.ReversibilityError, match="division by zero"):
         revdiff.jvp(divide, (1.0, 0.0), (1.0, 1.0))
+
+
+# ----------------------------------------------------------------------------- batches and programs
+
+
+def test_batched_jvp_and_hvp_equal_the_single_calls():
+    @reversible
+    def weighted(loss, x, w):
+        for i in range(x.shape[0]):
+            loss += np.sin(x[i]) * x[i] * w[i]
+
+    rng = np.random.default_rng(3)
+    x, w, dx, dw = rng.standard_normal((5, 3)), rng.standard_normal(3), rng.standard_normal((5, 3)), rng.standard_normal(3)
+    bf = revdiff.batched(weighted, ["loss", "x"])
+    outs, douts = bf.jvp((np.zeros(5), x, w), (None, dx, dw))
+    hv = bf.hvp("loss", (np.zeros(5), x, w), (None, dx, dw))
+    shared = np.zeros(3)
+    for b in range(5):
+        _, d = revdiff.jvp(weighted, (0.0, x[b], w), (0.0, dx[b], dw))
+        assert douts[0][b] == pytest.approx(d[0], rel=1e-14)
+        h = revdiff.hvp(weighted, "loss", (0.0, x[b], w), (0.0, dx[b], dw))
+        np.testing.assert_allclose(hv[1][b], h[1], rtol=1e-14, atol=1e-15)
+        shared += h[2]
+    np.testing.assert_allclose(hv[2], shared, rtol=1e-13)  # a shared parameter: summed over the batch
+    with pytest.raises(TypeError, match="batched real scalar"):
+        bf.hvp("x", (np.zeros(5), x, w), (None, dx, dw))
+
+
+def test_qr_jvp_equals_torch_forward_mode():
+    torch = pytest.importorskip("torch")
+    from revdiff import programs as P
+    rng = np.random.default_rng(5)
+    A, dA = rng.standard_normal((3, 6, 4)), rng.standard_normal((3, 6, 4))
+    (Q, R), (dQ, dR) = P.qr_jvp(A, dA, "cgs2")
+    (tQ, tR), (tdQ, tdR) = torch.func.jvp(torch.linalg.qr, (torch.from_numpy(A),), (torch.from_numpy(dA),))
+    s = np.sign(np.diagonal(tR.numpy(), axis1=-2, axis2=-1))  # LAPACK's signs to diag(R) >= 0 (constant nearby)
+    np.testing.assert_allclose(Q, tQ.numpy() * s[:, None, :], atol=1e-13)
+    np.testing.assert_allclose(dQ, tdQ.numpy() * s[:, None, :], atol=1e-12)
+    np.testing.assert_allclose(dR, tdR.numpy() * s[:, :, None], atol=1e-12)
+    R_only, dR_only = P.qr_jvp(A, dA, "cgs2", mode="r")
+    np.testing.assert_array_equal(dR_only, dR)
+    with pytest.raises(ValueError, match="'dA' must have the shape of A"):
+        P.qr_jvp(A, dA[..., :3], "cgs2")
+    with pytest.raises(ValueError, match="not finite|NaN|inf"):
+        P.qr_jvp(A, np.full_like(A, np.nan), "cgs2")
+
+
+def test_project_jvp_against_central_differences_complex_and_truncated():
+    from revdiff import programs as P
+    rng = np.random.default_rng(6)
+    B = rng.standard_normal((2, 5, 2)) + 1j * rng.standard_normal((2, 5, 2))
+    A = np.concatenate([B, B[..., :1] * (0.5 - 1j)], axis=-1)  # rank 2 of 3 columns
+    y = rng.standard_normal((2, 5)) + 1j * rng.standard_normal((2, 5))
+    X = rng.standard_normal((2, 3, 3))
+    dA, dy = A @ X, rng.standard_normal((2, 5)) + 1j * rng.standard_normal((2, 5))  # keeps the rank
+    (z, rank), dz = P.project_jvp(A, y, dA, dy, "cgs2", rank_deficient="truncate")
+    assert list(rank) == [2, 2]
+    eps = 1e-6
+    curve = [P.project(A @ (np.eye(3) + s * eps * X), y + s * eps * dy, "cgs2", rank_deficient="truncate")[0]
+             for s in (1, -1)]
+    np.testing.assert_allclose(dz, (curve[0] - curve[1]) / (2 * eps), rtol=1e-6, atol=1e-7)
+    z0, dz0 = P.project_jvp(A[..., :2], y, None, dy, "cgs2")  # linear in y
+    np.testing.assert_allclose(dz0, P.project(A[..., :2], dy, "cgs2"), atol=1e-14)

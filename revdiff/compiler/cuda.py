@@ -98,7 +98,7 @@ def module_source(entries: list, host: bool = False, check: bool = True) -> str:
     kernels = []
     for bf, kind, types in entries:
         spec = bf.f.forward_function.specialize(types)
-        program, params, grads, saved = entry_signature(bf.f, bf.batched, kind, types)
+        program, params, grads, saved = entry_signature(bf.f, bf.batched, kind, types)[:4]
         type_map = dict(zip(bf.f.params, types))
         type_map.update({g.name: t for g, t in zip(grads, [t for t in types if t.differentiable])})
         device_functions(spec, [program], functions)

@@ -4,6 +4,7 @@ shared parameters included: they are summed after), and the outputs it saves bef
 half restores the inputs."""
 from __future__ import annotations
 
+from revdiff.compiler.specialization import TANGENTS
 from revdiff.ir.entries import DERIVED, BatchParam, EntrySignature
 
 
@@ -17,13 +18,22 @@ def check_names(f) -> None:
 
 
 def entry_signature(f, batched: frozenset, kind: str, types: tuple) -> EntrySignature:
-    """The signature of the ``kind`` ("call" or "vjp") entry of ``f`` (a reversible function or its
-    inverse) batched over the parameters in ``batched``, for element ``types``."""
+    """The signature of the ``kind`` ("call", "vjp", "jvp" or "hvp") entry of ``f`` (a reversible
+    function or its inverse) batched over the parameters in ``batched``, for element ``types``.
+    A tangent entry runs the tangent of the call's or the vjp's program with a tangent per float or
+    complex parameter, batched where its primal is (``compiler/specialization.TANGENTS``)."""
     check_names(f)
     params = [BatchParam(p, p in batched, t.ndim == 0) for p, t in zip(f.params, types)]
+    tangents = [BatchParam("d_" + p.name, p.batched, p.scalar) for p, t in zip(params, types) if t.differentiable]
     if kind == "call":
         return EntrySignature(f.programs[0], params, [], ())
+    if kind == "jvp":
+        return EntrySignature(TANGENTS[f.programs[0]], params, [], (), tangents)
     grads = [BatchParam("g_" + p.name, True, p.scalar) for p, t in zip(params, types) if t.differentiable]
     modified = f.forward_function.modified_positions()
     saved = tuple(p for k, p in enumerate(f.params) if k in modified)
-    return EntrySignature(f.fused_vjp, params, grads, saved)
+    if kind == "vjp":
+        return EntrySignature(f.fused_vjp, params, grads, saved)
+    differentiable_saved = tuple(p for k, p in enumerate(f.params) if k in modified and types[k].differentiable)
+    return EntrySignature(TANGENTS[f.fused_vjp], params, grads, saved,
+                          tangents + [BatchParam("d_" + g.name, True, g.scalar) for g in grads], differentiable_saved)

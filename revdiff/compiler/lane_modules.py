@@ -67,7 +67,7 @@ def lane_module_source(bf, kind: str, types: tuple, width: int) -> tuple:
     ``bf``'s ``kind`` ("call" or "vjp") entry in lanes. Raises NotLaneable."""
     f = bf.f
     spec = f.forward_function.specialize(types, blas=False)  # lanes never call BLAS
-    program, params, grads, saved = entry_signature(f, bf.batched, kind, types)
+    program, params, grads, saved = entry_signature(f, bf.batched, kind, types)[:4]
     lanes = tuple(p.batched for p in params + grads) + tuple(True for _ in saved)
     top = lane_alias(symbol(spec, program), lanes)
     functions: dict = {}

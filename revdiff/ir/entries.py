@@ -1,5 +1,5 @@
 """What a batched entry is, for every backend that generates one (Numba, lanes, CUDA): its parameters
-with their batch axes, the names it derives from them, and the worker functions beside it."""
+with their batch axes, the names it derives from them (tangent entries: ``d_<p>``, ``d_g_<p>``, ``dout_<p>``), and the worker functions beside it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,12 +18,16 @@ class EntrySignature(NamedTuple):
     params: list  # BatchParam per parameter of the function
     grads: list  # BatchParam per differentiable parameter (vjp entries; empty for calls)
     saved: tuple  # names of the parameters whose forward results a vjp entry copies out
+    #: tangent programs (jvp, hvp entries): BatchParam per tangent parameter after the saved
+    #: outputs, then the names of the saved outputs whose tangents come back in ``dout_<name>``
+    tangents: list = []
+    tangent_saved: tuple = ()
 
 
 #: the names a batched entry derives from a parameter ``p``: its gradient buffer, its saved output,
 #: and (CUDA) the pointer and shape record it arrives as
 DERIVED = {"g_": "the gradient of", "out_": "the saved output of", "p_": "the device pointer of",
-           "m_": "the shape record of"}
+           "m_": "the shape record of", "d_": "the tangent of", "dout_": "the tangent of the saved output of"}
 
 
 #: the functions beside a batched entry, compiled before it: ``entry_work``, which the entry runs

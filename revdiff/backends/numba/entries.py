@@ -26,14 +26,19 @@ def _element(p: BatchParam) -> str:
     return f"{p.name}[_b]" if p.batched else p.name
 
 
-def _call(lines: list, fn: str, params: list, saved: tuple, indent: str) -> None:
+def _call(lines: list, fn: str, params: list, saved: tuple, indent: str, tangents: list = (),
+          tangent_saved: tuple = ()) -> None:
     """``r = fn(elements..., errors[b])`` then write back the batched scalars from those the program
     returned (its scalar parameters, in order); a scalar's saved result is the one-element slice of
-    its ``out_`` array."""
-    args = [_element(p) for p in params]
-    scalars = [p for p in params if p.scalar]
-    args += [f"out_{name}[_b:_b + 1]" if name in {p.name for p in scalars} else f"out_{name}[_b]"
-             for name in saved]
+    its ``out_`` array (of its ``dout_`` array, its tangent's)."""
+    scalar_names = {p.name for p in params if p.scalar}
+
+    def outs(prefix: str, names: tuple) -> list:
+        return [f"{prefix}{name}[_b:_b + 1]" if name in scalar_names else f"{prefix}{name}[_b]" for name in names]
+
+    args = [_element(p) for p in params] + outs("out_", saved) + [_element(p) for p in tangents] + \
+        outs("dout_", tangent_saved)
+    scalars = [p for p in list(params) + list(tangents) if p.scalar]
     call = f"{fn}({', '.join(args + ['_errors[_b]'])})"
     lines.append(f"{indent}_r = {call}" if scalars else f"{indent}{call}")
     for k, p in enumerate(scalars):
@@ -68,23 +73,24 @@ TRY_CALL_ARGS = 28
 
 
 def batch_source(entry: str, program: str, params: list, grads: list, header: str, saved: tuple = (),
-                 catch: bool = True) -> str:
+                 catch: bool = True, tangents: list = (), tangent_saved: tuple = ()) -> str:
     """Source of ``entry(_lo, _hi, params..., grads..., out_<saved>...)``: run ``program`` on batch
     elements ``_lo`` to ``_hi``, inside ``try`` unless ``catch`` is off; a program of more than
     TRY_CALL_ARGS arguments through ``entry_work``, which takes them as one tuple (a level of calls
     more to compile: 2 of 16 s for a 32x16 CGS2 projection gradient). A fused vjp program takes
     ``params + grads + saved`` (``saved``: the parameters whose forward results it copies out before
-    its adjoint half restores them); others take ``params``."""
-    batched = [p for p in params + grads if p.batched]
+    its adjoint half restores them); others take ``params``. A tangent program takes those, then
+    ``tangents`` and ``dout_<tangent_saved>``: the tangent of each of its parameters, in order."""
+    batched = [p for p in params + grads + list(tangents) if p.batched]
     if not batched:
         raise ValueError("a batched entry needs at least one batched parameter")
     outs = [f"out_{name}" for name in saved]
-    names = [p.name for p in params + grads] + outs
+    names = [p.name for p in params + grads] + outs + [p.name for p in tangents] + [f"dout_{n}" for n in tangent_saved]
     signature = ', '.join(names + ['_errors'])
     tupled = len(names) + 1 > TRY_CALL_ARGS  # the program's arguments and its error record
     lines = [header, "import numpy as np", ""]
     body: list = []
-    _call(body, program, params + grads, saved, "    " if tupled else "")
+    _call(body, program, params + grads, saved, "    " if tupled else "", list(tangents), tangent_saved)
     if tupled:
         lines += ["", f"def {entry}_{WORK}(_b, _args, _errors):", _unpack(names)] + body + ["", ""]
         body = [f"{entry}_{WORK}(_b, _args, _errors)"]

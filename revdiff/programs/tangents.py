@@ -1,0 +1,96 @@
+"""Forward mode of the high-level programs: ``qr_jvp`` and ``project_jvp`` run the tangent programs of
+the same reversible programs (``BatchedFunction.jvp``, no rule of their own), on arguments checked
+and scaled as ``api.py`` checks and scales them. A tangent is linear in its direction, so the
+direction is scaled by a power of two of its own per batch element, and scaled back after."""
+from __future__ import annotations
+
+import numpy as np
+
+from revdiff.programs import projection
+from revdiff.programs.api import (PROJECT_METHODS, _Kept, _batched, _empty_qr, _largest, _method, _pivoted, _qr_run,
+                                  _ranked, _truncating, _with_vector)
+from revdiff.programs.arguments import Matrices, Vectors
+from revdiff.programs.inputs import (as_array, check_rank, check_result, flat, negated, rank_tolerance,
+                                     require_finite, scale_exponents)
+
+
+def _matrix_direction(dA, M: Matrices):
+    """The checked tangent of A, flattened to (b, m, n); None: zero."""
+    if dA is None:
+        return M.xp.zeros_like(M.flat)
+    d = as_array("dA", dA, 2, cotangent_of=M.dtype)
+    if tuple(d.shape) != M.shape:
+        raise ValueError(f"'dA' must have the shape of A, {M.shape}; got {tuple(d.shape)}")
+    d = flat(d, 2)
+    require_finite("dA", d, M.batch, M.xp)
+    return d
+
+
+def qr_jvp(A, dA, method: str = "cgs2", rank_tol: float | None = None, mode: str = "reduced",
+           pivoting: bool = False) -> tuple:
+    """``(qr(A, ...), (dQ, dR))``: the factors and their derivatives along dA (None: zero), in one
+    run of the tangent of the QR program; options as in ``qr`` (for mode "r" the tangent is dR
+    alone; with ``pivoting`` that of QR of A[..., perm], perm fixed)."""
+    M = Matrices(A)
+    tol = rank_tolerance(rank_tol, M.dtype)
+    program, outputs, q = _qr_run(method, M, mode)
+    D = _matrix_direction(dA, M)
+    M, perm = _pivoted(M, pivoting)
+    if perm is not None:
+        D = M.xp.take_along_axis(D, perm[:, None, :], axis=2)
+    if M.empty:
+        Q, R = _empty_qr(M, q, outputs)
+        dQ, dR = M.xp.zeros_like(Q), M.xp.zeros_like(R)
+    else:
+        D = M.scaled(D, negated(M.e))  # the columns of A' = A 2**-e and of its tangent alike
+        h = scale_exponents(_largest(D), M.dtype, M.xp)
+        D = M.scaled(D, negated(h))
+        outs, douts = _ranked(lambda: program.jvp(outputs + (M.A,), (None,) * len(outputs) + (D,)), M, tol)
+        Q, R = outs[:2]
+        check_rank(R, M.batch, tol, M.xp)
+        R, dQ, dR = M.scaled(R, M.e), M.scaled(douts[0], h), M.scaled(douts[1], M.e, h)
+        for name, value in (("R", R), ("dQ", dQ), ("dR", dR)):
+            check_result("qr_jvp", name, value, M.batch, M.xp)
+    values = (M.unflat(R, q, M.n),) if mode == "r" else (M.unflat(Q, M.m, q), M.unflat(R, q, M.n))
+    tangents = (M.unflat(dR, q, M.n),) if mode == "r" else (M.unflat(dQ, M.m, q), M.unflat(dR, q, M.n))
+    if pivoting:
+        values += (M.unflat(perm, M.n),)
+    return (values[0] if len(values) == 1 else values), (tangents[0] if len(tangents) == 1 else tangents)
+
+
+def project_jvp(A, y, dA, dy, method: str = "cgs2", rank_tol: float | None = None,
+                rank_deficient: str = "raise") -> tuple:
+    """``(project(A, y, ...), dz)``: the projection and its derivative along (dA, dy) (None: zero),
+    in one run of the tangent of the projection program. With ``rank_deficient="truncate"`` the
+    first entry is (z, rank) and dz the derivative of the projection onto the kept columns (exact
+    along directions that keep the rank, as ``project_vjp``'s gradient)."""
+    truncate = _truncating(rank_deficient)
+    program = _batched(_method(PROJECT_METHODS, method))
+    M, Y = _with_vector(A, y)
+    tol = rank_tolerance(rank_tol, M.dtype)
+    D = _matrix_direction(dA, M)
+    dY = Vectors("dy", dy, M, M.batch + (M.m,), cotangent=True, why="as the tangent of y it needs the shape of y,") \
+        if dy is not None else None
+    if M.empty:
+        z = M.unflat(M.xp.zeros_like(Y.flat), M.m)
+        return ((z, M.xp.zeros(M.batch, np.int64)) if truncate else z), M.xp.zeros_like(z)
+    # z(A 2**-e, y 2**-f) = z(A, y) 2**-f: the tangents scaled as their values, then by 2**-h together
+    D = M.scaled(D, negated(M.e))
+    dv = Y.scaled(dY.flat, negated(Y.e)) if dY is not None else M.xp.zeros_like(Y.v)
+    h = scale_exponents(_largest(D, dv), M.dtype, M.xp)
+    D, dv = M.scaled(D, negated(h)), Y.scaled(dv, negated(h))
+    if truncate:
+        kept = _Kept(M, tol)
+        D = M.xp.where(kept.left_out[:, None, :], 0, M.xp.take_along_axis(D, kept.columns[:, None, :], axis=2))
+        leading = _batched(projection.LEADING_PROJECTIONS[method])
+        outs, douts = leading.jvp((M.zeros(M.m), M.zeros(M.p, M.p), kept.A, Y.v, kept.rank),
+                                  (None, None, D, dv, None))
+    else:
+        outs, douts = _ranked(lambda: program.jvp((M.zeros(M.m), M.zeros(M.p, M.n), M.A, Y.v),
+                                                  (None, None, D, dv)), M, tol)
+        check_rank(outs[1], M.batch, tol, M.xp)
+    z, dz = Y.scaled(outs[0], Y.e), Y.scaled(douts[0], Y.e, h)
+    check_result("project_jvp", "z", z, M.batch, M.xp)
+    check_result("project_jvp", "dz", dz, M.batch, M.xp)
+    z, dz = M.unflat(z, M.m), M.unflat(dz, M.m)
+    return ((z, kept.rank.reshape(M.batch)) if truncate else z), dz
