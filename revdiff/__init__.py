@@ -5,7 +5,7 @@ Write a reversible function under ``@reversible``; run it forward (``f(*args)``)
 (``hvp``, ``hessian``).
 """
 from revdiff.ad import check_grad, grad, vjp
-from revdiff.forward_mode import hessian, hvp, jvp
+from revdiff.forward_mode import hessian, hvp, jvp, vjp_jvp
 from revdiff.batch import BatchedFunction, batched
 from revdiff.diagnostics import Drift, peak_memory_growth, roundtrip_error
 from revdiff.errors import RankDeficientError, ResultOverflowError, ReversibilityError
@@ -15,5 +15,5 @@ from revdiff.language import ancilla, irot, release, rot, routine, zero, zeros
 __version__ = "0.1.0"
 
 __all__ = ["reversible", "ReversibleFunction", "InverseFunction", "ReversibilityError", "RankDeficientError", "ResultOverflowError",
-           "rot", "irot", "zero", "zeros", "ancilla", "release", "routine", "vjp", "grad", "check_grad", "jvp", "hvp", "hessian",
+           "rot", "irot", "zero", "zeros", "ancilla", "release", "routine", "vjp", "grad", "check_grad", "jvp", "hvp", "hessian", "vjp_jvp",
            "roundtrip_error", "Drift", "peak_memory_growth", "batched", "BatchedFunction"]

@@ -304,33 +304,60 @@ class BatchedFunction:
         rest = iter(result[len(args):])
         return tuple(result[:len(args)]), tuple(next(rest) if t.differentiable else None for t in types)
 
+    def vjp_jvp(self, args: Sequence, cotangents: Sequence, tangents: Sequence) -> tuple:
+        """``(outs, grads, out_tangents, grad_tangents)``: ``vjp(args, cotangents)``, and the
+        derivatives of the final values and of the gradients along ``tangents`` (the cotangents held
+        fixed), in one run of the tangent of the fused vjp per element. With the cotangent of a loss,
+        ``grad_tangents`` is its Hessian times the tangents; a second derivative's backward pass
+        reads both (``revdiff.torch``)."""
+        args, types = self._host_arguments(args, "vjp_jvp")
+        if len(cotangents) != len(args):
+            raise TypeError(f"vjp_jvp of {self.f.__qualname__} takes {len(args)} cotangents, got {len(cotangents)}")
+        copies = _copies(args, False)
+        size = self._size(copies)
+        seeds = []
+        for p, a, c, t in zip(self.f.params, copies, cotangents, types):
+            if t.differentiable:
+                g = cotangent(p, a, c)
+                if p not in self.batched:  # element 0 carries the cotangent of the unchanged final value
+                    per_element = np.zeros((size,) + np.shape(g), t.dtype)
+                    per_element[0] = g
+                    g = per_element
+                seeds.append(g)
+        sig = self.signature("hvp", types)
+        saved = tuple(np.empty_like(copies[self.f.params.index(p)]) for p in sig.saved)
+        dsaved = tuple(np.zeros_like(copies[self.f.params.index(p)]) for p in sig.tangent_saved)
+        dargs = self._tangents(args, types, tangents, "vjp_jvp")
+        result = self._execute("hvp", types, copies + tuple(seeds) + saved + dargs +
+                               tuple(np.zeros_like(g) for g in seeds) + dsaved, np)
+        outs, out_tangents = list(copies), list(dargs)  # what is not modified ends as it began
+        for p, value in zip(sig.saved, saved):
+            outs[self.f.params.index(p)] = value
+        differentiable = [p for p, t in zip(self.f.params, types) if t.differentiable]
+        for p, value in zip(sig.tangent_saved, dsaved):
+            out_tangents[differentiable.index(p)] = value
+        grads, grad_tangents = iter(result[len(copies):]), iter(result[len(copies) + len(seeds) + len(saved) + len(dargs):])
+        per_parameter = ([], [], [])
+        tangent_out = iter(out_tangents)
+        for p, a, t in zip(self.f.params, copies, types):
+            g, h = (next(grads), next(grad_tangents)) if t.differentiable else (None, None)
+            if g is not None and p not in self.batched:
+                g, h = _shared_sum(g, a), _shared_sum(h, a)
+            per_parameter[0].append(g)
+            per_parameter[1].append(h)
+            per_parameter[2].append(next(tangent_out) if t.differentiable else None)
+        return tuple(outs), tuple(per_parameter[0]), tuple(per_parameter[2]), tuple(per_parameter[1])
+
     def hvp(self, loss: str | int, args: Sequence, v: Sequence) -> tuple:
         """``revdiff.hvp`` of every element: the Hessian of each element's final ``loss`` (a batched
         real scalar) times ``v``, per parameter (shared ones: summed over the batch, as the Hessian
-        of the summed loss). One run of the tangent of the fused vjp per element."""
+        of the summed loss)."""
         k = loss_index(self.f, loss)
         args, types = self._host_arguments(args, "hvp")
         if self.f.params[k] not in self.batched or types[k].kind != "float" or types[k].ndim:
             raise TypeError(f"hvp: the loss '{self.f.params[k]}' must be a batched real scalar (one loss per element)")
-        copies = _copies(args, False)
-        size = self._size(copies)
-        seeds = []  # the cotangents of the final values, per element: 1 for the loss
-        for j, (p, a, t) in enumerate(zip(self.f.params, copies, types)):
-            if t.differentiable:
-                seed = np.zeros(np.shape(a) if p in self.batched else (size,) + np.shape(a), t.dtype)
-                seeds.append(seed + 1 if j == k else seed)
-        seeds = tuple(seeds)
-        sig = self.signature("hvp", types)
-        outs = tuple(np.empty_like(copies[self.f.params.index(p)]) for p in sig.saved)
-        douts = tuple(np.zeros_like(copies[self.f.params.index(p)]) for p in sig.tangent_saved)
-        call = copies + seeds + outs + self._tangents(args, types, v, "hvp") + tuple(np.zeros_like(g) for g in seeds) + douts
-        result = self._execute("hvp", types, call, np)
-        products = iter(result[len(call) - len(douts) - len(seeds):])
-        hessian_times_v = []
-        for p, a, t in zip(self.f.params, copies, types):
-            h = next(products) if t.differentiable else None
-            hessian_times_v.append(h if h is None or p in self.batched else _shared_sum(h, a))
-        return tuple(hessian_times_v)
+        seeds = [np.ones(self._size(args), types[k].dtype) if j == k else None for j in range(len(args))]
+        return self.vjp_jvp(args, seeds, v)[3]
 
     def _host_arguments(self, args: Sequence, what: str) -> tuple:
         xp, args = _array_module(self.f.bind(tuple(args)))

@@ -67,6 +67,44 @@ def jvp(f: ReversibleFunction, primals: Sequence, tangents: Sequence) -> tuple:
     return tuple(result[:n]), tuple(next(douts) if t.differentiable else None for t in types)
 
 
+def vjp_jvp(f: ReversibleFunction, args: Sequence, cotangents: Sequence, tangents: Sequence) -> tuple:
+    """``(outs, grads, out_tangents, grad_tangents)``: ``vjp(f, *args)`` pulled back from
+    ``cotangents`` (one per parameter, None: zero), and the derivatives along ``tangents`` (the
+    cotangents held fixed) of the final values and of the gradients: with a loss's cotangent, its
+    Hessian times the tangents. One run of the tangent of the fused vjp (``f.source("hvp")``)."""
+    f = _function(f, "vjp_jvp")
+    args = _arguments(f, args, "vjp_jvp")
+    types = f.argument_types(args)
+    if not isinstance(cotangents, (tuple, list)) or len(cotangents) != len(args):
+        raise TypeError(f"vjp_jvp: cotangents must be a tuple with one entry per argument of {f.__qualname__}")
+    dargs = _tangents(f, args, types, tangents, "vjp_jvp")
+    f.validate(args)
+    spec = f.forward_function.specialize(types, blas_for(args))
+    differentiable = [j for j, t in enumerate(types) if t.differentiable]
+    seeds = [cotangent(f.params[j], args[j], cotangents[j]) for j in differentiable]
+    modified = sorted(f.forward_function.modified_positions())
+    saved = [np.zeros(np.shape(args[j]) or (1,), types[j].dtype) for j in modified]
+    dsaved = [np.zeros_like(s) for j, s in zip(modified, saved) if types[j].differentiable]
+    dseeds = [zero_like(args[j]) for j in differentiable]
+    call = (tuple(copy_value(a) for a in args) + tuple(seeds) + tuple(saved) + tuple(dargs) + tuple(dseeds)
+            + tuple(dsaved))
+    result = run(spec.callable(TANGENTS[f.fused_vjp]), call)
+    n = len(args)
+    grads = result[n:n + len(seeds)]
+    start = n + len(seeds) + len(saved) + len(dargs)
+    grad_tangents = result[start:start + len(dseeds)]
+    outs, out_tangents = list(args), list(dargs)  # what is not modified ends as it began
+    for j, value in zip(modified, saved):
+        outs[j] = value if np.ndim(args[j]) else value[0].item() if not isinstance(args[j], np.generic) \
+            else value[0]
+    for j, value in zip([j for j in modified if types[j].differentiable], dsaved):
+        out_tangents[differentiable.index(j)] = value if np.ndim(args[j]) else value[0].item() \
+            if not isinstance(args[j], np.generic) else value[0]
+    per = [iter(x) for x in (grads, out_tangents, grad_tangents)]
+    spread = [tuple(next(it) if t.differentiable else None for t in types) for it in per]
+    return tuple(outs), spread[0], spread[1], spread[2]
+
+
 def hvp(f: ReversibleFunction, loss: str | int, primals: Sequence, v: Sequence) -> tuple:
     """The Hessian of the final value of the real scalar parameter ``loss`` with respect to the
     initial values of all parameters, times ``v`` (one direction per parameter, None for zero or for
@@ -76,22 +114,8 @@ def hvp(f: ReversibleFunction, loss: str | int, primals: Sequence, v: Sequence) 
     k = _loss_index(f, loss)
     args = _arguments(f, primals, "hvp")
     _real_loss(f, args, k)
-    types = f.argument_types(args)
-    dargs = _tangents(f, args, types, v, "hvp")
-    f.validate(args)
-    spec = f.forward_function.specialize(types, blas_for(args))
-    differentiable = [j for j, t in enumerate(types) if t.differentiable]
-    seeds = [type(args[j])(1) if j == k else zero_like(args[j]) for j in differentiable]
-    modified = sorted(f.forward_function.modified_positions())
-    saved = [np.zeros(np.shape(args[j]) or (1,), types[j].dtype) for j in modified]
-    dsaved = [np.zeros_like(s) for j, s in zip(modified, saved) if types[j].differentiable]
-    dseeds = [zero_like(args[j]) for j in differentiable]
-    call = (tuple(copy_value(a) for a in args) + tuple(seeds) + tuple(saved) + tuple(dargs) + tuple(dseeds)
-            + tuple(dsaved))
-    result = run(spec.callable(TANGENTS[f.fused_vjp]), call)
-    start = len(args) + len(seeds) + len(saved) + len(dargs)
-    products = iter(result[start:start + len(dseeds)])
-    return tuple(next(products) if t.differentiable else None for t in types)
+    seeds = [type(args[k])(1) if j == k else None for j in range(len(args))]
+    return vjp_jvp(f, args, seeds, v)[3]
 
 
 def hessian(f: ReversibleFunction, loss: str | int, *args: Any) -> tuple:

@@ -27,13 +27,20 @@ OPERATIONS = {  # operation: example arguments (tensors first, then the options)
     "normalize_vjp": lambda: (tensor(4, 5), tensor(4, 5)),
     "tangent_project": lambda: (tensor(3, 4), tensor(3, 4)),
     "tangent_project_vjp": lambda: (tensor(3, 4), tensor(3, 4), tensor(3, 4)),
+    "qr_jvp": lambda: (tensor(2, 5, 3), tensor(2, 5, 3), "cgs2", None),
+    "qr_vjp_jvp": lambda: (tensor(5, 3), tensor(5, 3), torch.triu(tensor(3, 3)), tensor(5, 3), "householder", None),
+    "project_jvp": lambda: (tensor(6, 3), tensor(6), tensor(6, 3), tensor(6), "cgs2", None),
+    "project_vjp_jvp": lambda: (tensor(2, 6, 3), tensor(2, 6), tensor(2, 6), tensor(2, 6, 3), tensor(2, 6), "cgs2",
+                                None),
 }
+#: operations whose gradient is another operation's business (they register none of their own)
+_NO_GRADIENT = ("_vjp", "_jvp")
 
 
 @pytest.mark.parametrize("name", sorted(OPERATIONS))
 def test_every_operation_passes_opcheck(name):
     args = OPERATIONS[name]()
-    if not name.endswith("_vjp"):  # the forward operations register their gradient
+    if not name.endswith(_NO_GRADIENT):  # the forward operations register their gradient
         args = tuple(a.requires_grad_(True) if isinstance(a, torch.Tensor) else a for a in args)
     torch.library.opcheck(getattr(torch.ops.revdiff, name).default, args)
 
@@ -104,11 +111,24 @@ def test_the_operations_differentiate_when_called_directly():
     torch.testing.assert_close(A.grad, expected, rtol=0, atol=0)
 
 
-def test_second_derivatives_raise_through_func_grad_too():
+def test_second_derivatives_through_func_grad_equal_torch_and_stop_at_the_third():
     A = tensor(5, 3)
-    with pytest.raises(RuntimeError, match="not differentiable"):
-        torch.func.grad(lambda a: torch.func.grad(lambda b: rt.project(b, torch.ones(5, dtype=b.dtype)).sum())(a)
-                        .sum())(A)
+    ones = torch.ones(5, dtype=A.dtype)
+
+    def twice(project):
+        return torch.func.grad(lambda a: (torch.func.grad(lambda b: (project(b, ones) ** 2).sum())(a) ** 2).sum())(A)
+
+    def torch_project(b, y):
+        Q = torch.linalg.qr(b)[0]
+        return Q @ (Q.T @ y)
+
+    torch.testing.assert_close(twice(rt.project), twice(torch_project), rtol=1e-10, atol=1e-12)
+    with pytest.raises(RuntimeError, match="not differentiable"):  # lstsq differentiates once
+        torch.func.grad(lambda a: torch.func.grad(lambda b: rt.lstsq(b, ones).sum())(a).sum())(A)
+    third = torch.func.grad(lambda a: torch.func.grad(lambda b: torch.func.grad(
+        lambda c: (rt.project(c, ones) ** 2).sum())(b).pow(2).sum())(a).sum())
+    with pytest.raises(RuntimeError, match="third derivatives are not supported"):
+        third(A)
 
 
 def test_a_reversible_function_as_an_operation_compiles_and_vmaps():
@@ -136,3 +156,57 @@ def test_a_reversible_function_as_an_operation_compiles_and_vmaps():
     name = [n for n in dir(torch.ops.revdiff) if n.startswith("function_scaled_norm")][0]
     torch.library.opcheck(getattr(torch.ops.revdiff, name).default,
                           ([torch.tensor(0.0, dtype=torch.float64), x.requires_grad_(True), c], 0))
+
+
+# ----------------------------------------------------------------------------- second derivatives, forward mode
+
+
+def torch_projection(A, y):
+    Q = torch.linalg.qr(A)[0]
+    return (Q @ (Q.transpose(-1, -2).conj() @ y[..., None]))[..., 0]
+
+
+def test_gradgradcheck_and_hessians_equal_torch():
+    A, y = tensor(2, 5, 3, grad=True), tensor(2, 5, grad=True)
+    assert torch.autograd.gradgradcheck(lambda a, b: rt.project(a, b), (A, y))
+    assert torch.autograd.gradgradcheck(lambda a: rt.qr(a, "householder"), (tensor(4, 3, grad=True),))
+    f = rt.function(scaled_norm, "out")
+    c = torch.tensor(1.5, dtype=torch.float64)
+    assert torch.autograd.gradgradcheck(lambda x: f(0.0, x, c), (tensor(4, grad=True),))
+
+    def loss(project):
+        return lambda a, b: (project(a, b) ** 2 * torch.arange(1.0, 6.0, dtype=a.dtype)).sum()
+
+    mine = torch.func.hessian(loss(rt.project), argnums=(0, 1))(A.detach(), y.detach())
+    theirs = torch.func.hessian(loss(torch_projection), argnums=(0, 1))(A.detach(), y.detach())
+    for row_mine, row_theirs in zip(mine, theirs):
+        for a, b in zip(row_mine, row_theirs):
+            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-11)
+
+
+def test_complex_double_backward_equals_torch():
+    A = torch.complex(tensor(5, 2), tensor(5, 2)).requires_grad_(True)
+    y = torch.complex(tensor(5), tensor(5)).requires_grad_(True)
+
+    def gradient_norm(project):
+        (gA,) = torch.autograd.grad(project(A, y).abs().pow(2).sum(), A, create_graph=True)
+        return torch.autograd.grad(gA.abs().pow(2).sum(), (A, y))
+
+    for mine, theirs in zip(gradient_norm(rt.project), gradient_norm(torch_projection)):
+        torch.testing.assert_close(mine, theirs, rtol=1e-10, atol=1e-11)
+
+
+def test_forward_mode_equals_torch():
+    A, dA = tensor(3, 6, 4), tensor(3, 6, 4)
+    y, dy = tensor(3, 6), tensor(3, 6)
+    z, dz = torch.func.jvp(rt.project, (A, y), (dA, dy))
+    tz, tdz = torch.func.jvp(torch_projection, (A, y), (dA, dy))
+    torch.testing.assert_close(dz, tdz, rtol=1e-11, atol=1e-12)
+    (Q, R), (dQ, dR) = torch.func.jvp(lambda a: rt.qr(a, "cgs2", None, "r"), (A,), (dA,))
+    assert Q.shape == dQ.shape == (0,)
+    with torch.autograd.forward_ad.dual_level():  # dual tensors, as well as torch.func
+        dual = rt.project(torch.autograd.forward_ad.make_dual(A, dA), y)
+        along_A = dz - rt.project(A, dy)  # z is linear in y
+        torch.testing.assert_close(torch.autograd.forward_ad.unpack_dual(dual).tangent, along_A, rtol=1e-10, atol=1e-12)
+    with pytest.raises(RuntimeError, match="no forward-mode derivative"):
+        torch.func.jvp(rt.normalize, (A,), (dA,))

@@ -50,8 +50,8 @@ PROGRAMS = {
 #: the tangent program of each program: forward mode, and (of the fused vjp) the Hessian-vector
 #: product. They lower nothing themselves, so their checks keep the numbers of the program they
 #: derive from, and they need no position in ``PROGRAMS``'s numbering.
-TANGENTS = {"forward": "jvp", "inverse": "inverse_jvp", "adjoint": "adjoint_jvp",
-            "inverse_adjoint": "inverse_adjoint_jvp", "vjp": "hvp", "inverse_vjp": "inverse_hvp"}
+TANGENTS = {p: {"forward": "jvp", "inverse": "inverse_jvp", "vjp": "hvp", "inverse_vjp": "inverse_hvp"}.get(p, p + "_jvp")
+            for p in PROGRAMS}
 PLANS = dict(PROGRAMS, **{t: Plan(PROGRAMS[p].inverted, "tangent", tangent_of=p) for p, t in TANGENTS.items()})
 
 

@@ -170,39 +170,54 @@ def qr_vjp(A, gQ, gR, method: str = "cgs2", rank_tol: float | None = None, mode:
     constant zeros: their cotangents contribute nothing); gQ must be None for "r". With
     ``pivoting=True`` the cotangents are those of the pivoted factors, and the gradient is that of
     QR of A[..., perm] with perm fixed (the permutation has none)."""
-    M = Matrices(A)
-    tol = rank_tolerance(rank_tol, M.dtype)
-    program, outputs, q = _qr_run(method, M, mode)
-    M, perm = _pivoted(M, pivoting)
-    if mode == "r" and gQ is not None:
-        raise ValueError("mode='r' has no Q output: pass gQ=None")
-    cotangents = []
-    for name, g, core in (("gQ", gQ, (M.m, q)), ("gR", gR, (q, M.n))):
-        if g is None:
-            cotangents.append(M.zeros(*core))
-            continue
-        g = as_array(name, g, 2, cotangent_of=M.dtype)
-        if tuple(g.shape) != M.batch + core:
-            what = {"reduced": "thin Q", "complete": "complete Q"}.get(mode) if name == "gQ" else "R"
-            raise ValueError(f"for A of shape {M.shape} and mode={mode!r}, '{name}' must have shape "
-                             f"{M.batch + core} ({what}); got {tuple(g.shape)}")
-        g = flat(g, 2)
-        require_finite(name, g, M.batch, M.xp)
-        cotangents.append(g)
-    if M.empty:
-        return M.xp.zeros(M.shape, M.dtype)
-    # R = R' D^-1: the cotangent of R' is gR D^-1, and gA = gA' D; both cotangents scaled by 2**-h
-    gQ, gR = cotangents[0], M.scaled(cotangents[1], M.e)
-    h = scale_exponents(_largest(gQ, gR), M.dtype, M.xp)
-    cotangents = (M.scaled(gQ, negated(h)), M.scaled(gR, negated(h)))
-    outs, grads = _ranked(lambda: program.vjp(outputs + (M.A,), cotangents + (None,) * (len(outputs) - 1),
-                                              donate=True), M, tol)
-    check_rank(outs[1], M.batch, tol, M.xp)  # outs: (Q, R, [angles,] A); no cotangents for the angles and A
-    gA = M.scaled(grads[-1], negated(M.e), h)
-    if perm is not None:  # back to A's column order
-        gA = M.xp.take_along_axis(gA, M.xp.argsort(perm, axis=1)[:, None, :], axis=2)
-    check_result("qr_vjp", "gA", gA, M.batch, M.xp)
-    return M.unflat(gA, M.m, M.n)
+    run = QrCotangents(A, gQ, gR, method, rank_tol, mode, pivoting)
+    if run.M.empty:
+        return run.M.xp.zeros(run.M.shape, run.M.dtype)
+    outs, grads = _ranked(lambda: run.program.vjp(run.outputs + (run.M.A,), run.cotangents, donate=True), run.M, run.tol)
+    check_rank(outs[1], run.M.batch, run.tol, run.M.xp)  # outs: (Q, R, [angles,] A)
+    return run.gradient(grads[-1], "qr_vjp", "gA")
+
+
+class QrCotangents:
+    """A QR vjp's checked arguments: the program, its outputs and the cotangents of Q and R, scaled
+    (R = R' D^-1 for the column scaling D: the cotangent of R' is gR D^-1, and gA = gA' D; both
+    cotangents scaled by 2**-h), and the way back to A's gradient (``gradient``)."""
+
+    def __init__(self, A, gQ, gR, method, rank_tol, mode, pivoting):
+        M = Matrices(A)
+        self.tol = rank_tolerance(rank_tol, M.dtype)
+        self.program, self.outputs, q = _qr_run(method, M, mode)
+        self.M, self.perm = _pivoted(M, pivoting)
+        if mode == "r" and gQ is not None:
+            raise ValueError("mode='r' has no Q output: pass gQ=None")
+        cotangents = []
+        for name, g, core in (("gQ", gQ, (M.m, q)), ("gR", gR, (q, M.n))):
+            if g is None:
+                cotangents.append(M.zeros(*core))
+                continue
+            g = as_array(name, g, 2, cotangent_of=M.dtype)
+            if tuple(g.shape) != M.batch + core:
+                what = {"reduced": "thin Q", "complete": "complete Q"}.get(mode) if name == "gQ" else "R"
+                raise ValueError(f"for A of shape {M.shape} and mode={mode!r}, '{name}' must have shape "
+                                 f"{M.batch + core} ({what}); got {tuple(g.shape)}")
+            g = flat(g, 2)
+            require_finite(name, g, M.batch, M.xp)
+            cotangents.append(g)
+        M = self.M
+        gQ, gR = cotangents[0], M.scaled(cotangents[1], M.e)
+        self.h = scale_exponents(_largest(gQ, gR), M.dtype, M.xp)
+        self.cotangents = (M.scaled(gQ, negated(self.h)), M.scaled(gR, negated(self.h))) + \
+            (None,) * (len(self.outputs) - 1)  # none for the angles and A
+
+    def gradient(self, g, function: str, name: str, *exponents):
+        """A's gradient from the program's: scaled back (``exponents``: those of a tangent, too) and
+        in A's column order."""
+        M = self.M
+        g = M.scaled(g, negated(M.e), self.h, *exponents)
+        if self.perm is not None:  # back to A's column order
+            g = M.xp.take_along_axis(g, M.xp.argsort(self.perm, axis=1)[:, None, :], axis=2)
+        check_result(function, name, g, M.batch, M.xp)
+        return M.unflat(g, M.m, M.n)
 
 
 def _with_vector(A, y) -> tuple:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from revdiff.programs import projection
-from revdiff.programs.api import (PROJECT_METHODS, _Kept, _batched, _empty_qr, _largest, _method, _pivoted, _qr_run,
-                                  _ranked, _truncating, _with_vector)
+from revdiff.programs.api import (PROJECT_METHODS, QrCotangents, _as_given, _Kept, _batched, _empty_qr, _largest,
+                                  _method, _pivoted, _qr_run, _ranked, _truncating, _with_vector)
 from revdiff.programs.arguments import Matrices, Vectors
 from revdiff.programs.inputs import (as_array, check_rank, check_result, flat, negated, rank_tolerance,
                                      require_finite, scale_exponents)
@@ -36,15 +36,11 @@ def qr_jvp(A, dA, method: str = "cgs2", rank_tol: float | None = None, mode: str
     program, outputs, q = _qr_run(method, M, mode)
     D = _matrix_direction(dA, M)
     M, perm = _pivoted(M, pivoting)
-    if perm is not None:
-        D = M.xp.take_along_axis(D, perm[:, None, :], axis=2)
     if M.empty:
         Q, R = _empty_qr(M, q, outputs)
         dQ, dR = M.xp.zeros_like(Q), M.xp.zeros_like(R)
     else:
-        D = M.scaled(D, negated(M.e))  # the columns of A' = A 2**-e and of its tangent alike
-        h = scale_exponents(_largest(D), M.dtype, M.xp)
-        D = M.scaled(D, negated(h))
+        D, h = _scaled_direction(D, M, perm)
         outs, douts = _ranked(lambda: program.jvp(outputs + (M.A,), (None,) * len(outputs) + (D,)), M, tol)
         Q, R = outs[:2]
         check_rank(R, M.batch, tol, M.xp)
@@ -94,3 +90,84 @@ def project_jvp(A, y, dA, dy, method: str = "cgs2", rank_tol: float | None = Non
     check_result("project_jvp", "dz", dz, M.batch, M.xp)
     z, dz = M.unflat(z, M.m), M.unflat(dz, M.m)
     return ((z, kept.rank.reshape(M.batch)) if truncate else z), dz
+
+
+def _scaled_direction(D, M: Matrices, perm):
+    """A's tangent as the program reads it: pivoted, the columns scaled as A's, then by 2**-h (h
+    per element, returned too)."""
+    if perm is not None:
+        D = M.xp.take_along_axis(D, perm[:, None, :], axis=2)
+    D = M.scaled(D, negated(M.e))
+    h = scale_exponents(_largest(D), M.dtype, M.xp)
+    return M.scaled(D, negated(h)), h
+
+
+def qr_vjp_jvp(A, gQ, gR, dA, method: str = "cgs2", rank_tol: float | None = None, mode: str = "reduced",
+               pivoting: bool = False) -> tuple:
+    """``(gA, dgA, tangents)``: ``qr_vjp(A, gQ, gR, ...)``, its derivative along dA (the cotangents
+    held fixed: the Hessian of <Q, gQ> + <R, gR> times dA) and the derivatives of the factors along
+    dA (``qr_jvp``'s), in one run of the tangent of the fused vjp. What PyTorch's double backward
+    through ``revdiff.torch.qr`` runs."""
+    run = QrCotangents(A, gQ, gR, method, rank_tol, mode, pivoting)
+    M = run.M
+    D = _matrix_direction(dA, run.M)
+    if M.empty:
+        zero = M.xp.zeros(M.shape, M.dtype)
+        q = run.outputs[0].shape[-1]
+        tangents = (M.unflat(run.outputs[0], M.m, q), M.unflat(run.outputs[1], q, M.n))
+        return zero, zero.copy(), tangents[1] if mode == "r" else tangents
+    D, hv = _scaled_direction(D, M, run.perm)
+    outs, grads, douts, dgrads = _ranked(lambda: run.program.vjp_jvp(
+        run.outputs + (M.A,), run.cotangents, (None,) * len(run.outputs) + (D,)), M, run.tol)
+    check_rank(outs[1], M.batch, run.tol, M.xp)
+    gA, dgA = run.gradient(grads[-1], "qr_vjp_jvp", "gA"), run.gradient(dgrads[-1], "qr_vjp_jvp", "dgA", hv)
+    dQ, dR = M.scaled(douts[0], hv), M.scaled(douts[1], M.e, hv)
+    q = dQ.shape[-1]
+    tangents = (M.unflat(dQ, M.m, q), M.unflat(dR, dR.shape[-2], M.n))
+    return gA, dgA, tangents[1] if mode == "r" else tangents
+
+
+def project_vjp_jvp(A, y, gz, dA, dy, method: str = "cgs2", rank_tol: float | None = None,
+                    rank_deficient: str = "raise") -> tuple:
+    """``((gA, gy), (dgA, dgy), dz)``: ``project_vjp(A, y, gz, ...)``, its derivatives along
+    (dA, dy) with gz held fixed (the Hessian of <z, gz> times the direction) and ``project_jvp``'s
+    dz, in one run of the tangent of the fused vjp. What PyTorch's double backward through
+    ``revdiff.torch.project`` runs."""
+    truncate = _truncating(rank_deficient)
+    program = _batched(_method(PROJECT_METHODS, method))
+    M, Y = _with_vector(A, y)
+    tol = rank_tolerance(rank_tol, M.dtype)
+    G = Vectors("gz", gz, M, M.batch + (M.m,), cotangent=True, why="as the cotangent of z it needs the shape of y,")
+    D = _matrix_direction(dA, M)
+    dY = Vectors("dy", dy, M, M.batch + (M.m,), cotangent=True, why="as the tangent of y it needs the shape of y,") \
+        if dy is not None else None
+    if M.empty:
+        gA, gy = M.xp.zeros(M.shape, M.dtype), M.unflat(M.xp.zeros_like(Y.flat), M.m)
+        return (gA, gy), (gA.copy(), gy.copy()), gy.copy()
+    D = M.scaled(D, negated(M.e))
+    dv = Y.scaled(dY.flat, negated(Y.e)) if dY is not None else M.xp.zeros_like(Y.v)
+    h = scale_exponents(_largest(D, dv), M.dtype, M.xp)
+    D, dv = M.scaled(D, negated(h)), Y.scaled(dv, negated(h))
+    if truncate:
+        kept = _Kept(M, tol)
+        D = M.xp.where(kept.left_out[:, None, :], 0, M.xp.take_along_axis(D, kept.columns[:, None, :], axis=2))
+        leading = _batched(projection.LEADING_PROJECTIONS[method])
+        _, grads, douts, dgrads = leading.vjp_jvp((M.zeros(M.m), M.zeros(M.p, M.p), kept.A, Y.v, kept.rank),
+                                                  (G.v, None, None, None, None), (None, None, D, dv, None))
+        grads = (kept.scatter(grads[2], M.xp), grads[3])
+        dgrads = (kept.scatter(dgrads[2], M.xp), dgrads[3])
+    else:
+        outs, grads, douts, dgrads = _ranked(lambda: program.vjp_jvp(
+            (M.zeros(M.m), M.zeros(M.p, M.n), M.A, Y.v), (G.v, None, None, None), (None, None, D, dv)), M, tol)
+        check_rank(outs[1], M.batch, tol, M.xp)
+        grads, dgrads = grads[2:], dgrads[2:]
+    values = []
+    for (g_A, g_y), extra in ((grads, ()), (dgrads, (h,))):  # z(A D, y) = z(A, y), linear in y and gz
+        g_A = _as_given(M.scaled(g_A, negated(M.e), Y.e, G.e, *extra), M.given)
+        g_y = _as_given(G.scaled(g_y, G.e, *extra), Y.given)
+        values.append((M.unflat(g_A, M.m, M.n), M.unflat(g_y, M.m)))
+    dz = Y.scaled(douts[0], Y.e, h)
+    for name, value in (("gA", values[0][0]), ("gy", values[0][1]), ("dgA", values[1][0]), ("dgy", values[1][1]),
+                        ("dz", dz)):
+        check_result("project_vjp_jvp", name, value, M.batch, M.xp)
+    return values[0], values[1], M.unflat(dz, M.m)

@@ -8,8 +8,13 @@ autograd registration; its vjp is an operation too. The functions below call the
 ``torch.autograd.Function`` with ``setup_context``, because PyTorch's generated autograd for custom
 operations does not compose with ``torch.func`` (pytorch/pytorch#168393): so ``torch.compile``
 (``fullgraph=True``, then ``.backward()``), ``torch.func.grad``, ``vmap`` and ``vmap`` of ``grad``
-work; ``torch.compile`` over ``torch.func.grad`` still fails inside PyTorch. A second derivative
-raises (the vjp operation is not differentiable yet).
+work; ``torch.compile`` over ``torch.func.grad`` still fails inside PyTorch.
+
+``qr``, ``project`` and ``function`` also have forward mode (``torch.func.jvp``, dual tensors:
+their tangent programs) and a second derivative (``create_graph=True``, ``gradgradcheck``,
+``torch.func.hessian``): the vjp's own backward runs the tangent of the fused vjp program, which
+gives the Hessian-vector product and the jvp at once, still without a tape. ``lstsq``,
+``normalize`` and ``tangent_project`` differentiate once, in reverse mode (others raise by name).
 
 CPU tensors reach revdiff through NumPy, CUDA tensors through CuPy (``__cuda_array_interface__``),
 both without copies; on the GPU the programs run as revdiff's CUDA kernels. Importing this module
@@ -100,25 +105,87 @@ def _pair_vjp_impl(backward: Callable, names: tuple, cotangent: str):
     return impl, fake
 
 
+def _qr_pair(pair, mode: str, like: torch.Tensor) -> tuple:
+    """(Q-like, R-like) tensors of a (Q, R) pair of arrays, or of R alone for mode "r" (an empty Q)."""
+    first, second = (np.zeros(0, pair.dtype), pair) if mode == "r" else pair
+    return _tensor(first, _computed(like), like.device), _tensor(second, _computed(like), like.device)
+
+
+def _qr_jvp_impl(A, dA, method, rank_tol, mode="reduced"):
+    return _qr_pair(P.qr_jvp(_numpy(A, "A"), _numpy(dA, "dA"), method, rank_tol, mode)[1], mode, A)
+
+
+def _qr_jvp_vmap(info, in_dims, A, dA, method, rank_tol, mode="reduced"):
+    out = torch.ops.revdiff.qr_jvp(_batch_front(info, A, in_dims[0]), _batch_front(info, dA, in_dims[1]), method,
+                                   rank_tol, mode)
+    return out, (None if mode == "r" else 0, 0)
+
+
+def _qr_vjp_jvp_impl(A, gQ, gR, dA, method, rank_tol, mode="reduced"):
+    _, dgA, tangents = P.qr_vjp_jvp(_numpy(A, "A"), None if mode == "r" else _numpy(gQ, "gQ"), _numpy(gR, "gR"),
+                                    _numpy(dA, "dA"), method, rank_tol, mode)
+    return [_tensor(dgA, _gradient_dtype(A, _computed(A)), A.device), *_qr_pair(tangents, mode, A)]
+
+
+def _qr_vjp_jvp_fake(A, gQ, gR, dA, method, rank_tol, mode="reduced"):
+    return [_like(A, A.shape, _gradient_dtype(A, _computed(A))), *_qr_fake(A, method, rank_tol, mode)]
+
+
+def _qr_vjp_jvp_vmap(info, in_dims, A, gQ, gR, dA, method, rank_tol, mode="reduced"):
+    front = [_batch_front(info, a, d) for a, d in zip((A, gR, dA), (in_dims[0], in_dims[2], in_dims[3]))]
+    gQ = gQ if mode == "r" else _batch_front(info, gQ, in_dims[1])
+    out = torch.ops.revdiff.qr_vjp_jvp(front[0], gQ, front[1], front[2], method, rank_tol, mode)
+    return out, [0, None if mode == "r" else 0, 0]
+
+
 _QR = _operation("qr", '(Tensor A, str method, float? rank_tol, str mode="reduced") -> (Tensor, Tensor)',
                  _qr_impl, _qr_fake, _qr_vmap)
 _QR_VJP = _operation("qr_vjp", '(Tensor A, Tensor gQ, Tensor gR, str method, float? rank_tol, str mode="reduced") '
                      "-> Tensor[]", _qr_vjp_impl, _qr_vjp_fake, _qr_vjp_vmap)
+_QR_JVP = _operation("qr_jvp", '(Tensor A, Tensor dA, str method, float? rank_tol, str mode="reduced") '
+                     "-> (Tensor, Tensor)", _qr_jvp_impl,
+                     lambda A, dA, method, rank_tol, mode="reduced": _qr_fake(A, method, rank_tol, mode), _qr_jvp_vmap)
+_QR_VJP_JVP = _operation("qr_vjp_jvp", '(Tensor A, Tensor gQ, Tensor gR, Tensor dA, str method, float? rank_tol, '
+                         'str mode="reduced") -> Tensor[]', _qr_vjp_jvp_impl, _qr_vjp_jvp_fake, _qr_vjp_jvp_vmap)
 
 
 def _linear_ops(name: str, forward: Callable, backward: Callable, out_shape: Callable, cotangent: str,
-                names: str, options: str) -> Callable:
+                names: str, options: str, tangent: Callable | None = None,
+                backward_tangent: Callable | None = None) -> Callable:
+    """The operation ``name`` of two tensors, its vjp and, given the programs' ``tangent`` (a ``*_jvp``)
+    and ``backward_tangent`` (a ``*_vjp_jvp``), its forward mode and second derivative."""
     a, b = names.split(", ")
     impl, fake = _pair_impl(forward, out_shape, (a, b))
     op = _operation(name, f"(Tensor {a}, Tensor {b}{options}) -> Tensor", impl, fake)
     vjp_impl, vjp_fake = _pair_vjp_impl(backward, (a, b), cotangent)
     vjp_op = _operation(f"{name}_vjp", f"(Tensor {a}, Tensor {b}, Tensor {cotangent}{options}) -> Tensor[]",
                         vjp_impl, vjp_fake)
-    return _autograd(op, vjp_op, 2)
+    if tangent is None:
+        return _autograd(op, vjp_op, 2)
+
+    def jvp_impl(x, z, dx, dz, *opts):
+        return _tensor(tangent(*(_numpy(t, n) for t, n in ((x, a), (z, b), (dx, "d" + a), (dz, "d" + b))), *opts)[1],
+                       _computed(x, z), x.device)
+
+    def vjp_jvp_impl(x, z, g, dx, dz, *opts):
+        _, (dgx, dgz), dout = backward_tangent(*(_numpy(t, n) for t, n in ((x, a), (z, b), (g, cotangent),
+                                                                             (dx, "d" + a), (dz, "d" + b))), *opts)
+        c = _computed(x, z)
+        return [_tensor(dgx, _gradient_dtype(x, c), x.device), _tensor(dgz, _gradient_dtype(z, c), z.device),
+                _tensor(dout, c, x.device)]
+
+    def vjp_jvp_fake(x, z, g, dx, dz, *opts):
+        return [*vjp_fake(x, z, g, *opts), fake(x, z, *opts)]
+
+    jvp_op = _operation(f"{name}_jvp", f"(Tensor {a}, Tensor {b}, Tensor d{a}, Tensor d{b}{options}) -> Tensor",
+                        jvp_impl, lambda x, z, dx, dz, *opts: fake(x, z, *opts))
+    vjp_jvp_op = _operation(f"{name}_vjp_jvp", f"(Tensor {a}, Tensor {b}, Tensor {cotangent}, Tensor d{a}, "
+                            f"Tensor d{b}{options}) -> Tensor[]", vjp_jvp_impl, vjp_jvp_fake)
+    return _autograd(op, vjp_op, 2, jvp_op, vjp_jvp_op)
 
 
 _METHOD = ', str method, float? rank_tol, str rank_deficient="raise"'
-_qr_call = _autograd(_QR, _QR_VJP, 1)
+_qr_call = _autograd(_QR, _QR_VJP, 1, _QR_JVP, _QR_VJP_JVP)
 
 
 def _value(forward: Callable) -> Callable:
@@ -137,7 +204,7 @@ def _lstsq_shape(A, y, method=None, rank_tol=None, rank_deficient="raise") -> tu
 
 
 _project_call = _linear_ops("project", _value(P.project), P.project_vjp, lambda A, y, *options: A.shape[:-1], "gz",
-                            "A, y", _METHOD)
+                            "A, y", _METHOD, P.project_jvp, P.project_vjp_jvp)
 _lstsq_call = _linear_ops("lstsq", _value(P.lstsq), P.lstsq_vjp, _lstsq_shape, "gx", "A, y", _METHOD)
 _tangent_call = _linear_ops("tangent_project", P.tangent_project, P.tangent_project_vjp, lambda g, z: g.shape,
                             "gout", "g, z", "")

@@ -12,8 +12,13 @@ from revdiff.runtime.device import cupy_module
 
 _SUPPORTED = (torch.float32, torch.float64, torch.complex64, torch.complex128, torch.bool, torch.uint8, torch.int8,
               torch.int16, torch.int32, torch.int64)
-_TWICE = ("revdiff.torch: the gradient of a revdiff operation is not differentiable (second derivatives "
-          "are not supported yet); differentiate it once, without create_graph=True through it")
+_TWICE = ("revdiff.torch: the gradient of this revdiff operation is not differentiable (second derivatives "
+          "run through revdiff.torch.qr, project and function); differentiate it once, without create_graph=True "
+          "through it")
+_THRICE = ("revdiff.torch: a second derivative of a revdiff operation is not differentiable (third derivatives are "
+           "not supported)")
+_FORWARD = ("revdiff.torch: this revdiff operation has no forward-mode derivative (torch.func.jvp runs through "
+            "revdiff.torch.qr, project and function); use reverse mode")
 
 
 # ----------------------------------------------------------------------------- tensors and arrays
@@ -101,17 +106,82 @@ def _operation(name: str, schema: str, impl: Callable, fake: Callable, vmap: Cal
     return getattr(torch.ops.revdiff, name)  # what torch.compile traces (it cannot wrap the definition)
 
 
+class _Static:
+    """What a recorded vjp needs besides its tensors (a leaf for ``torch.func``'s pytrees):
+    ``vjp(*tensors)``, the gradients, one per floating-point primal; ``vjp_jvp(*tensors,
+    *directions)`` (None: no second derivative), per tensor (primals, then cotangents) the cotangent
+    a double backward gives it; ``primals``, how many of the tensors are primals."""
+
+    def __init__(self, vjp: Callable, vjp_jvp: Callable | None, primals: int):
+        self.vjp, self.vjp_jvp, self.primals = vjp, vjp_jvp, primals
+
+
 class _Vjp(torch.autograd.Function):
-    """The vjp operation ``torch.ops.revdiff.<name>(*tensors, *options)`` as a function of the inputs
-    and cotangents, so that a gradient depends on both; differentiating it again raises (a second
-    derivative would otherwise silently miss that dependence). Used only where the gradient is
-    itself recorded (``create_graph=True``, ``torch.func``): ``torch.compile`` cannot trace it in
-    a plain backward (it passes a context to a ``forward`` with ``*args``)."""
+    """A vjp operation as a function of the inputs and cotangents, so that a gradient depends on
+    both. Differentiating it again runs ``vjp_jvp``, the operation's ``*_vjp_jvp`` (the tangent of
+    the fused vjp program: ``revdiff.programs``' ``*_vjp_jvp``), which gives the cotangents of the
+    inputs (the Hessian of <output, cotangent> times the incoming cotangent) and of the cotangents
+    (the output's derivative along it) at once; its forward mode (``torch.func.hessian``) reads the
+    same and the vjp. Where an operation has none, and for a third derivative, it raises.
+    ``torch.compile`` cannot trace it in a plain backward (it passes a context to a ``forward`` with
+    ``*args``), so it is used only where the gradient is itself recorded (``create_graph=True``,
+    ``torch.func``)."""
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(name, options, *tensors):
-        return tuple(getattr(torch.ops.revdiff, name)(*tensors, *options))
+    def forward(static, *tensors):
+        return tuple(static.vjp(*tensors))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.static = inputs[0]
+        ctx.save_for_backward(*inputs[1:])
+        ctx.save_for_forward(*inputs[1:])
+
+    @staticmethod
+    def backward(ctx, *cotangents):
+        static, tensors = ctx.static, ctx.saved_tensors
+        if static.vjp_jvp is None:
+            raise RuntimeError(_TWICE)
+        given = iter(cotangents)  # one per floating-point primal
+        directions = tuple(_filled(next(given) if _differentiable(t) else None, t) for t in tensors[:static.primals])
+        args = tuple(tensors) + directions
+        out = _Third.apply(static.vjp_jvp, *args) if _recorded(args) else static.vjp_jvp(*args)
+        return (None,) + tuple(g if _differentiable(t) else None for g, t in zip(out, tensors))
+
+
+class _VjpWithTangent(_Vjp):
+    """``_Vjp`` with forward mode, for ``torch.func`` (Dynamo traces no ``autograd.Function`` with a
+    ``jvp``, so compiled code gets ``_Vjp``)."""
+
+    @staticmethod
+    def jvp(ctx, _, *tangents):
+        """The gradients' derivative along the primals' tangents (the Hessian part) and along the
+        cotangents' (the vjp of those)."""
+        static, tensors = ctx.static, ctx.saved_tensors
+        if static.vjp_jvp is None:
+            raise RuntimeError(_TWICE)
+        n = static.primals
+        primals, cotangents = tensors[:n], tensors[n:]
+        directions = tuple(_filled(d, t) for d, t in zip(tangents[:n], primals))
+        dgrads = list(static.vjp_jvp(*tensors, *directions)[:n])
+        if any(d is not None for d in tangents[n:]):
+            along = static.vjp(*primals, *(_filled(d, t) for d, t in zip(tangents[n:], cotangents)))
+            grads = iter(along)
+            dgrads = [g + next(grads) if _differentiable(t) else g for g, t in zip(dgrads, primals)]
+        return tuple(g for g, t in zip(dgrads, primals) if _differentiable(t))
+
+
+def _filled(d, like: torch.Tensor) -> torch.Tensor:
+    return d if d is not None else torch.zeros_like(like)
+
+
+class _Third(torch.autograd.Function):
+    """A second derivative's operation, recorded: differentiating it (a third derivative) raises."""
+
+    @staticmethod
+    def forward(call, *tensors):
+        return tuple(call(*tensors))
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -119,41 +189,57 @@ class _Vjp(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *cotangents):
-        raise RuntimeError(_TWICE)
+        raise RuntimeError(_THRICE)
 
 
 def _recorded(tensors: tuple) -> bool:
     return torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in tensors)
 
 
-class _FunctionVjp(_Vjp):
-    """``_Vjp`` of a reversible function's vjp operation, which takes lists: (the ``parameters``
-    first tensors, the cotangents of the outputs), and ``batch_dims``."""
+def _forward_mode(tensors: tuple) -> bool:
+    """Whether forward-mode AD (``torch.func``, dual tensors) may see these tensors, outside code
+    Dynamo compiles (which traces no ``autograd.Function`` with a ``jvp``)."""
+    if torch.compiler.is_compiling():
+        return False
+    if torch._C._functorch.maybe_current_level() is not None:
+        return True
+    from torch.autograd import forward_ad
+    return any(isinstance(t, torch.Tensor) and forward_ad.unpack_dual(t).tangent is not None for t in tensors)
 
-    @staticmethod
-    def forward(name, layout, *tensors):
-        parameters, batch_dims = layout
-        return tuple(getattr(torch.ops.revdiff, name)(list(tensors[:parameters]), list(tensors[parameters:]),
-                                                      batch_dims))
 
-
-def _autograd(forward_op, vjp_op, tensors: int) -> Callable:
+def _autograd(forward_op, vjp_op, tensors: int, jvp_op=None, vjp_jvp_op=None) -> Callable:
     """A differentiable call of ``forward_op(*tensors, *options)``: the backward calls
-    ``vjp_op(*tensors, *cotangents, *options)``, one gradient per tensor argument. Registered on the
-    operation too, for eager and compiled calls of ``torch.ops.revdiff.*``."""
-
-    vjp_name = vjp_op._qualified_op_name.split("::")[1]
+    ``vjp_op(*tensors, *cotangents, *options)``, one gradient per tensor argument, and is
+    differentiable once more through ``vjp_jvp_op(*tensors, *cotangents, *directions, *options)``;
+    forward mode calls ``jvp_op(*tensors, *tangents, *options)`` (without those, they raise).
+    Registered on the operation too, for eager and compiled calls of ``torch.ops.revdiff.*``."""
 
     def save(ctx, inputs, output):
         ctx.save_for_backward(*inputs[:tensors])
+        ctx.save_for_forward(*inputs[:tensors])
         ctx.options = tuple(inputs[tensors:])
 
     def pull_back(ctx, *cotangents):
         saved = ctx.saved_tensors
-        tensors = saved + cotangents
-        grads = _Vjp.apply(vjp_name, ctx.options, *tensors) if _recorded(tensors) else vjp_op(*tensors, *ctx.options)
-        return tuple(g if _differentiable(t) else None for g, t in zip(grads, saved)) + \
-            (None,) * len(ctx.options)
+        args = saved + cotangents
+        options = ctx.options
+        if _recorded(args) or _forward_mode(args):
+            def floating(*t):  # the gradients of the floating-point primals
+                return [g for g, x in zip(vjp_op(*t, *options), t[:tensors]) if _differentiable(x)]
+            vjp_jvp = None if vjp_jvp_op is None else lambda *t: vjp_jvp_op(*t, *options)
+            kind = _VjpWithTangent if _forward_mode(args) else _Vjp
+            given = iter(kind.apply(_Static(floating, vjp_jvp, tensors), *args))
+            grads = [next(given) if _differentiable(t) else None for t in saved]
+        else:
+            grads = vjp_op(*args, *options)
+        return tuple(g if _differentiable(t) else None for g, t in zip(grads, saved)) + (None,) * len(options)
+
+    def push_forward(ctx, *tangents):
+        if jvp_op is None:
+            raise RuntimeError(_FORWARD)
+        saved = ctx.saved_tensors
+        directions = tuple(d if d is not None else torch.zeros_like(t) for d, t in zip(tangents[:tensors], saved))
+        return jvp_op(*saved, *directions, *ctx.options)
 
     torch.library.register_autograd(forward_op.default, pull_back, setup_context=save)
 
@@ -163,9 +249,15 @@ def _autograd(forward_op, vjp_op, tensors: int) -> Callable:
         setup_context = staticmethod(save)
         backward = staticmethod(pull_back)
 
+    class CallWithTangent(Call):
+        jvp = staticmethod(push_forward)
+
     def call(*inputs):
-        """Through ``Call`` where autograd records, else the operation itself: ``torch.compile``
-        cannot trace ``Call`` where nothing requires a gradient (its ``forward`` takes ``*args``)."""
+        """Through ``Call`` where autograd records (``CallWithTangent`` where forward mode may),
+        else the operation itself: ``torch.compile`` cannot trace ``Call`` where nothing requires a
+        gradient (its ``forward`` takes ``*args``), nor any ``jvp``."""
+        if _forward_mode(inputs):
+            return CallWithTangent.apply(*inputs)
         return Call.apply(*inputs) if _recorded(inputs) else forward_op(*inputs)
 
     return call

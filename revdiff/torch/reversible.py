@@ -8,10 +8,12 @@ import numpy as np
 import torch
 
 from revdiff.ad import vjp
+from revdiff.forward_mode import jvp, vjp_jvp
 from revdiff.batch import BatchedFunction
 from revdiff.function import ReversibleFunction
-from revdiff.torch.operations import (_batch_front, _check, _differentiable, _FunctionVjp, _numpy, _operation,
-                                      _recorded, _tensor)
+from revdiff.torch.operations import (_batch_front, _check, _differentiable, _forward_mode, _numpy, _operation,
+                                      _recorded, _Static, _tensor, _Vjp,
+                                      _VjpWithTangent)
 
 _FUNCTIONS: dict = {}
 
@@ -42,6 +44,13 @@ class _FunctionOps:
         self.vjp_name = f"{name}_vjp"
         self.vjp = _operation(self.vjp_name, "(Tensor[] args, Tensor[] cotangents, int batch_dims) -> Tensor[]",
                               self._vjp_impl, self._vjp_fake, self._vmap(lambda: self.vjp))
+        self.vjp_jvp_name = f"{name}_vjp_jvp"
+        self.vjp_jvp = _operation(self.vjp_jvp_name, "(Tensor[] args, Tensor[] cotangents, Tensor[] directions, "
+                                  "int batch_dims) -> Tensor[]", self._vjp_jvp_impl, self._vjp_jvp_fake,
+                                  self._vmap(lambda: self.vjp_jvp))
+        self.jvp_name = f"{name}_jvp"
+        self.jvp = _operation(self.jvp_name, "(Tensor[] args, Tensor[] directions, int batch_dims) -> Tensor[]",
+                              self._jvp_impl, self._call_fake_pair, self._vmap(lambda: self.jvp))
 
     def batched(self) -> BatchedFunction:
         if self._batched is None:
@@ -93,19 +102,70 @@ class _FunctionOps:
     def _vjp_fake(self, args, cotangents, batch_dims):
         return [torch.empty_like(a) for a in args if _differentiable(a)]
 
+    def _arrays(self, args, cotangents, directions, batch_dims) -> tuple:
+        """(arguments, per-parameter cotangents, per-parameter directions, leading axes) as arrays,
+        the leading ``batch_dims`` axes merged."""
+        arrays = [_numpy(a.contiguous(), p) for a, p in zip(args, self.f.params)]
+        full = [None] * len(arrays)
+        for k, c in zip(self.picked, cotangents):
+            full[k] = _numpy(c.contiguous(), "cotangent")
+        dirs = [_numpy(d.contiguous(), "direction") if _differentiable(a) else None for a, d in zip(args, directions)]
+        if batch_dims == 0:
+            return arrays, full, dirs, None
+        flat, lead = self._flat(arrays, batch_dims)
+        merge = lambda values: [None if v is None else self._flat([v], batch_dims)[0][0] for v in values]  # noqa: E731
+        return flat, merge(full), merge(dirs), lead
+
+    def _vjp_jvp_impl(self, args, cotangents, directions, batch_dims):
+        """Per parameter the derivative of its gradient along ``directions`` (zeros where it has
+        none), then per output the derivative of its final value: what a double backward reads."""
+        arrays, full, dirs, lead = self._arrays(args, cotangents, directions, batch_dims)
+        if lead is None:
+            _, _, out_tangents, grad_tangents = vjp_jvp(self.f, arrays, full, dirs)
+        else:
+            _, _, out_tangents, grad_tangents = self.batched().vjp_jvp(arrays, full, dirs)
+        unflat = (lambda v: v) if lead is None else (lambda v: np.reshape(v, lead + tuple(np.shape(v)[1:])))
+        grads = [_tensor(unflat(g), a.dtype, a.device) if g is not None else torch.zeros_like(a)
+                 for g, a in zip(grad_tangents, args)]
+        return grads + [_tensor(unflat(out_tangents[k]), args[k].dtype, args[k].device) for k in self.picked]
+
+    def _vjp_jvp_fake(self, args, cotangents, directions, batch_dims):
+        return [torch.empty_like(a) for a in args] + [torch.empty_like(args[k]) for k in self.picked]
+
+    def _jvp_impl(self, args, directions, batch_dims):
+        arrays, _, dirs, lead = self._arrays(args, (), directions, batch_dims)
+        if lead is None:
+            _, out_tangents = jvp(self.f, arrays, dirs)
+        else:
+            out_tangents = [None if t is None else np.reshape(t, lead + tuple(np.shape(t)[1:]))
+                            for t in self.batched().jvp(arrays, dirs)[1]]
+        return [_tensor(out_tangents[k], args[k].dtype, args[k].device) for k in self.picked]
+
+    def _call_fake_pair(self, args, directions, batch_dims):
+        return [torch.empty_like(args[k]) for k in self.picked]
+
 
 def _function_call(ops: _FunctionOps) -> Callable:
     """The differentiable call of a reversible function's operations (see ``_autograd``), and the
     operation's own autograd registration. It names the operations, which ``torch.compile``
     traces, not ``ops``, which it cannot."""
-    call_op, vjp_op, vjp_name = ops.call, ops.vjp, ops.vjp_name
+    call_op, vjp_op, jvp_op, vjp_jvp_op = ops.call, ops.vjp, ops.jvp, ops.vjp_jvp
 
     def gradients(saved: tuple, cotangents: tuple, batch_dims: int) -> list:
         """One per parameter: None where it is not floating point."""
         tensors = saved + tuple(cotangents)
-        grads = iter(_FunctionVjp.apply(vjp_name, (len(saved), batch_dims), *tensors) if _recorded(tensors)
-                     else vjp_op(list(saved), list(cotangents), batch_dims))
+        n, count = len(saved), len(tensors)
+        if _recorded(tensors) or _forward_mode(tensors):
+            static = _Static(lambda *t: vjp_op(list(t[:n]), list(t[n:]), batch_dims),
+                             lambda *t: vjp_jvp_op(list(t[:n]), list(t[n:count]), list(t[count:]), batch_dims), n)
+            grads = iter((_VjpWithTangent if _forward_mode(tensors) else _Vjp).apply(static, *tensors))
+        else:
+            grads = iter(vjp_op(list(saved), list(cotangents), batch_dims))
         return [next(grads) if _differentiable(t) else None for t in saved]
+
+    def tangents(saved: tuple, directions: tuple, batch_dims: int) -> tuple:
+        directions = [d if d is not None else torch.zeros_like(t) for d, t in zip(directions, saved)]
+        return tuple(jvp_op(list(saved), directions, batch_dims))
 
     def save(ctx, inputs, output):
         args, ctx.batch_dims = inputs
@@ -126,13 +186,21 @@ def _function_call(ops: _FunctionOps) -> Callable:
         @staticmethod
         def setup_context(ctx, inputs, output):
             ctx.save_for_backward(*inputs)
+            ctx.save_for_forward(*inputs)
 
         @staticmethod
         def backward(ctx, *cotangents):
             return tuple(gradients(ctx.saved_tensors, cotangents, 0))
 
+    class CallWithTangent(Call):
+        @staticmethod
+        def jvp(ctx, *directions):
+            return tangents(ctx.saved_tensors, directions, 0)
+
     def call(*args):
-        """As ``_autograd``'s call: ``Call`` where autograd records, else the operation."""
+        """As ``_autograd``'s call: ``CallWithTangent`` or ``Call`` where autograd records, else the operation."""
+        if _forward_mode(args):
+            return CallWithTangent.apply(*args)
         return Call.apply(*args) if _recorded(args) else tuple(call_op(list(args), 0))
 
     return call
