@@ -4,6 +4,15 @@ CPU), usable under ``jax.jit``, ``jax.grad`` and ``jax.vmap``.
 
 JAX's cotangents of complex values are the conjugates of revdiff's (PyTorch's) convention; the
 conversion happens here. Importing this module imports jax; importing revdiff does not.
+
+Forward mode: ``jax.jvp`` of these functions raises JAX's "can't apply forward-mode autodiff (jvp)
+to a custom_vjp function". A JAX function has a custom vjp or a custom jvp, not both, and with a
+custom jvp JAX derives reverse mode by transposing the tangent computation, which for a host
+callback it cannot (``pure_callback`` has no transpose rule, and in JAX 0.10 neither has a
+``custom_vjp`` called inside a ``custom_jvp`` rule). So reverse mode keeps the custom vjp, and
+forward mode is its own functions: ``qr_jvp`` and ``project_jvp`` (the tangent programs, under
+``jit`` and ``vmap``; tangents are tangents, in no conjugated convention). Second derivatives:
+``revdiff.programs.project_vjp_jvp`` and ``qr_vjp_jvp`` on NumPy arrays.
 """
 from __future__ import annotations
 
@@ -16,7 +25,7 @@ import numpy as np
 from revdiff import programs as P
 from revdiff.programs.api import LSTSQ_METHODS, PROJECT_METHODS, q_columns
 
-__all__ = ["qr", "project", "lstsq", "normalize", "tangent_project"]
+__all__ = ["qr", "project", "lstsq", "normalize", "tangent_project", "qr_jvp", "project_jvp"]
 
 
 def _callback(fn: Callable, shapes, *args):
@@ -148,3 +157,34 @@ def tangent_project(g, z):
     f = _differentiable(lambda a, b: (P.tangent_project(a, b),), lambda a, b, go: P.tangent_project_vjp(a, b, go),
                         lambda a, b: [_struct(a.shape, _promoted(a, b))])
     return f(*_inexact(g, z))[0]
+
+
+def qr_jvp(A, dA, method: str = "cgs2", rank_tol: float | None = None, mode: str = "reduced") -> tuple:
+    """``(qr(A, ...), tangents)``: the factors and their derivatives along dA (``(dQ, dR)``, or dR
+    for mode "r"), from the tangent of the QR program (``revdiff.programs.qr_jvp``)."""
+    A, dA = _inexact(A, dA)
+    m, n = A.shape[-2:]
+    q = q_columns(method, mode, A.shape)
+    shapes = [_struct(A.shape[:-2] + (m, q), A.dtype), _struct(A.shape[:-2] + (q, n), A.dtype)]
+
+    def host(a, da):
+        values, tangents = P.qr_jvp(a, da, method, rank_tol, mode)
+        return (values, tangents) if mode == "r" else (*values, *tangents)
+
+    out = _callback(host, shapes[1:] * 2 if mode == "r" else shapes * 2, jax.lax.stop_gradient(A),
+                    jax.lax.stop_gradient(dA))
+    return (out[0], out[1]) if mode == "r" else ((out[0], out[1]), (out[2], out[3]))
+
+
+def project_jvp(A, y, dA, dy, method: str = "cgs2", rank_tol: float | None = None, rank_deficient: str = "raise"):
+    """``(project(A, y, ...), dz)``: the projection and its derivative along (dA, dy), from the
+    tangent of the projection program (``revdiff.programs.project_jvp``); with
+    ``rank_deficient="truncate"`` the first entry is (z, rank)."""
+    A, y, dA, dy = _inexact(A, y, dA, dy)
+    _checked_options(A, method, rank_tol, rank_deficient, PROJECT_METHODS)
+    def host(a, b, da, db):
+        value, tangent = P.project_jvp(a, b, da, db, method, rank_tol, rank_deficient)
+        return _value(value), tangent
+
+    z, dz = _callback(host, _vector_result(A, y) * 2, *(jax.lax.stop_gradient(x) for x in (A, y, dA, dy)))
+    return ((z, _rank(A, rank_tol)) if rank_deficient == "truncate" else z), dz

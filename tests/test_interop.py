@@ -232,3 +232,25 @@ def test_jax_lstsq_normalize_tangent(jax, rj):
     b = jax.grad(lambda g, z: jnp.sum(tangent(g, z) ** 3), (0, 1))(g, x)
     for u, v in zip(a, b):
         np.testing.assert_allclose(u, v, atol=1e-13)
+
+
+def test_jax_forward_mode_is_its_own_functions(jax, rj):
+    """``jax.jvp`` cannot reach a custom_vjp function; ``project_jvp`` and ``qr_jvp`` equal JAX's
+    own forward mode of the jnp computation, under jit and vmap, complex values included."""
+    import jax.numpy as jnp
+    A, dA = jnp.asarray(rand((3, 6, 3), True)), jnp.asarray(rand((3, 6, 3), True))
+    y, dy = jnp.asarray(rand((3, 6), True)), jnp.asarray(rand((3, 6), True))
+
+    def theirs(A, y):
+        Q, _ = jnp.linalg.qr(A)
+        return (Q @ (jnp.conj(jnp.swapaxes(Q, -1, -2)) @ y[..., None]))[..., 0]
+
+    z, dz = jax.jit(jax.vmap(rj.project_jvp))(A, y, dA, dy)
+    tz, tdz = jax.jvp(theirs, (A, y), (dA, dy))
+    np.testing.assert_allclose(z, tz, atol=1e-13)
+    np.testing.assert_allclose(dz, tdz, atol=1e-12)
+    (Q, R), (dQ, dR) = rj.qr_jvp(A.real, dA.real)
+    (_, tR), (_, tdR) = jax.jvp(lambda a: _jax_positive_qr(jnp, a), (A.real,), (dA.real,))
+    np.testing.assert_allclose(dR, tdR, atol=1e-12)
+    with pytest.raises(TypeError, match="custom_vjp"):
+        jax.jvp(rj.project, (A, y), (dA, dy))
