@@ -263,3 +263,51 @@ def test_gpu_projection_gradient_matches_cpu():
     assert isinstance(dA, cupy.ndarray)
     np.testing.assert_allclose(cupy.asnumpy(dA), gA, atol=1e-11)
     np.testing.assert_allclose(cupy.asnumpy(dy), gy, atol=1e-11)
+
+
+def _tangent_entry(bf, method, *args):
+    """(kind, element types, the argument list of the batched entry ``bf.<method>(*args)`` runs,
+    what the Numba entry leaves in it)."""
+    calls = []
+    numba_execute = bf._execute
+
+    def spy(kind, types, arrays, xp):
+        calls.append((kind, types, [a.copy() if isinstance(a, np.ndarray) else a for a in arrays]))
+        return numba_execute(kind, types, arrays, xp)
+
+    bf._execute = spy
+    try:
+        getattr(bf, method)(*args)
+    finally:
+        del bf._execute
+    ((kind, types, inputs),) = calls
+    expected = numba_execute(kind, types, tuple(a.copy() if isinstance(a, np.ndarray) else a for a in inputs), np)
+    return kind, types, inputs, expected
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for host emulation")
+def test_host_emulation_of_tangent_kernels_matches_numba():
+    """The jvp and vjp-jvp (hvp) entries as CUDA kernels, run as host C++ against the Numba entries,
+    and compiled by NVRTC."""
+    runs = []
+    for case in ("project_cgs2", "tangent_project complex"):
+        program, batched, args = CASES[case]()
+        bf = revdiff.batched(program, batched)
+        directions = tuple(rand(np.shape(a), a.dtype) if isinstance(a, np.ndarray) and a.dtype.kind in "fc"
+                           else None for a in args)
+        cotangents = tuple(rand(np.shape(a), a.dtype) if d is not None else None for a, d in zip(args, directions))
+        runs.append((bf, _tangent_entry(bf, "jvp", args, directions)))
+        runs.append((bf, _tangent_entry(bf, "vjp_jvp", args, cotangents, directions)))
+    entries = [(bf, kind, types) for bf, (kind, types, _, _) in runs]
+    module = launch.HostModule(kernels.module_source(entries, host=True), "test_tangents")
+    for bf, (kind, types, inputs, expected) in runs:
+        got = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
+        kernels.run_on_host(module, bf, kind, got, types)
+        for g, w in zip(got, expected):
+            if isinstance(g, np.ndarray):
+                np.testing.assert_allclose(g, w, rtol=1e-11, atol=1e-11, err_msg=f"{bf.f.__qualname__} {kind}")
+    try:
+        import cuda.bindings.nvrtc  # noqa: F401
+    except ImportError:
+        return
+    assert b".entry" in launch.nvrtc_compile(kernels.module_source(entries), "sm_80", optimize=False)

@@ -9,6 +9,7 @@ from revdiff.backends.cuda.emit import PRELUDE, CudaEmitter, Signature, kernel_s
 from revdiff.backends.cuda.launch import HOST_SHIM, HostModule, nvrtc_options, run_device, run_host
 from revdiff.compiler.entries import entry_signature
 from revdiff.compiler.graph import invoked, symbol
+from revdiff.ir.types import VarType
 from revdiff.runtime.device import cupy_module
 
 _DEVICE_MODULES: dict = {}
@@ -27,14 +28,30 @@ def by_reference(spec, program: str) -> tuple:
     """Scalar parameters a program writes (passed by reference), in the driver's parameter order
     (``Plan``): those the function modifies, the gradients of an adjoint or fused vjp, and (fused)
     the saved outputs, which are arrays."""
+    plan = spec.plan(program)
+    if plan.lowering == "tangent":  # a scalar's tangent changes where the scalar does
+        base = by_reference(spec, plan.tangent_of)
+        return base + tuple(ref for ref, t in zip(base, _parameter_types(spec, plan.tangent_of)) if t.differentiable)
     modified = spec.rf.modified_positions()
     refs = tuple(k in modified for k in range(len(spec.rf.params)))
-    lowering = spec.plan(program).lowering
+    lowering = plan.lowering
     if lowering != "forward":
         refs += tuple(True for t in spec.types if t.differentiable)
     if lowering == "fused":
         refs += tuple(False for _ in modified)
     return refs
+
+
+def _parameter_types(spec, program: str) -> list:
+    """The types of ``program``'s parameters, in the driver's order (``Plan``)."""
+    types = list(spec.types)
+    lowering = spec.plan(program).lowering
+    if lowering != "forward":
+        types += [t for t in spec.types if t.differentiable]
+    if lowering == "fused":
+        modified = spec.rf.modified_positions()
+        types += [VarType(t.kind, max(t.ndim, 1), t.dtype) for k, t in enumerate(spec.types) if k in modified]
+    return types
 
 
 def device_functions(spec, programs, done: dict | None = None) -> dict:
@@ -98,12 +115,14 @@ def module_source(entries: list, host: bool = False, check: bool = True) -> str:
     kernels = []
     for bf, kind, types in entries:
         spec = bf.f.forward_function.specialize(types)
-        program, params, grads, saved = entry_signature(bf.f, bf.batched, kind, types)[:4]
+        sig = entry_signature(bf.f, bf.batched, kind, types)
         type_map = dict(zip(bf.f.params, types))
-        type_map.update({g.name: t for g, t in zip(grads, [t for t in types if t.differentiable])})
-        device_functions(spec, [program], functions)
-        kernels.append(kernel_source(entry_name(bf, kind, types), symbol(spec, program), params, grads,
-                                     type_map, saved, host=host))
+        type_map.update({g.name: t for g, t in zip(sig.grads, [t for t in types if t.differentiable])})
+        type_map.update({"d_" + p: t for p, t in list(type_map.items()) if t.differentiable})  # tangents
+        device_functions(spec, [sig.program], functions)
+        kernels.append(kernel_source(entry_name(bf, kind, types), symbol(spec, sig.program), sig.params, sig.grads,
+                                     type_map, sig.saved, host=host, tangents=sig.tangents,
+                                     tangent_saved=sig.tangent_saved))
     prelude = f'#include "{HOST_SHIM}"\n#include "{PRELUDE}"' if host else PRELUDE.read_text()
     head = "\n".join((["#define RD_BOUNDSCHECK"] if check else []) + [prelude, prototypes(functions)])
     lines = [(line, None) for line in head.split("\n")]

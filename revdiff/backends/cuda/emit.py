@@ -246,36 +246,19 @@ def _kind(dtype: str) -> str:
 
 
 def kernel_source(entry: str, program: str, params: list, grads: list, types: dict, saved: tuple = (),
-                  host: bool = False) -> str:
+                  host: bool = False, tangents: list = (), tangent_saved: tuple = ()) -> str:
     """A ``__global__`` entry running device function ``program`` for batch element
     ``blockIdx.x * blockDim.x + threadIdx.x``: a call takes ``params``; a fused vjp takes
-    ``params + grads`` and the ``saved`` outputs (one-element views for scalars). Array (and batched
-    scalar) arguments arrive as a pointer and a meta array (shape..., strides... in elements, batch
-    axis first when batched); shared scalars by value. ``host``: also a C launcher looping over the
-    batch (emulation)."""
+    ``params + grads`` and the ``saved`` outputs (one-element views for scalars); a tangent program
+    then ``tangents`` and the ``tangent_saved`` outputs' tangents (``dout_<name>``), as the CPU's
+    entries (``backends/numba/entries.py``). Array (and batched scalar) arguments arrive as a pointer
+    and a meta array (shape..., strides... in elements, batch axis first when batched); shared
+    scalars by value. ``host``: also a C launcher looping over the batch (emulation)."""
     args, setup, writeback = [], [], []
-    for p in params + grads:
-        t = types[p.name]
-        scalar = c_scalar(t)
-        if t.ndim:
-            args += [f"{scalar}* p_{p.name}", f"const rd_int* m_{p.name}"]
-            setup.append(f"rd_array<{scalar}, {t.ndim}> {p.name} = rd_element<{scalar}, {t.ndim}>("
-                         f"p_{p.name}, m_{p.name}, _b, {'true' if p.batched else 'false'}, st);")
-        elif p.batched:
-            args += [f"{scalar}* p_{p.name}", f"const rd_int* m_{p.name}"]
-            setup.append(f"{scalar} {p.name} = p_{p.name}[_b * m_{p.name}[1]];")
-            writeback.append(f"p_{p.name}[_b * m_{p.name}[1]] = {p.name};")
-        else:
-            args.append(f"{scalar} {p.name}")
-    for name in saved:
-        t = types[name]
-        scalar = c_scalar(t)
-        args += [f"{scalar}* p_out_{name}", f"const rd_int* m_out_{name}"]
-        if t.ndim:
-            setup.append(f"rd_array<{scalar}, {t.ndim}> out_{name} = rd_element<{scalar}, {t.ndim}>("
-                         f"p_out_{name}, m_out_{name}, _b, true, st);")
-        else:
-            setup.append(f"rd_array<{scalar}, 1> out_{name} = {{p_out_{name} + _b * m_out_{name}[1], {{1}}, {{1}}, st}};")
+    _arguments(list(params) + list(grads), types, args, setup, writeback)
+    _outputs("out_", saved, types, args, setup)
+    _arguments(list(tangents), types, args, setup, writeback)
+    _outputs("dout_", tangent_saved, types, args, setup)
     args += ["rd_int batch", "rd_error* err", "char* scratch", "rd_int scratch_per_thread"]
     lines = [f'extern "C" __global__ void {entry}({", ".join(args)}) {{',
              "    const rd_int _b = (rd_int)blockIdx.x * blockDim.x + threadIdx.x;",
@@ -283,7 +266,8 @@ def kernel_source(entry: str, program: str, params: list, grads: list, types: di
              "    rd_status st_ = {err, _b, scratch + _b * scratch_per_thread, 0, scratch_per_thread, 0};",
              "    rd_status* st = &st_;"]
     lines += ["    " + s for s in setup]
-    names = [p.name for p in params + grads] + [f"out_{name}" for name in saved]
+    names = ([p.name for p in params + grads] + [f"out_{name}" for name in saved] + [p.name for p in tangents]
+             + [f"dout_{name}" for name in tangent_saved])
     lines.append(f"    {program}({', '.join(names + ['st'])});")
     lines.append("    if (st->failed) return;")
     lines += ["    " + s for s in writeback]
@@ -296,6 +280,38 @@ def kernel_source(entry: str, program: str, params: list, grads: list, types: di
                   f"        {entry}({', '.join(call_args)});",
                   "    }", "}"]
     return "\n".join(lines) + "\n"
+
+
+def _arguments(params: list, types: dict, args: list, setup: list, writeback: list) -> None:
+    """A kernel's parameters for ``params`` (BatchParams) and the element views they become."""
+    for p in params:
+        t = types[p.name]
+        scalar = c_scalar(t)
+        if t.ndim:
+            args += [f"{scalar}* p_{p.name}", f"const rd_int* m_{p.name}"]
+            setup.append(f"rd_array<{scalar}, {t.ndim}> {p.name} = rd_element<{scalar}, {t.ndim}>("
+                         f"p_{p.name}, m_{p.name}, _b, {'true' if p.batched else 'false'}, st);")
+        elif p.batched:
+            args += [f"{scalar}* p_{p.name}", f"const rd_int* m_{p.name}"]
+            setup.append(f"{scalar} {p.name} = p_{p.name}[_b * m_{p.name}[1]];")
+            writeback.append(f"p_{p.name}[_b * m_{p.name}[1]] = {p.name};")
+        else:
+            args.append(f"{scalar} {p.name}")
+
+
+def _outputs(prefix: str, saved: tuple, types: dict, args: list, setup: list) -> None:
+    """A kernel's parameters for the saved outputs ``<prefix><name>`` (batched, one-element views of
+    scalars)."""
+    for name in saved:
+        t = types[name]
+        scalar = c_scalar(t)
+        out = prefix + name
+        args += [f"{scalar}* p_{out}", f"const rd_int* m_{out}"]
+        if t.ndim:
+            setup.append(f"rd_array<{scalar}, {t.ndim}> {out} = rd_element<{scalar}, {t.ndim}>("
+                         f"p_{out}, m_{out}, _b, true, st);")
+        else:
+            setup.append(f"rd_array<{scalar}, 1> {out} = {{p_{out} + _b * m_{out}[1], {{1}}, {{1}}, st}};")
 
 
 def with_line_directives(lines: list, name: str) -> list:
