@@ -42,8 +42,34 @@ def initial_state(dtype=np.float64) -> tuple:
 # ----------------------------------------------------------------------------- memory worker
 
 
+def _hvp_function(method: str):
+    """(x, v, m, G, soft, dt, steps) -> the Hessian of the final energy times a fixed direction."""
+    from revdiff.tools import peers
+    rng = np.random.default_rng(0)
+    dx, dv = rng.standard_normal(X0.shape), rng.standard_normal(V0.shape)
+    if method == "revdiff hvp":
+        import revdiff
+        from revdiff.programs.leapfrog import nbody_final_energy
+
+        def hvp(x, v, m, G, soft, dt, steps):
+            out = revdiff.hvp(nbody_final_energy, "E", (0.0, x, v, m, G, soft, dt, steps),
+                              (None, dx, dv, None, None, None, None, None))
+            return out[1], out[2]
+        return hvp
+    if method == "torch double backward":
+        torch_hvp = peers.torch_nbody_hvp()
+        return None if torch_hvp is None else lambda x, v, m, G, soft, dt, steps: torch_hvp(
+            x, v, m, G, soft, dt, steps, dx, dv)
+    raise ValueError(method)
+
+
+HVP_METHODS = ["revdiff hvp", "torch double backward"]
+
+
 def _gradient_function(method: str):
     from revdiff.tools import peers
+    if method in HVP_METHODS:
+        return _hvp_function(method)
     if method == "revdiff":
         import revdiff
         from revdiff.programs.leapfrog import nbody_final_energy
@@ -155,6 +181,8 @@ def _mb(n: float) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="10^3 and 10^4 steps only")
+    p.add_argument("--hvp", action="store_true", help="Hessian-vector products of the final energy (revdiff's "
+                   "tangent of the vjp, PyTorch's double backward) instead of gradients; no drift part")
     p.add_argument("--max-torch-steps", type=float, default=1e5,
                    help="PyTorch's tape grows with the steps; skip it beyond this (default 1e5)")
     p.add_argument("--timeout", type=float, default=600, help="seconds per measurement")
@@ -164,21 +192,23 @@ def main() -> None:
         print(json.dumps(worker(args.worker[0], int(args.worker[1]))))
         return
     step_counts = [10 ** 3, 10 ** 4] if args.quick else [10 ** 3, 10 ** 4, 10 ** 5, 10 ** 6]
-    methods = ["revdiff", "torch", "jax scan", "jax scan+checkpoint"]
+    methods = HVP_METHODS if args.hvp else ["revdiff", "torch", "jax scan", "jax scan+checkpoint"]
     print(f"# revdiff memory benchmark: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
           f"{time.strftime('%Y-%m-%d')}")
-    print(f"# command: python benchmarks/memory.py{' --quick' if args.quick else ''}\n")
+    flags = (" --quick" if args.quick else "") + (" --hvp" if args.hvp else "")
+    print(f"# command: python benchmarks/memory.py{flags}\n")
     results = {}
     for method in methods:
         for steps in step_counts:
-            if method == "torch" and steps > args.max_torch_steps:
+            if method.startswith("torch") and steps > args.max_torch_steps:
                 results[method, steps] = {"skipped": f"> --max-torch-steps {args.max_torch_steps:.0e}"}
                 continue
             results[method, steps] = measure(method, steps, args.timeout)
             sys.stderr.write(f"\r{method:22s} {steps:>8d} steps done")
     sys.stderr.write("\n")
 
-    print("Gradient of the final energy w.r.t. the initial state (3 bodies): peak memory growth "
+    what = "Hessian-vector product" if args.hvp else "Gradient"
+    print(f"{what} of the final energy w.r.t. the initial state (3 bodies): peak memory growth "
           "(JAX: XLA temporaries), time\n")
     print("| steps | " + " | ".join(methods) + " |")
     print("|---" * (len(methods) + 1) + "|")
@@ -198,12 +228,14 @@ def main() -> None:
         ratio = f"x{b / a:.0f}" if a > 0 else ("no growth" if b == 0 else "from nothing")
         print(f"  {method}: {_mb(a)} at {ran[0]:.0e} steps -> {_mb(b)} at {ran[-1]:.0e} steps "
               f"({ratio} for x{ran[-1] // ran[0]} steps)")
-    ref = results["revdiff", lo]
+    ref = results[methods[0], lo]
     for method in methods[1:]:
         r = results[method, lo]
         if "grad" in r and "grad" in ref:
             diff = max(np.abs(np.array(r["grad"][k]) - np.array(ref["grad"][k])).max() for k in range(2))
-            print(f"max |revdiff - {method}| gradient difference at {lo:.0e} steps: {diff:.1e}")
+            print(f"max |{methods[0]} - {method}| difference at {lo:.0e} steps: {diff:.1e}")
+    if args.hvp:
+        return
 
     rows = drift_rows(step_counts, reference_limit=10 ** 3 if args.quick else 10 ** 4)
     print("\nRound-trip drift of the initial state (forward then inverse), max relative over x and v;\n"

@@ -86,6 +86,8 @@ def qr(A, method: str = "cgs2", rank_tol: float | None = None, mode: str = "redu
         m, n = a.shape[-2:]
         q = q_columns(method, mode, a.shape)
         return [_struct(a.shape[:-2] + (m, q), a.dtype), _struct(a.shape[:-2] + (q, n), a.dtype)]
+    P.api._method(P.QR_METHODS, method)  # checked while tracing, as project's options are
+    P.api.rank_tolerance(rank_tol, jnp.result_type(A))
     if mode == "r":
         f = _differentiable(lambda a: (P.qr(a, method, rank_tol, mode),),
                             lambda a, gR: (P.qr_vjp(a, None, gR, method, rank_tol, mode),), lambda a: shapes(a)[1:])
@@ -130,7 +132,7 @@ def project(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_defi
     A, y = _inexact(A, y)
     _checked_options(A, method, rank_tol, rank_deficient, PROJECT_METHODS)
     z = f(A, y)[0]
-    return (z, _rank(A, rank_tol)) if rank_deficient == "truncate" else z
+    return (z, _rank(A.astype(_promoted(A, y)), rank_tol)) if rank_deficient == "truncate" else z
 
 
 def lstsq(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_deficient: str = "raise"):
@@ -142,7 +144,7 @@ def lstsq(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_defici
     A, y = _inexact(A, y)
     _checked_options(A, method, rank_tol, rank_deficient, LSTSQ_METHODS, wide_ok=False)
     x = f(A, y)[0]
-    return (x, _rank(A, rank_tol)) if rank_deficient == "truncate" else x
+    return (x, _rank(A.astype(_promoted(A, y)), rank_tol)) if rank_deficient == "truncate" else x
 
 
 def normalize(x):
@@ -187,4 +189,4 @@ def project_jvp(A, y, dA, dy, method: str = "cgs2", rank_tol: float | None = Non
         return _value(value), tangent
 
     z, dz = _callback(host, _vector_result(A, y) * 2, *(jax.lax.stop_gradient(x) for x in (A, y, dA, dy)))
-    return ((z, _rank(A, rank_tol)) if rank_deficient == "truncate" else z), dz
+    return ((z, _rank(A.astype(_promoted(A, y)), rank_tol)) if rank_deficient == "truncate" else z), dz

@@ -72,7 +72,8 @@ def test_column_pivots_match_scipy_and_keep_ties_and_noise_in_order():
         kept = 5 if b < 50 else 2 if b < 100 else 0  # beyond the rank the residuals are rounding noise,
         np.testing.assert_array_equal(perm[b, :kept], want[:kept])  # which LAPACK's downdated norms order otherwise
         assert sorted(perm[b]) == list(range(5))
-        np.testing.assert_allclose(residuals[b], np.abs(np.diag(R)), rtol=0, atol=1e-13)
+        scale = 2.0 ** np.frexp(np.abs(A[b]).max())[1]  # the scan's residuals are of A / scale, exactly
+        np.testing.assert_allclose(residuals[b] * scale, np.abs(np.diag(R)), rtol=0, atol=1e-13)
     np.testing.assert_array_equal(perm[150:], np.broadcast_to(np.arange(5), (50, 5)))  # ties: in order
 
 
@@ -298,3 +299,40 @@ def test_jax_checks_options_while_tracing():
         rj.project(A, y, "cgs2", None, None)
     with pytest.raises(ValueError, match="lstsq needs a tall or square A"):
         jax.jit(lambda a, b: rj.lstsq(a, b))(jnp.ones((3, 5)), jnp.ones(3))
+
+
+def test_rank_and_truncation_of_columns_near_the_overflow_threshold():
+    """The pivot scan scales each matrix by a power of two first: its norms and reflectors of
+    entries near 1e308 do not overflow into a wrong rank."""
+    A = np.array([[1e308, 0.0], [5e307, 1e307], [0.0, 1e307]])
+    y = np.array([1.0, 2.0, 3.0])
+    assert int(P.rank(A)) == 2
+    z, rank = P.project(A, y, rank_deficient="truncate")
+    assert int(rank) == 2
+    np.testing.assert_allclose(z, P.project(A, y), rtol=1e-14)
+    B = 0.5e308 * np.random.default_rng(0).standard_normal((5, 3))
+    assert int(P.rank(B)) == 3
+
+
+def test_a_pivoted_rank_error_names_the_column_of_A():
+    A = np.c_[np.ones(4), np.zeros(4), np.arange(4.0)]
+    with pytest.raises(RankDeficientError, match="column 1 is zero"):
+        P.qr(A, pivoting=True)
+
+
+def test_rank_checks_its_tolerance_on_empty_input_too():
+    with pytest.raises(ValueError, match="rank_tol"):
+        P.rank(np.zeros((0, 3)), -1.0)
+
+
+def test_torch_and_jax_report_the_rank_the_truncation_used():
+    torch = pytest.importorskip("torch")
+    import revdiff.torch as rt
+    A = torch.tensor([[1, 0], [0, 1e-6], [0, 0]], dtype=torch.float32)
+    y = torch.tensor([0, 1, 0.0], dtype=torch.float64)
+    z, rank = rt.project(A, y, rank_deficient="truncate")  # computed in float64: 1e-6 is far above its tolerance
+    assert int(rank) == 2 and float(z[1]) == pytest.approx(1.0)
+    jax = pytest.importorskip("jax")
+    import revdiff.jax as rj
+    with pytest.raises(ValueError, match="unknown method"):
+        jax.jit(lambda a: rj.qr(a, method="lu"))(np.eye(3))

@@ -177,6 +177,17 @@ def test_gradgradcheck_and_hessians_equal_torch():
     def loss(project):
         return lambda a, b: (project(a, b) ** 2 * torch.arange(1.0, 6.0, dtype=a.dtype)).sum()
 
+    W1, W2 = tensor(5, 3), tensor(3, 3)
+
+    def qr_loss(qr):
+        def f(a):
+            Q, R = qr(a)
+            s = torch.sign(torch.diagonal(R))  # LAPACK's signs to diag(R) >= 0 (constant nearby)
+            return ((Q * s) ** 2 * W1).sum() + ((R * s[:, None]) ** 2 * W2).sum()
+        return f
+
+    torch.testing.assert_close(torch.func.hessian(qr_loss(rt.qr))(A[0].detach()),
+                               torch.func.hessian(qr_loss(torch.linalg.qr))(A[0].detach()), rtol=1e-9, atol=1e-10)
     mine = torch.func.hessian(loss(rt.project), argnums=(0, 1))(A.detach(), y.detach())
     theirs = torch.func.hessian(loss(torch_projection), argnums=(0, 1))(A.detach(), y.detach())
     for row_mine, row_theirs in zip(mine, theirs):

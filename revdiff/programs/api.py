@@ -146,7 +146,7 @@ def qr(A, method: str = "cgs2", rank_tol: float | None = None, mode: str = "redu
         Q, R = _empty_qr(M, q, outputs)
     else:
         Q, R = _ranked(lambda: program(*outputs, M.A, donate=True), M, tol)[:2]
-        check_rank(R, M.batch, tol, M.xp)
+        check_rank(R, M.batch, tol, M.xp, perm)
         R = M.scaled(R, M.e)  # A D = Q R' for the column scaling D: R = R' D^-1
         check_result("qr", "R", R, M.batch, M.xp)
     out = (M.unflat(R, q, M.n),) if mode == "r" else (M.unflat(Q, M.m, q), M.unflat(R, q, M.n))
@@ -174,7 +174,7 @@ def qr_vjp(A, gQ, gR, method: str = "cgs2", rank_tol: float | None = None, mode:
     if run.M.empty:
         return run.M.xp.zeros(run.M.shape, run.M.dtype)
     outs, grads = _ranked(lambda: run.program.vjp(run.outputs + (run.M.A,), run.cotangents, donate=True), run.M, run.tol)
-    check_rank(outs[1], run.M.batch, run.tol, run.M.xp)  # outs: (Q, R, [angles,] A)
+    check_rank(outs[1], run.M.batch, run.tol, run.M.xp, run.perm)  # outs: (Q, R, [angles,] A)
     return run.gradient(grads[-1], "qr_vjp", "gA")
 
 
@@ -290,9 +290,10 @@ def rank(A, rank_tol: float | None = None):
     except, usually, where they lie within a small factor of the threshold (pivoted QR can misjudge
     them by up to about 2**n on adversarial matrices, Kahan's)."""
     M = Matrices(A)
+    tol = rank_tolerance(rank_tol, M.dtype)  # checked for empty input too
     if M.empty:
         return M.xp.zeros(M.batch, np.int64)
-    return _Kept(M, rank_tolerance(rank_tol, M.dtype)).rank.reshape(M.batch)
+    return _Kept(M, tol).rank.reshape(M.batch)
 
 
 def project(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_deficient: str = "raise"):

@@ -144,11 +144,12 @@ def rank_tolerance(rank_tol, dtype) -> float:
     return float(rank_tol)
 
 
-def check_rank(R, batch_shape: tuple, tol: float, xp) -> None:
+def check_rank(R, batch_shape: tuple, tol: float, xp, perm=None) -> None:
     """RankDeficientError for the first batch element and column k < min(m, n) of A = Q R whose
     distance from the span of the earlier columns, relative to its own norm (|R[k, k]| / ||R[:, k]||),
     is at most ``tol``: there the projection, the least-squares solution and the gradients are not
-    determined by A to working precision (R flattened to one batch axis)."""
+    determined by A to working precision (R flattened to one batch axis). ``perm`` (b, n): R is that
+    of A[:, perm], and the error names A's column perm[k]."""
     if R.size == 0:
         return
     ratios = rank_ratios(R, xp)
@@ -157,7 +158,10 @@ def check_rank(R, batch_shape: tuple, tol: float, xp) -> None:
         b, k = (int(i) for i in xp.argwhere(bad)[0])
         what = "is zero" if float(ratios[b, k]) == 0 and not bool(xp.any(R[b, :, k])) else \
             "is linearly dependent on the previous ones"
-        raise RankDeficientError(f"matrix at batch index {batch_index(batch_shape, b)}: column {k} {what} "
+        column = k if perm is None else int(perm[b, k])
+        earlier = "previous ones" if perm is None else "columns pivoted before it"
+        what = what.replace("previous ones", earlier)
+        raise RankDeficientError(f"matrix at batch index {batch_index(batch_shape, b)}: column {column} {what} "
                                  f"(residual norm / column norm = {float(ratios[b, k]):.3e} <= {tol:.1e})")
 
 

@@ -59,13 +59,20 @@ def _pivots(A, perm, residuals):
 
 
 def column_pivots(A, xp=np) -> tuple:
-    """(perm, residuals) for a batch of finite matrices A (b, m, n) of any magnitude (norms scaled,
-    unit reflectors: nothing overflows or underflows that would not in A's own R): perm (b, n)
-    int64 with the pivoted column order, residuals (b, min(m, n)) the distances |R[k, k]|,
-    non-increasing. GPU arrays are copied to the host for it and the results back."""
+    """(perm, residuals) for a batch of finite matrices A (b, m, n) of any magnitude: perm (b, n)
+    int64 with the pivoted column order, residuals (b, min(m, n)) the distances |R[k, k]| of A
+    scaled by a power of two per matrix (its largest entry in [1/2, 1): exact, so the order and
+    the ratios, all that callers read, are A's own, and nothing near the overflow threshold
+    overflows in the norms and reflectors), non-increasing. GPU arrays are copied to the host for it
+    and the results back."""
     host = A if xp is np else xp.asnumpy(A)
-    host = np.ascontiguousarray(host, dtype=np.complex128 if np.iscomplexobj(host) else np.float64)
+    host = np.array(host, dtype=np.complex128 if np.iscomplexobj(host) else np.float64, order="C")
     b, m, n = host.shape
+    if host.size:
+        largest = np.abs(host).reshape(b, -1).max(axis=1)
+        exponent = np.frexp(np.where(largest > 0, largest, 1.0))[1]
+        host = np.ldexp(host, -exponent[:, None, None]) if not np.iscomplexobj(host) else \
+            np.ldexp(host.real, -exponent[:, None, None]) + 1j * np.ldexp(host.imag, -exponent[:, None, None])
     perm, residuals = np.empty((b, n), np.int64), np.empty((b, min(m, n)))
     if host.size:
         _pivots(host, perm, residuals)

@@ -43,7 +43,7 @@ def qr_jvp(A, dA, method: str = "cgs2", rank_tol: float | None = None, mode: str
         D, h = _scaled_direction(D, M, perm)
         outs, douts = _ranked(lambda: program.jvp(outputs + (M.A,), (None,) * len(outputs) + (D,)), M, tol)
         Q, R = outs[:2]
-        check_rank(R, M.batch, tol, M.xp)
+        check_rank(R, M.batch, tol, M.xp, perm)
         R, dQ, dR = M.scaled(R, M.e), M.scaled(douts[0], h), M.scaled(douts[1], M.e, h)
         for name, value in (("R", R), ("dQ", dQ), ("dR", dR)):
             check_result("qr_jvp", name, value, M.batch, M.xp)
@@ -119,7 +119,7 @@ def qr_vjp_jvp(A, gQ, gR, dA, method: str = "cgs2", rank_tol: float | None = Non
     D, hv = _scaled_direction(D, M, run.perm)
     outs, grads, douts, dgrads = _ranked(lambda: run.program.vjp_jvp(
         run.outputs + (M.A,), run.cotangents, (None,) * len(run.outputs) + (D,)), M, run.tol)
-    check_rank(outs[1], M.batch, run.tol, M.xp)
+    check_rank(outs[1], M.batch, run.tol, M.xp, run.perm)
     gA, dgA = run.gradient(grads[-1], "qr_vjp_jvp", "gA"), run.gradient(dgrads[-1], "qr_vjp_jvp", "dgA", hv)
     dQ, dR = M.scaled(douts[0], hv), M.scaled(douts[1], M.e, hv)
     q = dQ.shape[-1]

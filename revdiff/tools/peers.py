@@ -149,6 +149,29 @@ def torch_nbody_gradient() -> Optional[Callable]:
     return grad
 
 
+def torch_nbody_hvp() -> Optional[Callable]:
+    """(x, v, m, G, soft, dt, steps, dx, dv) -> the Hessian of the final energy times (dx, dv), by
+    double backward through the same loop (the first backward's graph is kept for the second)."""
+    torch = torch_module()
+    if torch is None:
+        return None
+
+    def hvp(x, v, m, G, soft, dt, steps, dx, dv):
+        x0 = torch.tensor(x, requires_grad=True)
+        v0 = torch.tensor(v, requires_grad=True)
+        mt = torch.tensor(m, dtype=x0.dtype)
+        xs, vs = x0, v0
+        for _ in range(steps):
+            vs = vs + 0.5 * dt * _nbody_acceleration(xs, mt, G, soft)
+            xs = xs + dt * vs
+            vs = vs + 0.5 * dt * _nbody_acceleration(xs, mt, G, soft)
+        gx, gv = torch.autograd.grad(_nbody_energy(torch, xs, vs, mt, G, soft), (x0, v0), create_graph=True)
+        hx, hv = torch.autograd.grad((gx * torch.tensor(dx)).sum() + (gv * torch.tensor(dv)).sum(), (x0, v0))
+        return hx.numpy(), hv.numpy()
+
+    return hvp
+
+
 def jax_nbody_gradient(checkpoint: bool = False) -> Optional[Callable]:
     """The same through ``jax.lax.scan`` (optionally with ``jax.checkpoint`` on the step), jitted."""
     mods = jax_modules()

@@ -213,9 +213,10 @@ _RANK = _operation("rank", "(Tensor A, float? rank_tol) -> Tensor",
                    lambda A, rank_tol: A.new_empty(tuple(A.shape[:-2]), dtype=torch.int64))
 
 
-def _with_rank(value: torch.Tensor, A: torch.Tensor, rank_tol, rank_deficient: str):
-    """(value, rank) for rank_deficient="truncate", as ``revdiff.programs``; else the value."""
-    return (value, _RANK(A.detach(), rank_tol)) if rank_deficient == "truncate" else value
+def _with_rank(value: torch.Tensor, A: torch.Tensor, y: torch.Tensor, rank_tol, rank_deficient: str):
+    """(value, rank) for rank_deficient="truncate", as ``revdiff.programs``; else the value. The
+    rank is that of A in the dtype the value was computed in (A's and y's promoted), as truncated."""
+    return (value, _RANK(A.detach().to(_computed(A, y)), rank_tol)) if rank_deficient == "truncate" else value
 
 
 def _normalize_impl(x):
@@ -249,7 +250,7 @@ def project(A: torch.Tensor, y: torch.Tensor, method: str = "cgs2", rank_tol: fl
     ``rank_deficient="truncate"``: onto the numerical column space, returning (z, rank), as
     ``revdiff.programs.project`` (the rank is its own operation, ``torch.ops.revdiff.rank``)."""
     _checked("A y", A, y)
-    return _with_rank(_project_call(A, y, method, rank_tol, rank_deficient), A, rank_tol, rank_deficient)
+    return _with_rank(_project_call(A, y, method, rank_tol, rank_deficient), A, y, rank_tol, rank_deficient)
 
 
 def lstsq(A: torch.Tensor, y: torch.Tensor, method: str = "cgs2", rank_tol: float | None = None,
@@ -257,7 +258,7 @@ def lstsq(A: torch.Tensor, y: torch.Tensor, method: str = "cgs2", rank_tol: floa
     """argmin_x |A x - y| for A (..., m, n) of full column rank, through the QR program;
     ``rank_deficient="truncate"``: the basic solution and the rank, as ``revdiff.programs.lstsq``."""
     _checked("A y", A, y)
-    return _with_rank(_lstsq_call(A, y, method, rank_tol, rank_deficient), A, rank_tol, rank_deficient)
+    return _with_rank(_lstsq_call(A, y, method, rank_tol, rank_deficient), A, y, rank_tol, rank_deficient)
 
 
 def normalize(x: torch.Tensor) -> torch.Tensor:
