@@ -21,7 +21,7 @@ their block (which in backward time is where the binding happened).
 from __future__ import annotations
 
 from revdiff.ir import algebra as A
-from revdiff.ir.high import (Alloc, Bind, BinOp, BoolOp, Call, CallFn, Compute, Const, Dealloc, For, If,
+from revdiff.ir.high import (Alloc, Bind, BoolOp, CallFn, Compute, Const, Dealloc, For, If,
                              Index, Instr, Name, Select, Shape, Unary, Uncompute, While, base_name,
                              walk_stmts)
 from revdiff.ir.low import AugAssign, Branch, Invoke, Local, Zero
@@ -30,7 +30,7 @@ from revdiff.passes.analysis import first_writes_of_ancillas, restores_only_free
 from revdiff.passes.infer import alloc_type, expr_type
 from revdiff.passes.invert import invert_block
 from revdiff.passes.lower import Lowerer
-from revdiff.primitives import FUNCTIONS, INSTRUCTIONS
+from revdiff.primitives import INSTRUCTIONS, applied
 
 
 class AdjointLowerer(Lowerer):
@@ -94,14 +94,10 @@ class AdjointLowerer(Lowerer):
             self._contributions(e.a, c, acc, _both(guard, e.cond))
             self._contributions(e.b, c, acc, _both(guard, Unary("not", e.cond)))
             return
-        if isinstance(e, BinOp):
-            fn, args = FUNCTIONS[e.op], (e.left, e.right)
-        elif isinstance(e, Unary):
-            fn, args = FUNCTIONS["neg" if e.op == "-" else "pos"], (e.operand,)
-        elif isinstance(e, Call):
-            fn, args = FUNCTIONS[e.fn], e.args
-        else:
+        application = applied(e)
+        if application is None:
             return
+        fn, args = application
         if fn.cotangents is None:
             return
         live = [a for a in args if self.kind(a) in ("float", "complex")]

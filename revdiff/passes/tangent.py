@@ -29,7 +29,7 @@ from revdiff.ir.low import (Assign, AugAssign, Branch, Check, Comment, HostCall,
                             Repeat, Zero, nested_blocks)
 from revdiff.ir.types import VarType, is_real, kind_of_dtype
 from revdiff.passes.infer import TypeEnv, expr_type
-from revdiff.primitives import FUNCTIONS
+from revdiff.primitives import applied
 
 #: the name a cotangent rule is called with: the result's cotangent, which its output is linear in
 _COTANGENT = "_rd_cotangent"
@@ -109,14 +109,10 @@ class _Tangent:
             if a is None and b is None:
                 return None
             return Select(e.cond, a if a is not None else self.zero(t), b if b is not None else self.zero(t))
-        if isinstance(e, BinOp):
-            fn, args = FUNCTIONS[e.op], (e.left, e.right)
-        elif isinstance(e, Unary):
-            fn, args = FUNCTIONS["neg" if e.op == "-" else "pos"], (e.operand,)
-        elif isinstance(e, Call):
-            fn, args = FUNCTIONS[e.fn], e.args
-        else:
+        application = applied(e)
+        if application is None:
             return None
+        fn, args = application
         if fn.cotangents is None:
             return None
         self.env.types[_COTANGENT] = t

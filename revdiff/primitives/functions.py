@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from revdiff.ir import algebra as A
-from revdiff.ir.high import BoolOp, Compare, Const, Expr, Select
+from revdiff.ir.high import BinOp, BoolOp, Call, Compare, Const, Expr, Select, Unary
 from revdiff.ir.types import join
 
 Rule = Callable[[Expr, tuple, Callable[[Expr], str]], tuple]
@@ -264,3 +264,14 @@ for _e in _ENTRIES:
         for _alias in _e.aliases:
             USER_FUNCTIONS[_alias] = _e.name
 
+
+
+def applied(e: Expr) -> tuple | None:
+    """(the table entry, its arguments) of an operator or function application, else None."""
+    if isinstance(e, BinOp):
+        return FUNCTIONS[e.op], (e.left, e.right)
+    if isinstance(e, Unary):
+        return FUNCTIONS["neg" if e.op == "-" else "pos"], (e.operand,)
+    if isinstance(e, Call):
+        return FUNCTIONS[e.fn], e.args
+    return None

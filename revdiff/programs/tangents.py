@@ -26,6 +26,27 @@ def _matrix_direction(dA, M: Matrices):
     return d
 
 
+def _vector_direction(dy, M: Matrices):
+    """The checked tangent of y (a ``Vectors``), or None for zero."""
+    if dy is None:
+        return None
+    return Vectors("dy", dy, M, M.batch + (M.m,), cotangent=True, why="as the tangent of y it needs the shape of y,")
+
+
+def _projection_directions(D, dY, M: Matrices, Y: Vectors) -> tuple:
+    """(dA', dy', h): the tangents as a projection program reads them. z(A 2**-e, y 2**-f) =
+    z(A, y) 2**-f: the tangents scaled as their values, then by 2**-h together (h per element)."""
+    D = M.scaled(D, negated(M.e))
+    dv = Y.scaled(dY.flat, negated(Y.e)) if dY is not None else M.xp.zeros_like(Y.v)
+    h = scale_exponents(_largest(D, dv), M.dtype, M.xp)
+    return M.scaled(D, negated(h)), Y.scaled(dv, negated(h)), h
+
+
+def _kept_direction(D, kept: _Kept, xp):
+    """A's tangent over the columns truncation keeps (zero for those left out), as ``kept.A``."""
+    return xp.where(kept.left_out[:, None, :], 0, xp.take_along_axis(D, kept.columns[:, None, :], axis=2))
+
+
 def qr_jvp(A, dA, method: str = "cgs2", rank_tol: float | None = None, mode: str = "reduced",
            pivoting: bool = False) -> tuple:
     """``(qr(A, ...), (dQ, dR))``: the factors and their derivatives along dA (None: zero), in one
@@ -64,20 +85,14 @@ def project_jvp(A, y, dA, dy, method: str = "cgs2", rank_tol: float | None = Non
     program = _batched(_method(PROJECT_METHODS, method))
     M, Y = _with_vector(A, y)
     tol = rank_tolerance(rank_tol, M.dtype)
-    D = _matrix_direction(dA, M)
-    dY = Vectors("dy", dy, M, M.batch + (M.m,), cotangent=True, why="as the tangent of y it needs the shape of y,") \
-        if dy is not None else None
+    D, dY = _matrix_direction(dA, M), _vector_direction(dy, M)
     if M.empty:
         z = M.unflat(M.xp.zeros_like(Y.flat), M.m)
         return ((z, M.xp.zeros(M.batch, np.int64)) if truncate else z), M.xp.zeros_like(z)
-    # z(A 2**-e, y 2**-f) = z(A, y) 2**-f: the tangents scaled as their values, then by 2**-h together
-    D = M.scaled(D, negated(M.e))
-    dv = Y.scaled(dY.flat, negated(Y.e)) if dY is not None else M.xp.zeros_like(Y.v)
-    h = scale_exponents(_largest(D, dv), M.dtype, M.xp)
-    D, dv = M.scaled(D, negated(h)), Y.scaled(dv, negated(h))
+    D, dv, h = _projection_directions(D, dY, M, Y)
     if truncate:
         kept = _Kept(M, tol)
-        D = M.xp.where(kept.left_out[:, None, :], 0, M.xp.take_along_axis(D, kept.columns[:, None, :], axis=2))
+        D = _kept_direction(D, kept, M.xp)
         leading = _batched(projection.LEADING_PROJECTIONS[method])
         outs, douts = leading.jvp((M.zeros(M.m), M.zeros(M.p, M.p), kept.A, Y.v, kept.rank),
                                   (None, None, D, dv, None))
@@ -138,19 +153,14 @@ def project_vjp_jvp(A, y, gz, dA, dy, method: str = "cgs2", rank_tol: float | No
     M, Y = _with_vector(A, y)
     tol = rank_tolerance(rank_tol, M.dtype)
     G = Vectors("gz", gz, M, M.batch + (M.m,), cotangent=True, why="as the cotangent of z it needs the shape of y,")
-    D = _matrix_direction(dA, M)
-    dY = Vectors("dy", dy, M, M.batch + (M.m,), cotangent=True, why="as the tangent of y it needs the shape of y,") \
-        if dy is not None else None
+    D, dY = _matrix_direction(dA, M), _vector_direction(dy, M)
     if M.empty:
         gA, gy = M.xp.zeros(M.shape, M.dtype), M.unflat(M.xp.zeros_like(Y.flat), M.m)
         return (gA, gy), (gA.copy(), gy.copy()), gy.copy()
-    D = M.scaled(D, negated(M.e))
-    dv = Y.scaled(dY.flat, negated(Y.e)) if dY is not None else M.xp.zeros_like(Y.v)
-    h = scale_exponents(_largest(D, dv), M.dtype, M.xp)
-    D, dv = M.scaled(D, negated(h)), Y.scaled(dv, negated(h))
+    D, dv, h = _projection_directions(D, dY, M, Y)
     if truncate:
         kept = _Kept(M, tol)
-        D = M.xp.where(kept.left_out[:, None, :], 0, M.xp.take_along_axis(D, kept.columns[:, None, :], axis=2))
+        D = _kept_direction(D, kept, M.xp)
         leading = _batched(projection.LEADING_PROJECTIONS[method])
         _, grads, douts, dgrads = leading.vjp_jvp((M.zeros(M.m), M.zeros(M.p, M.p), kept.A, Y.v, kept.rank),
                                                   (G.v, None, None, None, None), (None, None, D, dv, None))

@@ -135,18 +135,24 @@ def torch_nbody_gradient() -> Optional[Callable]:
         return None
 
     def grad(x, v, m, G, soft, dt, steps):
-        x0 = torch.tensor(x, requires_grad=True)
-        v0 = torch.tensor(v, requires_grad=True)
-        mt = torch.tensor(m, dtype=x0.dtype)
-        xs, vs = x0, v0
-        for _ in range(steps):
-            vs = vs + 0.5 * dt * _nbody_acceleration(xs, mt, G, soft)
-            xs = xs + dt * vs
-            vs = vs + 0.5 * dt * _nbody_acceleration(xs, mt, G, soft)
-        _nbody_energy(torch, xs, vs, mt, G, soft).backward()
+        x0, v0, energy = _torch_final_energy(torch, x, v, m, G, soft, dt, steps)
+        energy.backward()
         return x0.grad.numpy(), v0.grad.numpy()
 
     return grad
+
+
+def _torch_final_energy(torch, x, v, m, G, soft, dt, steps) -> tuple:
+    """(x0, v0, E): the initial state as leaf tensors and the final energy, taped."""
+    x0 = torch.tensor(x, requires_grad=True)
+    v0 = torch.tensor(v, requires_grad=True)
+    mt = torch.tensor(m, dtype=x0.dtype)
+    xs, vs = x0, v0
+    for _ in range(steps):
+        vs = vs + 0.5 * dt * _nbody_acceleration(xs, mt, G, soft)
+        xs = xs + dt * vs
+        vs = vs + 0.5 * dt * _nbody_acceleration(xs, mt, G, soft)
+    return x0, v0, _nbody_energy(torch, xs, vs, mt, G, soft)
 
 
 def torch_nbody_hvp() -> Optional[Callable]:
@@ -157,15 +163,8 @@ def torch_nbody_hvp() -> Optional[Callable]:
         return None
 
     def hvp(x, v, m, G, soft, dt, steps, dx, dv):
-        x0 = torch.tensor(x, requires_grad=True)
-        v0 = torch.tensor(v, requires_grad=True)
-        mt = torch.tensor(m, dtype=x0.dtype)
-        xs, vs = x0, v0
-        for _ in range(steps):
-            vs = vs + 0.5 * dt * _nbody_acceleration(xs, mt, G, soft)
-            xs = xs + dt * vs
-            vs = vs + 0.5 * dt * _nbody_acceleration(xs, mt, G, soft)
-        gx, gv = torch.autograd.grad(_nbody_energy(torch, xs, vs, mt, G, soft), (x0, v0), create_graph=True)
+        x0, v0, energy = _torch_final_energy(torch, x, v, m, G, soft, dt, steps)
+        gx, gv = torch.autograd.grad(energy, (x0, v0), create_graph=True)
         hx, hv = torch.autograd.grad((gx * torch.tensor(dx)).sum() + (gv * torch.tensor(dv)).sum(), (x0, v0))
         return hx.numpy(), hv.numpy()
 
