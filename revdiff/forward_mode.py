@@ -2,8 +2,8 @@
 
 ``jvp`` runs the tangent of the forward program (``passes/tangent.py``); ``hvp`` the tangent of the
 fused vjp program, forward over reverse: no tape, so its memory does not grow with the number of
-executed instructions. Complex values follow the gradients' convention (README, "Complex
-numbers"): a tangent is a complex direction dz = dx + i dy, and ``hvp`` is the derivative of the
+executed instructions. Complex values follow the gradients' convention (PyTorch's, README
+"Differentiation"): a tangent is a complex direction dz = dx + i dy, and ``hvp`` is the derivative of the
 gradient dL/dx + i dL/dy along it, a real-linear map of dz.
 """
 from __future__ import annotations
@@ -51,7 +51,8 @@ def _tangents(f: ReversibleFunction, args: tuple, types: tuple, tangents: Sequen
 
 def jvp(f: ReversibleFunction, primals: Sequence, tangents: Sequence) -> tuple:
     """``(outs, out_tangents)``: the final values of all parameters of ``f`` run on ``primals`` (as
-    ``f(*primals)`` returns them) and the directional derivatives of those final values along
+    ``f(*primals)`` returns them, to rounding: the tangent program runs loops where ``f`` may call
+    BLAS) and the directional derivatives of those final values along
     ``tangents`` (one per parameter: an array or number shaped like it, or None for zero; None for
     integer and bool parameters, whose entries of ``out_tangents`` are None too), in one run of the
     tangent program (``f.source("jvp")``). The shape of ``jax.jvp``."""
