@@ -293,7 +293,6 @@ class BatchedFunction:
             gradients.append(g if p in self.batched else _shared_sum(g, a))
         return tuple(outs), tuple(gradients)
 
-
     # ---------------------------------------------------------------- forward mode
 
     def jvp(self, args: Sequence, tangents: Sequence) -> tuple:
