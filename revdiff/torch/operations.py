@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
+from torch.autograd import forward_ad
 
 from revdiff.runtime.device import cupy_module
 
@@ -203,7 +204,6 @@ def _forward_mode(tensors: tuple) -> bool:
         return False
     if torch._C._functorch.maybe_current_level() is not None:
         return True
-    from torch.autograd import forward_ad
     return any(isinstance(t, torch.Tensor) and forward_ad.unpack_dual(t).tangent is not None for t in tensors)
 
 
