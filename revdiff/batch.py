@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from revdiff.backends.numba.entries import batch_source, lane_records
-from revdiff.calls import ERROR_RECORD, blas_for, cotangent, loss_index, run
+from revdiff.calls import ERROR_RECORD, blas_for, checked_tangents, cotangent, loss_index, run
 from revdiff.compiler.cuda import run_on_device
 from revdiff.compiler.entries import check_names, entry_signature
 from revdiff.ir.entries import EntrySignature
@@ -299,7 +299,8 @@ class BatchedFunction:
         """``(outs, out_tangents)``: ``revdiff.jvp`` of every element, tangents shaped like their
         arguments (None: zero; None for integer parameters). CPU arrays, one element per iteration."""
         args, types = self._host_arguments(args, "jvp")
-        result = self._execute("jvp", types, _copies(args, False) + self._tangents(args, types, tangents, "jvp"), np)
+        dargs = checked_tangents(self.f, args, types, tangents, "jvp")
+        result = self._execute("jvp", types, _copies(args, False) + dargs, np)
         rest = iter(result[len(args):])
         return tuple(result[:len(args)]), tuple(next(rest) if t.differentiable else None for t in types)
 
@@ -326,7 +327,7 @@ class BatchedFunction:
         sig = self.signature("hvp", types)
         saved = tuple(np.empty_like(copies[self.f.params.index(p)]) for p in sig.saved)
         dsaved = tuple(np.zeros_like(copies[self.f.params.index(p)]) for p in sig.tangent_saved)
-        dargs = self._tangents(args, types, tangents, "vjp_jvp")
+        dargs = checked_tangents(self.f, args, types, tangents, "vjp_jvp")
         result = self._execute("hvp", types, copies + tuple(seeds) + saved + dargs +
                                tuple(np.zeros_like(g) for g in seeds) + dsaved, np)
         outs, out_tangents = list(copies), list(dargs)  # what is not modified ends as it began
@@ -363,20 +364,6 @@ class BatchedFunction:
         if xp is not np:
             raise TypeError(f"{what} of a batch runs on the CPU: pass NumPy arrays (GPU arrays have vjp only)")
         return args, self._element_types(args)
-
-    def _tangents(self, args: tuple, types: tuple, tangents: Sequence, what: str) -> tuple:
-        """One checked tangent per float or complex parameter, a fresh copy (None: zeros)."""
-        if not isinstance(tangents, (tuple, list)) or len(tangents) != len(args):
-            raise TypeError(f"{what}: tangents must be a tuple with one entry per argument of {self.f.__qualname__} "
-                            f"({', '.join(self.f.params)})")
-        out = []
-        for p, a, t, d in zip(self.f.params, args, types, tangents):
-            if not t.differentiable:
-                if d is not None:
-                    raise TypeError(f"{what}: '{p}' is {t.describe()}, which has no tangent; pass None for it")
-                continue
-            out.append(cotangent(p, a, d, "tangent"))
-        return tuple(out)
 
 
 def is_array(a: Any) -> bool:

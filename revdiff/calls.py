@@ -202,3 +202,19 @@ def loss_index(f, loss: "str | int") -> int:
     if not -len(f.params) <= loss < len(f.params):
         raise IndexError(f"loss index {loss} out of range for {len(f.params)} parameters")
     return loss % len(f.params)
+
+
+def checked_tangents(f, args: tuple, types: tuple, tangents, what: str) -> tuple:
+    """One checked tangent per float or complex parameter of ``f`` (None: zero), a fresh copy in
+    its argument's type; TypeError for a tangent of an integer parameter or a wrong count."""
+    if not isinstance(tangents, (tuple, list)) or len(tangents) != len(args):
+        raise TypeError(f"{what}: tangents must be a tuple with one entry per argument of {f.__qualname__} "
+                        f"({', '.join(f.params)}), got {tangents!r}")
+    out = []
+    for name, a, t, d in zip(f.params, args, types, tangents):
+        if not t.differentiable:
+            if d is not None:
+                raise TypeError(f"{what}: '{name}' is {t.describe()}, which has no tangent; pass None for it")
+            continue
+        out.append(cotangent(name, a, d, "tangent"))
+    return tuple(out)

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from revdiff.ad import _loss_index, _real_loss
-from revdiff.calls import blas_for, copy_value, cotangent, run, zero_like
+from revdiff.calls import blas_for, checked_tangents, copy_value, cotangent, run, zero_like
 from revdiff.compiler.specialization import TANGENTS
 from revdiff.function import ReversibleFunction
 
@@ -34,19 +34,11 @@ def _arguments(f: ReversibleFunction, primals: Sequence, what: str) -> tuple:
     return args
 
 
-def _tangents(f: ReversibleFunction, args: tuple, types: tuple, tangents: Sequence, what: str) -> list:
-    """One checked tangent per float or complex parameter (None: zero), fresh copies in its dtype."""
-    if not isinstance(tangents, (tuple, list)) or len(tangents) != len(args):
-        raise TypeError(f"{what}: tangents must be a tuple with one entry per argument of {f.__qualname__} "
-                        f"({', '.join(f.params)}), got {tangents!r}")
-    out = []
-    for name, a, t, d in zip(f.params, args, types, tangents):
-        if not t.differentiable:
-            if d is not None:
-                raise TypeError(f"{what}: '{name}' is {t.describe()}, which has no tangent; pass None for it")
-            continue
-        out.append(cotangent(name, a, d, "tangent"))
-    return out
+def _from_one_element(value, like):
+    """A program's output of parameter ``like``: an array as it is, a scalar from its one-element array."""
+    if np.ndim(like):
+        return value
+    return value[0] if isinstance(like, np.generic) else value[0].item()
 
 
 def jvp(f: ReversibleFunction, primals: Sequence, tangents: Sequence) -> tuple:
@@ -59,7 +51,7 @@ def jvp(f: ReversibleFunction, primals: Sequence, tangents: Sequence) -> tuple:
     f = _function(f, "jvp")
     args = _arguments(f, primals, "jvp")
     types = f.argument_types(args)
-    dargs = _tangents(f, args, types, tangents, "jvp")
+    dargs = checked_tangents(f, args, types, tangents, "jvp")
     f.validate(args)
     spec = f.forward_function.specialize(types, blas_for(args))
     result = run(spec.callable(TANGENTS[f.programs[0]]), tuple(copy_value(a) for a in args) + tuple(dargs))
@@ -78,7 +70,7 @@ def vjp_jvp(f: ReversibleFunction, args: Sequence, cotangents: Sequence, tangent
     types = f.argument_types(args)
     if not isinstance(cotangents, (tuple, list)) or len(cotangents) != len(args):
         raise TypeError(f"vjp_jvp: cotangents must be a tuple with one entry per argument of {f.__qualname__}")
-    dargs = _tangents(f, args, types, tangents, "vjp_jvp")
+    dargs = checked_tangents(f, args, types, tangents, "vjp_jvp")
     f.validate(args)
     spec = f.forward_function.specialize(types, blas_for(args))
     differentiable = [j for j, t in enumerate(types) if t.differentiable]
@@ -96,11 +88,9 @@ def vjp_jvp(f: ReversibleFunction, args: Sequence, cotangents: Sequence, tangent
     grad_tangents = result[start:start + len(dseeds)]
     outs, out_tangents = list(args), list(dargs)  # what is not modified ends as it began
     for j, value in zip(modified, saved):
-        outs[j] = value if np.ndim(args[j]) else value[0].item() if not isinstance(args[j], np.generic) \
-            else value[0]
+        outs[j] = _from_one_element(value, args[j])
     for j, value in zip([j for j in modified if types[j].differentiable], dsaved):
-        out_tangents[differentiable.index(j)] = value if np.ndim(args[j]) else value[0].item() \
-            if not isinstance(args[j], np.generic) else value[0]
+        out_tangents[differentiable.index(j)] = _from_one_element(value, args[j])
     per = [iter(x) for x in (grads, out_tangents, grad_tangents)]
     spread = [tuple(next(it) if t.differentiable else None for t in types) for it in per]
     return tuple(outs), spread[0], spread[1], spread[2]
