@@ -30,7 +30,7 @@ BACKENDS = ("numba", "python")
 _MISSING = object()
 
 
-def check_options(*, check, backend, atol, rtol, fmad) -> None:
+def check_options(*, check, backend, atol, rtol, fmad, fuse_loops=True) -> None:
     """ValueError or TypeError for an option ``@reversible`` cannot take."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -38,7 +38,7 @@ def check_options(*, check, backend, atol, rtol, fmad) -> None:
         if not (optional and value is None) and (isinstance(value, bool) or not isinstance(value, numbers.Real)
                                                  or not 0 <= float(value) < float("inf")):
             raise ValueError(f"{name} must be a finite number >= 0{' or None' if optional else ''}, got {value!r}")
-    for name, value in (("check", check), ("fmad", fmad)):
+    for name, value in (("check", check), ("fmad", fmad), ("fuse_loops", fuse_loops)):
         if not isinstance(value, bool):
             raise TypeError(f"{name} must be True or False, got {value!r}")
 
@@ -57,15 +57,15 @@ class ReversibleFunction:
     __revdiff_reversible__ = True
 
     def __init__(self, fn: Callable, *, check: bool = True, backend: str = "numba",
-                 atol: float = 1e-12, rtol: float | None = None, fmad: bool = False):
-        check_options(check=check, backend=backend, atol=atol, rtol=rtol, fmad=fmad)
+                 atol: float = 1e-12, rtol: float | None = None, fmad: bool = False, fuse_loops: bool = True):
+        check_options(check=check, backend=backend, atol=atol, rtol=rtol, fmad=fmad, fuse_loops=fuse_loops)
         self.py_function = fn
         self.__name__ = fn.__name__
         self.__qualname__ = fn.__qualname__
         self.__doc__ = fn.__doc__
         self.__module__ = fn.__module__
         self.backend = backend
-        self.options = Options(check=check, atol=atol, rtol=rtol, fmad=fmad)
+        self.options = Options(check=check, atol=atol, rtol=rtol, fmad=fmad, fuse_loops=fuse_loops)
         self.ir: Function = parse_function(fn)
         self.params: list = list(self.ir.params)
         self._specs: dict = {}
@@ -127,12 +127,15 @@ class ReversibleFunction:
         options = {"backend": self.backend}
         if not self.options.check:  # an unchecked caller runs unchecked callees
             options["check"] = False
+        if not self.options.fuse_loops:  # and one compiled as written, callees compiled as written
+            options["fuse_loops"] = False
         return obj.forward_function.with_options(**options)
 
     def with_options(self, **options: Any) -> "ReversibleFunction":
-        """The same function with other options (backend, check, atol, rtol, fmad); variants are cached."""
+        """The same function with other options (backend, check, atol, rtol, fmad, fuse_loops); variants
+        are cached."""
         current = {"backend": self.backend, "check": self.options.check, "atol": self.options.atol,
-                   "rtol": self.options.rtol, "fmad": self.options.fmad}
+                   "rtol": self.options.rtol, "fmad": self.options.fmad, "fuse_loops": self.options.fuse_loops}
         merged = {**current, **options}
         key = tuple(sorted(merged.items()))
         variants = self.__dict__.setdefault("_variants", {})
@@ -363,16 +366,19 @@ class InverseFunction(ReversibleFunction):
 
 
 def reversible(fn: Callable | None = None, *, check: bool = True, backend: str = "numba",
-               atol: float = 1e-12, rtol: float | None = None, fmad: bool = False):
+               atol: float = 1e-12, rtol: float | None = None, fmad: bool = False, fuse_loops: bool = True):
     """Decorate a function written in the reversible language. ``check=False`` drops runtime checks;
     ``atol``/``rtol`` set the tolerance of ancilla deallocation checks; ``backend="python"`` runs
     the generated code without Numba; ``fmad=True`` lets the CUDA compiler contract a*b+c into
-    FMAs (off by default, so that GPU results agree with the CPU's)."""
-    check_options(check=check, backend=backend, atol=atol, rtol=rtol, fmad=fmad)
+    FMAs (off by default, so that GPU results agree with the CPU's); ``fuse_loops=False`` compiles
+    every loop as written instead of fusing adjacent ones (``optimize/fuse_loops.py``; the results
+    are bit-for-bit the same)."""
+    check_options(check=check, backend=backend, atol=atol, rtol=rtol, fmad=fmad, fuse_loops=fuse_loops)
 
     def wrap(f: Callable) -> ReversibleFunction:
         try:
-            return ReversibleFunction(f, check=check, backend=backend, atol=atol, rtol=rtol, fmad=fmad)
+            return ReversibleFunction(f, check=check, backend=backend, atol=atol, rtol=rtol, fmad=fmad,
+                                      fuse_loops=fuse_loops)
         except ReversibilityError as exc:
             raise exc.with_traceback(None) from None  # the message already points at the user's line
 

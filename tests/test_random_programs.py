@@ -28,7 +28,7 @@ import numpy as np
 from revdiff import ancilla, release, reversible, rot, routine, zero, zeros
 
 
-@reversible(backend="{backend}")
+@reversible(backend="{backend}"{options})
 def helper(p, q, c):
     p += np.sin(q) * c
     q *= 1.25
@@ -136,9 +136,11 @@ def block(draw, depth: int, ancillas: tuple, frozen=None, reads_ancilla=None):
     return lines or ["x1 += 0.125"]
 
 
-def load(body: list, backend: str):
+def load(body: list, backend: str, options: str = ""):
+    """The program of statements ``body``; ``options``: more arguments of ``@reversible`` (", x=y")."""
     name = f"random_program_{next(_counter)}"
-    src = PRELUDE.format(backend=backend) + f"@reversible(backend=\"{backend}\")\ndef prog(x0, x1, x2, a):\n" + \
+    src = PRELUDE.format(backend=backend, options=options) + \
+        f"@reversible(backend=\"{backend}\"{options})\ndef prog(x0, x1, x2, a):\n" + \
         "\n".join("    " + line for line in body) + "\n"
     path = _tmpdir / f"{name}.py"
     path.write_text(src)
@@ -179,6 +181,22 @@ def test_random_programs_agree_across_backends(body):
     a, b = fp(*args()), fn(*args())
     for x, y in zip(a, b):
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-13, atol=1e-13, err_msg=src)
+
+
+@settings(max_examples=40)
+@given(block(0, ()))
+def test_random_programs_are_bit_for_bit_those_with_loops_as_written(body):
+    """Loop fusion (``optimize/fuse_loops.py``) changes no number of the forward, inverse, pullback
+    or tangent programs."""
+    results = []
+    for options in ("", ", fuse_loops=False"):
+        f, src = load(body, "python", options)
+        outs = f(*args())
+        grads = revdiff.vjp(f, *args())[1](1.0, -0.5, 0.25, np.linspace(-1.0, 1.0, N))
+        tangents = revdiff.jvp(f, args(), (0.5, 0.25, -1.0, np.linspace(1.0, 2.0, N)))[1]
+        results.append([np.asarray(x) for x in (*outs, *(~f)(*outs), *grads, *tangents)])
+    for got, want in zip(*results):
+        assert np.array_equal(got, want, equal_nan=True), src
 
 
 @settings(max_examples=25)

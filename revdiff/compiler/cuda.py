@@ -149,7 +149,7 @@ def run_on_device(bf, kind: str, arrays: list, types: tuple) -> None:
     options = bf.f.forward_function.options
     # keyed by the function's source and globals as they are now (a rebound global compiles anew),
     # and by the batched function itself, kept alive by the key (an id could be reused)
-    key = (bf, kind, types, options.check, options.fmad, bf.f.forward_function.version())
+    key = (bf, kind, types, options.check, options.fmad, options.fuse_loops, bf.f.forward_function.version())
     if key not in _DEVICE_MODULES:
         source = module_source([(bf, kind, types)], check=options.check)
         _DEVICE_MODULES[key] = cupy.RawModule(code=source, options=nvrtc_options(options.fmad))

@@ -1,6 +1,6 @@
 """The compiler driver: one function specialised on its argument types, and how each of its programs
 is made (``PROGRAMS``: which body, which lowering) from the high-level IR to the low-level IR, pruned,
-inlined and hoisted. The targets take the low IR from here: Numba (``compiler/numba.py``), lanes
+inlined, loop-fused and hoisted. The targets take the low IR from here: Numba (``compiler/numba.py``), lanes
 (``compiler/lane_modules.py``), CUDA (``compiler/cuda.py``). Callees are specialised once per
 specialisation and linked under ``symbol``."""
 from __future__ import annotations
@@ -15,6 +15,7 @@ from revdiff.compiler.numba import NumbaPrograms
 from revdiff.errors import ReversibilityError
 from revdiff.ir.high import CallFn
 from revdiff.ir.low import LowFunction
+from revdiff.optimize.fuse_loops import fuse_loops
 from revdiff.optimize.hoist import hoist_allocations
 from revdiff.optimize.inline import inline_single_calls
 from revdiff.optimize.prune import prune_checks
@@ -122,14 +123,20 @@ class Specialization:
 
         return resolve
 
-    def low_function(self, program: str, inline: bool = False, hoist: bool = True) -> LowFunction:
+    def low_function(self, program: str, inline: bool = False, hoist: bool = True, fuse: bool = True) -> LowFunction:
         """The low IR of ``program``, its impossible checks pruned. ``inline``: with the functions it
-        calls once inlined (CPU code; ``optimize/inline.py``); ``hoist``: allocations in loops hoisted."""
+        calls once inlined (CPU code; ``optimize/inline.py``); ``fuse``: adjacent loops fused where the
+        options allow (``optimize/fuse_loops.py``); ``hoist``: allocations in loops hoisted."""
+        low_fn = self._unfused_low_function(program, inline)
+        if fuse and self.options.fuse_loops:
+            low_fn = fuse_loops(low_fn)
+        return hoist_allocations(low_fn) if hoist else low_fn
+
+    def _unfused_low_function(self, program: str, inline: bool) -> LowFunction:
         plan = self.plan(program)
         if plan.lowering == "tangent":
-            base = self.low_function(plan.tangent_of, inline=inline, hoist=False)
-            low_fn = tangent_function(base, self.local_name(program), self._tangent_symbol)
-            return hoist_allocations(low_fn) if hoist else low_fn
+            base = self.low_function(plan.tangent_of, inline=inline, hoist=False, fuse=False)
+            return tangent_function(base, self.local_name(program), self._tangent_symbol)
         env = TypeEnv(self.env.types)
         body = invert_block(self.func.body) if plan.inverted else self.func.body
         params = list(self.rf.params)
@@ -156,7 +163,7 @@ class Specialization:
         low_fn = prune_checks(LowFunction(self.local_name(program), all_params, low, scalars, types), twins)
         if inline:
             low_fn = prune_checks(inline_single_calls(low_fn, self._inlinable), twins)
-        return hoist_allocations(low_fn) if hoist else low_fn
+        return low_fn
 
     def _tangent_symbol(self, name: str) -> str:
         """The tangent program of called program ``name``, a dependency from now on."""
@@ -168,7 +175,7 @@ class Specialization:
     def _inlinable(self, name: str) -> LowFunction:
         """The low IR of callee ``name``, to inline; what it calls becomes this function's dependency."""
         spec, program = self.dependencies[name]
-        low = spec.low_function(program, hoist=False)
+        low = spec.low_function(program, hoist=False, fuse=False)
         self.dependencies.update(spec.dependencies)
         return low
 

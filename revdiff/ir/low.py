@@ -5,10 +5,10 @@ instruction table; the Python/Numba emitter and the CUDA C emitter only print th
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Union
+from dataclasses import dataclass, field, fields, is_dataclass, replace
+from typing import Any, Callable, Iterator, Union
 
-from revdiff.ir.high import Expr, LValue
+from revdiff.ir.high import Expr, Index, LValue, Name, Shape, rewrite_expr
 
 
 @dataclass
@@ -127,6 +127,55 @@ def nested_blocks(s) -> list:
     if isinstance(s, HostCall):
         return [s.fallback]
     return []
+
+
+def walk_statements(body: list) -> Iterator:
+    """Every statement of ``body``, nested ones included, outer before inner."""
+    for s in body:
+        yield s
+        for block in nested_blocks(s):
+            yield from walk_statements(block)
+
+
+def with_blocks(s, transform: Callable[[list], list]):
+    """``s`` with each nested statement list passed through ``transform``."""
+    if not nested_blocks(s):
+        return s
+    return replace(s, **{f.name: transform(getattr(s, f.name)) for f in fields(s)
+                         if isinstance(getattr(s, f.name), list)})
+
+
+# the string fields of statements that name a variable (others name functions, routines, dtypes)
+_NAME_FIELDS = ("name", "var", "result")
+
+
+def rename_expression(e, rename: Callable[[str], str]):
+    """``e`` with every variable (scalars, arrays, shapes' arrays) renamed by ``rename``."""
+    def leaf(n):
+        if isinstance(n, Name):
+            return Name(rename(n.id))
+        if isinstance(n, Shape):
+            return Shape(rename(n.base), n.axis)
+        if isinstance(n, Index):
+            return Index(rename(n.base), tuple(rename_expression(i, rename) for i in n.indices))
+        return None
+    return rewrite_expr(e, leaf)
+
+
+def rename_statement(s, rename: Callable[[str], str]):
+    """Statement ``s``, nested blocks included, with every variable it names renamed by ``rename``."""
+    changes = {}
+    for f in fields(s):
+        v = getattr(s, f.name)
+        if f.name in _NAME_FIELDS and isinstance(v, str):
+            changes[f.name] = rename(v)
+        elif isinstance(v, list):
+            changes[f.name] = [rename_statement(t, rename) for t in v]
+        elif isinstance(v, tuple):
+            changes[f.name] = tuple(rename_expression(x, rename) for x in v)
+        elif is_dataclass(v):
+            changes[f.name] = rename_expression(v, rename)
+    return replace(s, **changes)
 
 
 def host_symbol(routine: str) -> str:

@@ -14,23 +14,19 @@ inlined body returns from the caller, as the caller did right after a failed cal
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import fields, is_dataclass, replace
+from dataclasses import replace
 from typing import Callable
 
-from revdiff.ir.high import Index, Name, Shape, rewrite_expr
-from revdiff.ir.low import Assign, Comment, Invoke, LowFunction, nested_blocks
+from revdiff.ir.high import Name
+from revdiff.ir.low import Assign, Comment, Invoke, LowFunction, rename_statement, walk_statements, with_blocks
 from revdiff.optimize.prune import written_names
 from revdiff.primitives.printer import expr_source
-
-# the string fields of low-level statements that name a variable (others name functions, routines, dtypes)
-_NAME_FIELDS = ("name", "var", "result")
-
 
 def inline_single_calls(fn: LowFunction, callee: Callable[[str], "LowFunction | None"]) -> LowFunction:
     """``fn`` with every call of a function it calls only once replaced by the body of
     ``callee(name)`` (its low function before allocation hoisting; None: keep the call). One level:
     the calls the inlined bodies make stay calls (inlining those too measured no faster)."""
-    counts = Counter(s.fn for s in _walk(fn.body) if isinstance(s, Invoke))
+    counts = Counter(s.fn for s in walk_statements(fn.body) if isinstance(s, Invoke))
     taken = _all_names(fn.body) | set(fn.params)
     return replace(fn, body=_inline_block(fn.body, counts, callee, taken))
 
@@ -43,7 +39,7 @@ def _inline_block(body: list, counts: Counter, callee, taken: set) -> list:
             if low is not None and _whole_arrays(s, low):
                 out += _inlined(s, low, taken)
                 continue
-        out.append(_with_blocks(s, lambda b: _inline_block(b, counts, callee, taken)))
+        out.append(with_blocks(s, lambda b: _inline_block(b, counts, callee, taken)))
     return out
 
 
@@ -71,7 +67,7 @@ def _inlined(call: Invoke, low: LowFunction, taken: set) -> list:
     taken |= {rename(n) for n in _all_names(low.body)}
     args = ", ".join(expr_source(a) for a in call.args)
     return ([Comment(f"{call.fn} inlined, on ({args}); its names prefixed {prefix}")] + entry
-            + [_rename_stmt(s, rename) for s in low.body] + exit_ + [Comment(f"end of {call.fn}")])
+            + [rename_statement(s, rename) for s in low.body] + exit_ + [Comment(f"end of {call.fn}")])
 
 
 def _prefix(callee: str, names: set, taken: set) -> str:
@@ -84,54 +80,12 @@ def _prefix(callee: str, names: set, taken: set) -> str:
     return prefix
 
 
-def _rename_expr(e, rename):
-    def leaf(n):
-        if isinstance(n, Name):
-            return Name(rename(n.id))
-        if isinstance(n, Shape):
-            return Shape(rename(n.base), n.axis)
-        if isinstance(n, Index):
-            return Index(rename(n.base), tuple(_rename_expr(i, rename) for i in n.indices))
-        return None
-    return rewrite_expr(e, leaf)
-
-
-def _rename_stmt(s, rename):
-    changes = {}
-    for f in fields(s):
-        v = getattr(s, f.name)
-        if f.name in _NAME_FIELDS and isinstance(v, str):
-            changes[f.name] = rename(v)
-        elif isinstance(v, list):
-            changes[f.name] = [_rename_stmt(t, rename) for t in v]
-        elif isinstance(v, tuple):
-            changes[f.name] = tuple(_rename_expr(x, rename) for x in v)
-        elif is_dataclass(v):
-            changes[f.name] = _rename_expr(v, rename)
-    return replace(s, **changes)
-
-
-def _with_blocks(s, transform):
-    """``s`` with each nested statement list passed through ``transform``."""
-    if not nested_blocks(s):
-        return s
-    return replace(s, **{f.name: transform(getattr(s, f.name)) for f in fields(s)
-                         if isinstance(getattr(s, f.name), list)})
-
-
-def _walk(body: list):
-    for s in body:
-        yield s
-        for block in nested_blocks(s):
-            yield from _walk(block)
-
-
 def _all_names(body: list) -> set:
     """Every variable a statement list defines or reads."""
     out = set()
     collect = lambda n: out.add(n) or n  # noqa: E731
     for s in body:
-        _rename_stmt(s, collect)
+        rename_statement(s, collect)
     return out
 
 
