@@ -51,8 +51,7 @@ def test_the_loop_index_may_index_any_one_dimension_shared_by_every_access():
     first = loop("i", Loop("k", Const(0), Name("m"), Const(1), [AugAssign(at("g", k, i), "+", at("q", k, i))]))
     second = loop("j", Loop("l", Const(0), Name("m"), Const(1), [AugAssign(at("v", Name("l")), "+",
                                                                            at("g", Name("l"), j))]))
-    assert loops(fused(first, second)) == 2  # the two column loops fused; the inner ones kept apart:
-    # v[l] is written by every column
+    assert loops(fused(first, second)) == 2  # the column loops fused, and in them the inner loops
 
 
 def test_reductions_keep_their_own_accumulators():
@@ -63,7 +62,7 @@ def test_reductions_keep_their_own_accumulators():
     body = fused(first, second)
     assert len(body) == 1
     inner = body[0].body
-    # the temporary of the second reduction computed first, then one sweep updating both sums
+    # both accumulators set first, one loop summing both, then the two stores
     assert [type(s).__name__ for s in inner] == ["Local", "Local", "Loop", "AugAssign", "AugAssign"]
 
 
@@ -160,16 +159,22 @@ def test_a_temporary_reading_what_the_loop_writes_stays_after_it():
 # ------------------------------------------------------------------------------ programs
 
 def test_the_gram_schmidt_adjoint_sweeps_twice():
-    """Undo ``v += Q r``, ``g_Q -= g_v rᵀ``, ``g_r -= Qᵀ g_v``: one sweep over Q's columns; undo
-    ``r -= Qᵀ v``, ``g_Q += v g_rᵀ``, ``g_v += Q g_r``: another."""
+    """On the walk by columns, restoring ``v`` (``v += Q r``), ``g_Q -= g_v rᵀ`` and ``g_r -= Qᵀ g_v``
+    are one sweep over Q's columns; restoring ``r`` (``r -= Qᵀ v``), ``g_Q += v g_rᵀ`` and
+    ``g_v += Q g_r`` another. On the walk by rows, two pairs of the six sweep together."""
     from revdiff.programs.gram_schmidt import classical_pass
     args = (np.zeros(8), np.zeros(4), np.zeros((8, 4)), 3)
-    source = classical_pass.source("adjoint", *args)
-    columns = source[source.index("    else:"):].splitlines()
-    assert sum(line.startswith("        for ") for line in columns) == 2  # the outermost loops of the arm
-    assert "fuse_loops=True" in source
-    unfused = classical_pass.with_options(fuse_loops=False).source("adjoint", *args)
-    assert unfused.count("for ") > source.count("for ")
+
+    def arms(f):
+        low = f.specialize(f.argument_types(args), False).low_function("adjoint")
+        branch, = [s for s in low.body if isinstance(s, Branch)]
+        return [sum(isinstance(s, Loop) for s in arm) for arm in (branch.then, branch.orelse)]
+
+    assert arms(classical_pass) == [4, 2]
+    assert "fuse_loops=True" in classical_pass.source("adjoint", *args)
+    unfused = classical_pass.with_options(fuse_loops=False)
+    low = unfused.specialize(unfused.argument_types(args), False).low_function("adjoint")
+    assert sum(isinstance(s, (Loop, Branch)) for s in low.body) == 6
 
 
 def _rand(rng, shape, cplx=False):
@@ -209,8 +214,8 @@ def _outputs(f, args, seed):
     return [np.asarray(x) for x in (*outs, *back, *grads, *jv)]
 
 
-@pytest.mark.parametrize("program,make", _program_cases(),
-                         ids=[f"{p.__name__}-{k}" for k, (p, _) in enumerate(_program_cases())])
+@pytest.mark.parametrize("program,make", [pytest.param(p, make, id=f"{p.__name__}-{k}")
+                                          for k, (p, make) in enumerate(_program_cases())])
 def test_programs_are_bit_for_bit_those_with_loops_as_written(program, make):
     args = make(np.random.default_rng(7))
     fast = program.with_options(backend="python")
@@ -225,3 +230,104 @@ def test_fuse_loops_option_is_checked_and_reaches_callees():
     plain = P.cgs2.with_options(fuse_loops=False)
     assert plain.options.fuse_loops is False and P.cgs2.options.fuse_loops is True
     assert plain._callee("classical_pass").options.fuse_loops is False
+
+
+# ------------------------------------------------------------------------------ hostile programs
+
+@revdiff.reversible(backend="python")
+def _double(r):
+    for k in range(len(r)):
+        r[k] *= 2.0
+
+
+@revdiff.reversible(backend="python")
+def _rows_then_column(A, y):
+    n = len(y)
+    for i in range(n):
+        _double(A[i])  # a row passed to a call, which writes it: A[2, i] changes in a later iteration
+    for i in range(n):
+        y[i] += A[2, i]
+
+
+@revdiff.reversible(backend="python")
+def _rows_then_branch(A, y, c):
+    n = len(y)
+    y[0] += A[0, 0]
+    for i in range(n):
+        _double(A[i])
+    if A[0, 0] > c:  # reads what the loop writes: the loop cannot move into the arms
+        for i in range(n):
+            y[i] += 1.0
+    else:
+        for i in range(n):
+            y[i] -= 1.0
+
+
+@revdiff.reversible(backend="python")
+def _negative_counter(a):
+    n = len(a)
+    for i in range(-n, n):  # a[i] and a[i - n] are one element
+        a[i] *= 2.0
+    for i in range(-n, n):
+        a[i] += 1.0
+
+
+@revdiff.reversible(backend="python")
+def _checked_between(x, y, a):
+    n = len(a)
+    for i in range(n):
+        x[i] += a[i]
+    for i in range(n):  # its index checks stand between the loops and must run before it
+        y[i] += a[i - 1]
+
+
+@pytest.mark.parametrize("f,args", [
+    (_rows_then_column, (np.arange(9.0).reshape(3, 3), np.zeros(3))),
+    (_rows_then_branch, (np.ones((3, 3)), np.zeros(3), 1.5)),
+    (_negative_counter, (np.ones(3),)),
+])
+def test_hostile_programs_give_the_numbers_of_their_loops_as_written(f, args):
+    copies = lambda: [np.copy(a) if isinstance(a, np.ndarray) else a for a in args]  # noqa: E731
+    fused = f(*copies())
+    plain = f.with_options(fuse_loops=False)(*copies())
+    for got, want in zip(fused, plain):
+        assert np.array_equal(got, want)
+    for got, want in zip((~f)(*fused), args):
+        np.testing.assert_allclose(got, want, atol=1e-12)
+
+
+def test_a_failing_index_check_between_loops_reports_the_same_error():
+    args = (np.zeros(4), np.zeros(3), np.arange(4.0))
+    errors = []
+    for f in (_checked_between, _checked_between.with_options(fuse_loops=False)):
+        with pytest.raises(IndexError) as info:
+            f(*[np.copy(a) for a in args])
+        errors.append(str(info.value))
+    assert errors[0] == errors[1] and "out of bounds" in errors[0]
+
+
+def test_code_grows_at_most_linearly_with_nested_loops_and_branches():
+    """A loop holding a branch is never copied into two arms: ``d`` nested levels of a loop followed
+    by a branch over another loop would otherwise make 2**d copies."""
+    import importlib.util
+    import tempfile
+    from pathlib import Path
+
+    def level(k, indent):
+        if k == 0:
+            return [indent + "y[0] += 1.0"]
+        return ([indent + f"for i{k} in range(n):"] + level(k - 1, indent + "    ") +
+                [indent + "if c:", indent + f"    for j{k} in range(n):", indent + f"        z{k}[j{k}] += 1.0"])
+
+    d = 8
+    src = ["from revdiff import reversible", "", "@reversible(backend='python')",
+           f"def f(y, c, {', '.join(f'z{k}' for k in range(1, d + 1))}):", "    n = len(y)"] + level(d, "    ")
+    path = Path(tempfile.mkdtemp()) / "nested_branches.py"
+    path.write_text("\n".join(src) + "\n")
+    spec = importlib.util.spec_from_file_location("nested_branches", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    args = (np.zeros(3), True) + tuple(np.zeros(3) for _ in range(d))
+    fused = module.f.source("forward", *args).count("\n")
+    plain = module.f.with_options(fuse_loops=False).source("forward", *args).count("\n")
+    assert fused <= 2 * plain

@@ -7,23 +7,16 @@ import pytest
 from helpers import assert_gradient, assert_round_trip
 from revdiff import reversible, routine, zeros
 from revdiff.ir.high import BinOp, BoolOp, Compare, Const, Index, Name, Shape, Unary
-from revdiff.ir.low import AugAssign, Check, LowFunction, Loop, nested_blocks
+from revdiff.ir.low import AugAssign, Check, LowFunction, Loop, walk_statements
 from revdiff.optimize.prune import prune_checks
 
 THIS_FILE = __file__
 rng = np.random.default_rng(11)
 
 
-def walk_low(body: list):
-    for s in body:
-        yield s
-        for block in nested_blocks(s):
-            yield from walk_low(block)
-
-
 def checks(f, program: str, *args) -> list:
     spec = f.specialize(f.argument_types(args))
-    return [s for s in walk_low(spec.low_function(program).body) if isinstance(s, Check)]
+    return [s for s in walk_statements(spec.low_function(program).body) if isinstance(s, Check)]
 
 
 def index_checks_on(found: list, array: str) -> list:
@@ -95,9 +88,9 @@ def test_pass_keeps_checks_whose_facts_were_reassigned():
     size = Shape("y", 0)
     in_range = Compare("<", i, size)
     bounded = [Loop("i", Const(0), size, Const(1), [_check(in_range, 1)])]
-    assert [s for s in walk_low(prune_checks(LowFunction("f", [], bounded, [])).body) if isinstance(s, Check)] == []
+    assert [s for s in walk_statements(prune_checks(LowFunction("f", [], bounded, [])).body) if isinstance(s, Check)] == []
     changing = [Loop("i", Const(0), n, Const(1), [AugAssign(n, "+", Const(1)), _check(Compare("<", i, n), 1)])]
-    assert len([s for s in walk_low(prune_checks(LowFunction("f", [], changing, [])).body)
+    assert len([s for s in walk_statements(prune_checks(LowFunction("f", [], changing, [])).body)
                 if isinstance(s, Check)]) == 1
     ok_k = Compare("<", k, size)
     reassigned = [_check(ok_k, 1), AugAssign(k, "+", Const(1)), _check(ok_k, 2)]

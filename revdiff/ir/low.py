@@ -129,7 +129,7 @@ def nested_blocks(s) -> list:
     return []
 
 
-def walk_statements(body: list) -> Iterator:
+def walk_statements(body: list) -> "Iterator[LowStmt]":
     """Every statement of ``body``, nested ones included, outer before inner."""
     for s in body:
         yield s
@@ -137,7 +137,7 @@ def walk_statements(body: list) -> Iterator:
             yield from walk_statements(block)
 
 
-def with_blocks(s, transform: Callable[[list], list]):
+def with_blocks(s: "LowStmt", transform: Callable[[list], list]) -> "LowStmt":
     """``s`` with each nested statement list passed through ``transform``."""
     if not nested_blocks(s):
         return s
@@ -149,7 +149,7 @@ def with_blocks(s, transform: Callable[[list], list]):
 _NAME_FIELDS = ("name", "var", "result")
 
 
-def rename_expression(e, rename: Callable[[str], str]):
+def rename_expression(e: Expr, rename: Callable[[str], str]) -> Expr:
     """``e`` with every variable (scalars, arrays, shapes' arrays) renamed by ``rename``."""
     def leaf(n):
         if isinstance(n, Name):
@@ -162,7 +162,7 @@ def rename_expression(e, rename: Callable[[str], str]):
     return rewrite_expr(e, leaf)
 
 
-def rename_statement(s, rename: Callable[[str], str]):
+def rename_statement(s: "LowStmt", rename: Callable[[str], str]) -> "LowStmt":
     """Statement ``s``, nested blocks included, with every variable it names renamed by ``rename``."""
     changes = {}
     for f in fields(s):
