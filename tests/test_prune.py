@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from helpers import assert_gradient, assert_round_trip
-from revdiff import reversible, routine, zeros
+from revdiff import reversible, routine, zero, zeros
 from revdiff.ir.high import BinOp, BoolOp, Compare, Const, Index, Name, Shape, Unary
 from revdiff.ir.low import AugAssign, Check, LowFunction, Loop, walk_statements
 from revdiff.optimize.prune import prune_checks
@@ -189,6 +189,56 @@ def test_a_hoisted_division_check_fails_only_when_the_loop_runs():
         divide_all(np.zeros(3), np.ones(3), 0.0)
     assert f"line {line}" in str(e.value)
     np.testing.assert_array_equal(divide_all(np.zeros(3), np.ones(3), 2.0)[0], [0.5, 0.5, 0.5])
+
+
+@reversible
+def scaled_sum(s, v):
+    """norm2's pattern: conditional arms that index, divide by the loop's stop and by a positive sum."""
+    n = len(v)
+    t = zero(v.dtype)
+    with routine:
+        for i in range(n):
+            t += abs(v[i]) / n if abs(v[i]) > 1 else abs(v[i])
+    s += v[0] / t if t > 0 else 0.0
+    s += np.sqrt(t) if t > 0 else 0.0
+    ~routine
+    del t
+
+
+@reversible
+def guarded_read(t, v, w):
+    for i in range(len(w)):
+        t += v[i] * 2.0 if w[i] > 0 else 0.0  # E:guarded_read
+
+
+def test_checks_under_a_condition_are_proven_with_the_condition():
+    """``not g or c`` goes when c follows from what holds together with g: an arm's index read
+    already checked by the condition's own read, ``n != 0`` inside ``range(n)``, ``t != 0`` and
+    ``t >= 0`` (sqrt's domain) under ``t > 0``. No loop body checks anything."""
+    for program in ("forward", "inverse", "adjoint", "vjp"):
+        spec = scaled_sum.specialize(scaled_sum.argument_types((0.0, np.ones(5))))
+        loops = [s for s in walk_statements(spec.low_function(program).body) if isinstance(s, Loop)]
+        assert loops and not [s for loop in loops for s in walk_statements(loop.body) if isinstance(s, Check)]
+        found = checks(scaled_sum, program, 0.0, np.ones(5))
+        assert not [c for c in found if Compare("!=", Name("t"), Const(0)) in _walk(c.ok)
+                    or Compare(">=", Name("t"), Const(0)) in _walk(c.ok)], program
+    v = np.array([3.0, -0.5, 2.0, 0.25])
+    t = np.abs(v[np.abs(v) > 1]).sum() / 4 + np.abs(v[np.abs(v) <= 1]).sum()
+    np.testing.assert_allclose(scaled_sum(0.0, v)[0], v[0] / t + np.sqrt(t), rtol=1e-15)
+    assert scaled_sum(0.0, np.zeros(3))[0] == 0.0
+    assert_round_trip(scaled_sum, 0.5, rng.standard_normal(6) * 3)
+    assert_gradient(scaled_sum, 0.5, rng.standard_normal(6) * 3)
+
+
+def test_a_guarded_check_that_can_fail_is_kept_and_fails_only_under_its_condition():
+    with open(THIS_FILE) as fh:
+        line = next(n for n, text in enumerate(fh, 1) if text.rstrip().endswith("# E:guarded_read"))
+    found = index_checks_on(checks(guarded_read, "forward", 0.0, np.ones(3), np.ones(5)), "v")
+    assert len(found) == 1 and isinstance(found[0].ok, BoolOp) and found[0].ok.op == "or"
+    with pytest.raises(IndexError, match=r"index i is out of bounds for axis 0 of 'v' \(index = 3, size = 3\)") as e:
+        guarded_read(0.0, np.ones(3), np.ones(5))
+    assert f"line {line}" in str(e.value)
+    assert guarded_read(0.0, np.ones(3), -np.ones(5))[0] == 0.0  # the arm that reads v never runs
 
 
 @reversible

@@ -73,6 +73,16 @@ class _Facts:
             return True
         if not isinstance(c, Compare):
             return False
+        if c.op in ("!=", ">=", "<="):  # a strict comparison implies these
+            stricter = {"!=": ("<", ">"), ">=": (">",), "<=": ("<",)}[c.op]
+            if any(Compare(op, c.left, c.right) in self.conds for op in stricter) or (
+                    c.op == "!=" and any(Compare(op, c.right, c.left) in self.conds for op in ("<", ">"))):
+                return True
+        if c.op == "!=" and c.right == Const(0) and self._positive(c.left):
+            return True
+        if c.op == "<=" and isinstance(c.left, Unary) and c.left.op == "-" and isinstance(c.left.operand, Shape) \
+                and _non_negative(c.right):  # -s <= 0
+            return True
         if c.op == "<" and isinstance(c.left, Name):  # i < s
             r = self.ranges.get(c.left.id)
             return r is not None and r.upper is not None and (r.upper == c.right or
@@ -86,6 +96,13 @@ class _Facts:
             r = self.ranges.get(c.right.id)
             return r is not None and _non_negative(r.lower)
         return False
+
+    def _positive(self, e) -> bool:
+        """Whether integer ``e`` is known to be at least 1: the stop of an enclosing loop that runs
+        from a non-negative start (``n`` inside ``for i in range(n)``), or checked ``0 < e``."""
+        if Compare("<", Const(0), e) in self.conds or Compare(">", e, Const(0)) in self.conds:
+            return True
+        return any(r.upper == e and r.lower is not None and _non_negative(r.lower) for r in self.ranges.values())
 
     def loop_range(self, s: Loop):
         """The range of ``s.var`` inside the loop, or None."""
@@ -130,6 +147,27 @@ def _conjuncts(e) -> list:
     return [e]
 
 
+def _unproven(cond, facts: _Facts):
+    """What of check condition ``cond`` the facts do not imply (None: all of it holds). A guarded
+    condition ``not g or c`` (a check under a branch, or hoisted before a loop that may not run)
+    is proven when ``c`` follows from the facts together with ``g``: the index check of
+    ``v[i] / n if abs(v[i]) > 1 else ...`` inside ``for i in range(len(v))``, or ``t != 0`` under
+    ``t > 0``. Kept conjuncts keep their order, so the error a failing check reports is unchanged."""
+    if isinstance(cond, BoolOp) and cond.op == "or" and len(cond.values) == 2 \
+            and isinstance(cond.values[0], Unary) and cond.values[0].op == "not":
+        guarded = facts.copy()
+        guarded.conds |= {guarded.canonical(c) for c in _conjuncts(cond.values[0].operand)}
+        rest = _unproven(cond.values[1], guarded)
+        return None if rest is None else replace(cond, values=(cond.values[0], rest))
+    conds = _conjuncts(cond)
+    kept = [c for c in conds if not facts.implies(c)]
+    if not kept:
+        return None
+    if len(kept) == len(conds):
+        return cond
+    return kept[0] if len(kept) == 1 else BoolOp("and", tuple(kept))
+
+
 def written_names(s) -> set:
     """Names statement ``s`` (with its nested blocks) may reassign: scalars, loop variables,
     reallocated arrays. Element writes do not count (facts never read elements)."""
@@ -158,14 +196,11 @@ def _block(body: list, facts: _Facts) -> list:
     out = []
     for s in body:
         if isinstance(s, Check):
-            conds = _conjuncts(s.ok)
-            kept = [c for c in conds if not facts.implies(c)]
-            facts.conds |= {facts.canonical(c) for c in conds if not _reads_elements(c)}
-            if not kept:
+            kept = _unproven(s.ok, facts)
+            facts.conds |= {facts.canonical(c) for c in _conjuncts(s.ok) if not _reads_elements(c)}
+            if kept is None:
                 continue
-            if len(kept) < len(conds):
-                s = replace(s, ok=kept[0] if len(kept) == 1 else BoolOp("and", tuple(kept)))
-            out.append(s)
+            out.append(replace(s, ok=kept))
             continue
         if isinstance(s, Loop):
             inner = facts.copy()
