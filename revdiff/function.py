@@ -30,7 +30,7 @@ BACKENDS = ("numba", "python")
 _MISSING = object()
 
 
-def check_options(*, check, backend, atol, rtol, fmad, fuse_loops=True) -> None:
+def check_options(*, check, backend, atol, rtol, fmad, fuse_loops) -> None:
     """ValueError or TypeError for an option ``@reversible`` cannot take."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
