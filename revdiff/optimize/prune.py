@@ -80,16 +80,15 @@ class _Facts:
                 return True
         if c.op == "!=" and c.right == Const(0) and self._positive(c.left):
             return True
-        if c.op == "<=" and isinstance(c.left, Unary) and c.left.op == "-" and isinstance(c.left.operand, Shape) \
-                and _non_negative(c.right):  # -s <= 0
-            return True
         if c.op == "<" and isinstance(c.left, Name):  # i < s
             r = self.ranges.get(c.left.id)
             return r is not None and r.upper is not None and (r.upper == c.right or
                                                               Compare("<=", r.upper, c.right) in self.conds)
-        if c.op == "<=" and isinstance(c.right, Name):  # -s <= i, 0 <= i
-            if not (c.left == Const(0) or (isinstance(c.left, Unary) and c.left.op == "-"
-                                           and isinstance(c.left.operand, Shape))):
+        if c.op == "<=" and (c.left == Const(0) or (isinstance(c.left, Unary) and c.left.op == "-"
+                                                   and isinstance(c.left.operand, Shape))):  # -s <= i, 0 <= i
+            if _non_negative(c.right):  # -s <= 0, 0 <= t.shape[0]
+                return True
+            if not isinstance(c.right, Name):
                 return False
             if Compare("<=", Const(0), c.right) in self.conds:
                 return True
