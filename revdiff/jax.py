@@ -10,9 +10,9 @@ to a custom_vjp function". A JAX function has a custom vjp or a custom jvp, not 
 custom jvp JAX derives reverse mode by transposing the tangent computation, which for a host
 callback it cannot (``pure_callback`` has no transpose rule, and in JAX 0.10 neither has a
 ``custom_vjp`` called inside a ``custom_jvp`` rule). So reverse mode keeps the custom vjp, and
-forward mode is its own functions: ``qr_jvp`` and ``project_jvp`` (the tangent programs, under
-``jit`` and ``vmap``; tangents are tangents, in no conjugated convention). Second derivatives:
-``revdiff.programs.project_vjp_jvp`` and ``qr_vjp_jvp`` on NumPy arrays.
+forward mode is its own functions: ``qr_jvp``, ``project_jvp`` and ``lstsq_jvp`` (the tangent
+programs, under ``jit`` and ``vmap``; tangents are tangents, in no conjugated convention). Second
+derivatives: ``revdiff.programs``' ``*_vjp_jvp`` on NumPy arrays.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import numpy as np
 from revdiff import programs as P
 from revdiff.programs.api import LSTSQ_METHODS, PROJECT_METHODS, q_columns
 
-__all__ = ["qr", "project", "lstsq", "normalize", "tangent_project", "qr_jvp", "project_jvp"]
+__all__ = ["qr", "project", "lstsq", "normalize", "tangent_project", "qr_jvp", "project_jvp", "lstsq_jvp"]
 
 
 def _callback(fn: Callable, shapes, *args):
@@ -190,3 +190,19 @@ def project_jvp(A, y, dA, dy, method: str = "cgs2", rank_tol: float | None = Non
 
     z, dz = _callback(host, _vector_result(A, y) * 2, *(jax.lax.stop_gradient(x) for x in (A, y, dA, dy)))
     return ((z, _rank(A.astype(_promoted(A, y)), rank_tol)) if rank_deficient == "truncate" else z), dz
+
+
+def lstsq_jvp(A, y, dA, dy, method: str = "cgs2", rank_tol: float | None = None, rank_deficient: str = "raise"):
+    """``(lstsq(A, y, ...), dx)``: the least-squares solution and its derivative along (dA, dy), from
+    the tangent of the least-squares program (``revdiff.programs.lstsq_jvp``); with
+    ``rank_deficient="truncate"`` the first entry is (x, rank)."""
+    A, y, dA, dy = _inexact(A, y, dA, dy)
+    _checked_options(A, method, rank_tol, rank_deficient, LSTSQ_METHODS, wide_ok=False)
+
+    def host(a, b, da, db):
+        value, tangent = P.lstsq_jvp(a, b, da, db, method, rank_tol, rank_deficient)
+        return _value(value), tangent
+
+    shape = [_struct(A.shape[:-2] + A.shape[-1:], _promoted(A, y))]
+    x, dx = _callback(host, shape * 2, *(jax.lax.stop_gradient(v) for v in (A, y, dA, dy)))
+    return ((x, _rank(A.astype(_promoted(A, y)), rank_tol)) if rank_deficient == "truncate" else x), dx

@@ -192,3 +192,57 @@ def test_project_jvp_against_central_differences_complex_and_truncated():
     np.testing.assert_allclose(dz, (curve[0] - curve[1]) / (2 * eps), rtol=1e-6, atol=1e-7)
     z0, dz0 = P.project_jvp(A[..., :2], y, None, dy, "cgs2")  # linear in y
     np.testing.assert_allclose(dz0, P.project(A[..., :2], dy, "cgs2"), atol=1e-14)
+
+
+def _central(f, eps=1e-6):
+    """Central difference of f(s) at s = 0."""
+    return (f(eps) - f(-eps)) / (2 * eps)
+
+
+def test_lstsq_jvp_and_its_second_derivative_against_central_differences():
+    """Columns and y of very different magnitudes (the programs see them scaled, the tangents are
+    scaled back), a rank-deficient wide A truncated, and the vjp part of vjp_jvp equal to lstsq_vjp."""
+    from revdiff import programs as P
+    rng = np.random.default_rng(8)
+    col = np.array([1e3, 1.0, 1e-4])
+    A, y = rng.standard_normal((2, 7, 3)) * col, 1e5 * rng.standard_normal((2, 7))
+    dA, dy, gx = rng.standard_normal(A.shape) * col, 1e5 * rng.standard_normal(y.shape), rng.standard_normal((2, 3))
+    x, dx = P.lstsq_jvp(A, y, dA, dy)
+    np.testing.assert_array_equal(x, P.lstsq(A, y))
+    want = _central(lambda s: P.lstsq(A + s * dA, y + s * dy))
+    np.testing.assert_allclose(dx, want, rtol=1e-8, atol=1e-8 * np.abs(want).max())
+    (gA, gy), (dgA, dgy), dx2 = P.lstsq_vjp_jvp(A, y, gx, dA, dy)
+    for got, expected in zip((gA, gy), P.lstsq_vjp(A, y, gx)):
+        np.testing.assert_array_equal(got, expected)
+    np.testing.assert_allclose(dx2, dx, rtol=1e-12, atol=1e-12 * np.abs(dx).max())
+    for got, k in ((dgA, 0), (dgy, 1)):
+        want = _central(lambda s: P.lstsq_vjp(A + s * dA, y + s * dy, gx)[k])
+        np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-7 * np.abs(want).max())
+
+    B = rng.standard_normal((2, 5, 2))  # 5x4 of rank 3: column 2 = column 0 / 2
+    W = np.concatenate([B, B[..., :1] * 0.5, rng.standard_normal((2, 5, 1))], axis=-1)
+    X, v, gw = rng.standard_normal((2, 4, 4)), rng.standard_normal((2, 5)), rng.standard_normal((2, 4))
+    curve = lambda s: (W @ (np.eye(4) + s * X), y[:, :5] + s * v)  # noqa: E731  (keeps the rank)
+    (w, rank), dw = P.lstsq_jvp(W, y[:, :5], W @ X, v, rank_deficient="truncate")
+    assert list(rank) == [3, 3]
+    want = _central(lambda s: P.lstsq(*curve(s), rank_deficient="truncate")[0])
+    np.testing.assert_allclose(dw, want, rtol=1e-7, atol=1e-7 * np.abs(want).max())
+    _, (dgW, _), _ = P.lstsq_vjp_jvp(W, y[:, :5], gw, W @ X, v, rank_deficient="truncate")
+    want = _central(lambda s: P.lstsq_vjp(*curve(s), gw, rank_deficient="truncate")[0])
+    np.testing.assert_allclose(dgW, want, rtol=1e-7, atol=1e-7 * np.abs(want).max())
+
+    empty, dempty = P.lstsq_jvp(np.zeros((0, 4, 2)), np.zeros((0, 4)), None, None)
+    assert empty.shape == dempty.shape == (0, 2)
+    with pytest.raises(ValueError, match="'dA' must have the shape of A"):
+        P.lstsq_jvp(A, y, dA[..., :2], None)
+
+
+def test_lstsq_forward_mode_in_torch_equals_torch_linalg_lstsq():
+    torch = pytest.importorskip("torch")
+    import revdiff.torch as rt
+    rng = np.random.default_rng(9)
+    A, y, dA, dy = (torch.from_numpy(rng.standard_normal(s)) for s in ((2, 6, 3), (2, 6), (2, 6, 3), (2, 6)))
+    mine = torch.func.jvp(rt.lstsq, (A, y), (dA, dy))
+    theirs = torch.func.jvp(lambda a, b: torch.linalg.lstsq(a, b[..., None]).solution[..., 0], (A, y), (dA, dy))
+    for a, b in zip(mine, theirs):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)

@@ -252,5 +252,9 @@ def test_jax_forward_mode_is_its_own_functions(jax, rj):
     (Q, R), (dQ, dR) = rj.qr_jvp(A.real, dA.real)
     (_, tR), (_, tdR) = jax.jvp(lambda a: _jax_positive_qr(jnp, a), (A.real,), (dA.real,))
     np.testing.assert_allclose(dR, tdR, atol=1e-12)
+    x, dx = jax.jit(jax.vmap(rj.lstsq_jvp))(A, y, dA, dy)
+    tx, tdx = jax.jvp(lambda a, b: jnp.linalg.lstsq(a, b)[0], (A[0], y[0]), (dA[0], dy[0]))
+    np.testing.assert_allclose(x[0], tx, atol=1e-12)
+    np.testing.assert_allclose(dx[0], tdx, atol=1e-11)
     with pytest.raises(TypeError, match="custom_vjp"):
         jax.jvp(rj.project, (A, y), (dA, dy))

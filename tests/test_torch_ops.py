@@ -32,6 +32,9 @@ OPERATIONS = {  # operation: example arguments (tensors first, then the options)
     "project_jvp": lambda: (tensor(6, 3), tensor(6), tensor(6, 3), tensor(6), "cgs2", None),
     "project_vjp_jvp": lambda: (tensor(2, 6, 3), tensor(2, 6), tensor(2, 6), tensor(2, 6, 3), tensor(2, 6), "cgs2",
                                 None),
+    "lstsq_jvp": lambda: (tensor(6, 3), tensor(6), tensor(6, 3), tensor(6), "cgs2", None),
+    "lstsq_vjp_jvp": lambda: (tensor(2, 6, 3), tensor(2, 6), tensor(2, 3), tensor(2, 6, 3), tensor(2, 6), "cgs2",
+                              None),
 }
 #: operations whose gradient is another operation's business (they register none of their own)
 _NO_GRADIENT = ("_vjp", "_jvp")
@@ -123,8 +126,10 @@ def test_second_derivatives_through_func_grad_equal_torch_and_stop_at_the_third(
         return Q @ (Q.T @ y)
 
     torch.testing.assert_close(twice(rt.project), twice(torch_project), rtol=1e-10, atol=1e-12)
-    with pytest.raises(RuntimeError, match="not differentiable"):  # lstsq differentiates once
-        torch.func.grad(lambda a: torch.func.grad(lambda b: rt.lstsq(b, ones).sum())(a).sum())(A)
+    torch.testing.assert_close(twice(rt.lstsq), twice(lambda b, y: torch.linalg.lstsq(b, y[:, None]).solution[:, 0]),
+                               rtol=1e-10, atol=1e-12)
+    with pytest.raises(RuntimeError, match="not differentiable"):  # normalize differentiates once
+        torch.func.grad(lambda a: torch.func.grad(lambda b: rt.normalize(b).sum())(a).sum())(A)
     third = torch.func.grad(lambda a: torch.func.grad(lambda b: torch.func.grad(
         lambda c: (rt.project(c, ones) ** 2).sum())(b).pow(2).sum())(a).sum())
     with pytest.raises(RuntimeError, match="third derivatives are not supported"):
@@ -169,6 +174,7 @@ def torch_projection(A, y):
 def test_gradgradcheck_and_hessians_equal_torch():
     A, y = tensor(2, 5, 3, grad=True), tensor(2, 5, grad=True)
     assert torch.autograd.gradgradcheck(lambda a, b: rt.project(a, b), (A, y))
+    assert torch.autograd.gradgradcheck(lambda a, b: rt.lstsq(a, b), (A, y))
     assert torch.autograd.gradgradcheck(lambda a: rt.qr(a, "householder"), (tensor(4, 3, grad=True),))
     f = rt.function(scaled_norm, "out")
     c = torch.tensor(1.5, dtype=torch.float64)

@@ -1,4 +1,4 @@
-"""Forward mode of the high-level programs: ``qr_jvp`` and ``project_jvp`` run the tangent programs of
+"""Forward mode of the high-level programs: ``qr_jvp``, ``project_jvp`` and ``lstsq_jvp`` run the tangent programs of
 the same reversible programs (``BatchedFunction.jvp``, no rule of their own), on arguments checked
 and scaled as ``api.py`` checks and scales them. A tangent is linear in its direction, so the
 direction is scaled by a power of two of its own per batch element, and scaled back after."""
@@ -8,7 +8,7 @@ import numpy as np
 
 from revdiff.programs import projection
 from revdiff.programs.api import (PROJECT_METHODS, QrCotangents, _as_given, _Kept, _batched, _empty_qr, _largest,
-                                  _method, _pivoted, _qr_run, _ranked, _truncating, _with_vector)
+                                  _least_squares, _method, _pivoted, _qr_run, _ranked, _truncating, _with_vector)
 from revdiff.programs.arguments import Matrices, Vectors
 from revdiff.programs.inputs import (as_array, check_rank, check_result, flat, negated, rank_tolerance,
                                      require_finite, scale_exponents)
@@ -181,3 +181,75 @@ def project_vjp_jvp(A, y, gz, dA, dy, method: str = "cgs2", rank_tol: float | No
                         ("dz", dz)):
         check_result("project_vjp_jvp", name, value, M.batch, M.xp)
     return values[0], values[1], M.unflat(dz, M.m)
+
+
+def lstsq_jvp(A, y, dA, dy, method: str = "cgs2", rank_tol: float | None = None,
+              rank_deficient: str = "raise") -> tuple:
+    """``(lstsq(A, y, ...), dx)``: the least-squares solution and its derivative along (dA, dy)
+    (None: zero), in one run of the tangent of the least-squares program. With
+    ``rank_deficient="truncate"`` the first entry is (x, rank) and dx the derivative of the basic
+    solution on the kept columns (zero on those left out; exact along directions that keep the rank)."""
+    program, M, Y, tol, truncate = _least_squares(A, y, method, rank_tol, rank_deficient)
+    D, dY = _matrix_direction(dA, M), _vector_direction(dy, M)
+    if M.empty:
+        x = M.xp.zeros(M.batch + (M.n,), M.dtype)
+        return ((x, M.xp.zeros(M.batch, np.int64)) if truncate else x), x.copy()
+    D, dv, h = _projection_directions(D, dY, M, Y)
+    if truncate:
+        kept = _Kept(M, tol)
+        outs, douts = program.jvp((M.zeros(M.p), M.zeros(M.p, M.p), kept.A, Y.v),
+                                  (None, None, _kept_direction(D, kept, M.xp), dv))
+        x, dx = kept.scatter(outs[0], M.xp), kept.scatter(douts[0], M.xp)
+    else:
+        outs, douts = _ranked(lambda: program.jvp((M.zeros(M.n), M.zeros(M.n, M.n), M.A, Y.v),
+                                                  (None, None, D, dv)), M, tol)
+        check_rank(outs[1], M.batch, tol, M.xp)
+        x, dx = outs[0], douts[0]
+    x, dx = M.scaled(x, negated(M.e), Y.e), M.scaled(dx, negated(M.e), Y.e, h)  # (A D) x' = y: x = D x'
+    check_result("lstsq_jvp", "x", x, M.batch, M.xp)
+    check_result("lstsq_jvp", "dx", dx, M.batch, M.xp)
+    x, dx = M.unflat(x, M.n), M.unflat(dx, M.n)
+    return ((x, kept.rank.reshape(M.batch)) if truncate else x), dx
+
+
+def lstsq_vjp_jvp(A, y, gx, dA, dy, method: str = "cgs2", rank_tol: float | None = None,
+                  rank_deficient: str = "raise") -> tuple:
+    """``((gA, gy), (dgA, dgy), dx)``: ``lstsq_vjp(A, y, gx, ...)``, its derivatives along (dA, dy)
+    with gx held fixed (the Hessian of <x, gx> times the direction) and ``lstsq_jvp``'s dx, in one
+    run of the tangent of the fused vjp. What PyTorch's double backward through
+    ``revdiff.torch.lstsq`` runs."""
+    program, M, Y, tol, truncate = _least_squares(A, y, method, rank_tol, rank_deficient)
+    G = Vectors("gx", gx, M, M.batch + (M.n,), cotangent=True, why="as the cotangent of x it needs the shape of x,")
+    D, dY = _matrix_direction(dA, M), _vector_direction(dy, M)
+    if M.empty:
+        gA, gy = M.xp.zeros(M.shape, M.dtype), M.unflat(M.xp.zeros_like(Y.flat), M.m)
+        return (gA, gy), (gA.copy(), gy.copy()), M.xp.zeros(M.batch + (M.n,), M.dtype)
+    # x = D x'(A D, y): the cotangent of x' is D gx (scaled by 2**-hg), as in lstsq_vjp
+    g = M.scaled(G.flat, negated(M.e))
+    hg = scale_exponents(_largest(g), M.dtype, M.xp)
+    g = M.scaled(g, negated(hg))
+    D, dv, h = _projection_directions(D, dY, M, Y)
+    if truncate:
+        kept = _Kept(M, tol)
+        _, grads, douts, dgrads = program.vjp_jvp(
+            (M.zeros(M.p), M.zeros(M.p, M.p), kept.A, Y.v),
+            (M.xp.take_along_axis(g, kept.columns, axis=1), None, None, None),
+            (None, None, _kept_direction(D, kept, M.xp), dv))
+        grads = (kept.scatter(grads[2], M.xp), grads[3])
+        dgrads = (kept.scatter(dgrads[2], M.xp), dgrads[3])
+        dx = kept.scatter(douts[0], M.xp)
+    else:
+        outs, grads, douts, dgrads = _ranked(lambda: program.vjp_jvp(
+            (M.zeros(M.n), M.zeros(M.n, M.n), M.A, Y.v), (g, None, None, None), (None, None, D, dv)), M, tol)
+        check_rank(outs[1], M.batch, tol, M.xp)
+        grads, dgrads, dx = grads[2:], dgrads[2:], douts[0]
+    values = []
+    for (g_A, g_y), extra in ((grads, ()), (dgrads, (h,))):  # linear in gx, and in the direction
+        g_A = _as_given(M.scaled(g_A, negated(M.e), Y.e, hg, *extra), M.given)
+        g_y = _as_given(M.scaled(g_y, hg, *extra), Y.given)
+        values.append((M.unflat(g_A, M.m, M.n), M.unflat(g_y, M.m)))
+    dx = M.scaled(dx, negated(M.e), Y.e, h)
+    for name, value in (("gA", values[0][0]), ("gy", values[0][1]), ("dgA", values[1][0]), ("dgy", values[1][1]),
+                        ("dx", dx)):
+        check_result("lstsq_vjp_jvp", name, value, M.batch, M.xp)
+    return values[0], values[1], M.unflat(dx, M.n)

@@ -10,11 +10,11 @@ operations does not compose with ``torch.func`` (pytorch/pytorch#168393): so ``t
 (``fullgraph=True``, then ``.backward()``), ``torch.func.grad``, ``vmap`` and ``vmap`` of ``grad``
 work; ``torch.compile`` over ``torch.func.grad`` still fails inside PyTorch.
 
-``qr``, ``project`` and ``function`` also have forward mode (``torch.func.jvp``, dual tensors:
+``qr``, ``project``, ``lstsq`` and ``function`` also have forward mode (``torch.func.jvp``, dual tensors:
 their tangent programs) and a second derivative (``create_graph=True``, ``gradgradcheck``,
 ``torch.func.hessian``): the vjp's own backward runs the tangent of the fused vjp program, which
-gives the Hessian-vector product and the jvp at once, still without a tape. ``lstsq``,
-``normalize`` and ``tangent_project`` differentiate once, in reverse mode (others raise by name).
+gives the Hessian-vector product and the jvp at once, still without a tape. ``normalize`` and
+``tangent_project`` differentiate once, in reverse mode (others raise by name).
 
 CPU tensors reach revdiff through NumPy, CUDA tensors through CuPy (``__cuda_array_interface__``),
 both without copies; on the GPU the programs run as revdiff's CUDA kernels. Importing this module
@@ -205,7 +205,8 @@ def _lstsq_shape(A, y, method=None, rank_tol=None, rank_deficient="raise") -> tu
 
 _project_call = _linear_ops("project", _value(P.project), P.project_vjp, lambda A, y, *options: A.shape[:-1], "gz",
                             "A, y", _METHOD, P.project_jvp, P.project_vjp_jvp)
-_lstsq_call = _linear_ops("lstsq", _value(P.lstsq), P.lstsq_vjp, _lstsq_shape, "gx", "A, y", _METHOD)
+_lstsq_call = _linear_ops("lstsq", _value(P.lstsq), P.lstsq_vjp, _lstsq_shape, "gx", "A, y", _METHOD,
+                          P.lstsq_jvp, P.lstsq_vjp_jvp)
 _tangent_call = _linear_ops("tangent_project", P.tangent_project, P.tangent_project_vjp, lambda g, z: g.shape,
                             "gout", "g, z", "")
 _RANK = _operation("rank", "(Tensor A, float? rank_tol) -> Tensor",
