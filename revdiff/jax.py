@@ -101,6 +101,11 @@ def _vector_result(A, y) -> list:
     return [_struct(y.shape, _promoted(A, y))]
 
 
+def _solution_result(A, y) -> list:
+    """The least-squares solution's shape: A's batch shape and its columns."""
+    return [_struct(A.shape[:-2] + A.shape[-1:], _promoted(A, y))]
+
+
 def _checked_options(A, method, rank_tol, rank_deficient, table, wide_ok=True):
     """The options checked while tracing, as the NumPy functions check them (inside the callback
     an error would reach the caller as JAX's runtime error)."""
@@ -140,7 +145,7 @@ def lstsq(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_defici
     basic solution and the rank, as ``revdiff.programs.lstsq``."""
     f = _differentiable(lambda a, b: (_value(P.lstsq(a, b, method, rank_tol, rank_deficient)),),
                         lambda a, b, gx: P.lstsq_vjp(a, b, gx, method, rank_tol, rank_deficient),
-                        lambda a, b: [_struct(a.shape[:-1][:-1] + a.shape[-1:], _promoted(a, b))])
+                        _solution_result)
     A, y = _inexact(A, y)
     _checked_options(A, method, rank_tol, rank_deficient, LSTSQ_METHODS, wide_ok=False)
     x = f(A, y)[0]
@@ -178,31 +183,32 @@ def qr_jvp(A, dA, method: str = "cgs2", rank_tol: float | None = None, mode: str
     return (out[0], out[1]) if mode == "r" else ((out[0], out[1]), (out[2], out[3]))
 
 
+def _vector_jvp(jvp: Callable, result: Callable, table: dict, wide_ok: bool, A, y, dA, dy, method: str,
+                rank_tol, rank_deficient: str):
+    """``(value, tangent)`` of ``jvp`` (``revdiff.programs.project_jvp`` or ``lstsq_jvp``) through a
+    host callback; the value with the rank for rank_deficient="truncate"."""
+    A, y, dA, dy = _inexact(A, y, dA, dy)
+    _checked_options(A, method, rank_tol, rank_deficient, table, wide_ok=wide_ok)
+
+    def host(a, b, da, db):
+        value, tangent = jvp(a, b, da, db, method, rank_tol, rank_deficient)
+        return _value(value), tangent
+
+    v, dv = _callback(host, result(A, y) * 2, *(jax.lax.stop_gradient(x) for x in (A, y, dA, dy)))
+    return ((v, _rank(A.astype(_promoted(A, y)), rank_tol)) if rank_deficient == "truncate" else v), dv
+
+
 def project_jvp(A, y, dA, dy, method: str = "cgs2", rank_tol: float | None = None, rank_deficient: str = "raise"):
     """``(project(A, y, ...), dz)``: the projection and its derivative along (dA, dy), from the
     tangent of the projection program (``revdiff.programs.project_jvp``); with
     ``rank_deficient="truncate"`` the first entry is (z, rank)."""
-    A, y, dA, dy = _inexact(A, y, dA, dy)
-    _checked_options(A, method, rank_tol, rank_deficient, PROJECT_METHODS)
-    def host(a, b, da, db):
-        value, tangent = P.project_jvp(a, b, da, db, method, rank_tol, rank_deficient)
-        return _value(value), tangent
-
-    z, dz = _callback(host, _vector_result(A, y) * 2, *(jax.lax.stop_gradient(x) for x in (A, y, dA, dy)))
-    return ((z, _rank(A.astype(_promoted(A, y)), rank_tol)) if rank_deficient == "truncate" else z), dz
+    return _vector_jvp(P.project_jvp, _vector_result, PROJECT_METHODS, True, A, y, dA, dy, method, rank_tol,
+                       rank_deficient)
 
 
 def lstsq_jvp(A, y, dA, dy, method: str = "cgs2", rank_tol: float | None = None, rank_deficient: str = "raise"):
     """``(lstsq(A, y, ...), dx)``: the least-squares solution and its derivative along (dA, dy), from
     the tangent of the least-squares program (``revdiff.programs.lstsq_jvp``); with
     ``rank_deficient="truncate"`` the first entry is (x, rank)."""
-    A, y, dA, dy = _inexact(A, y, dA, dy)
-    _checked_options(A, method, rank_tol, rank_deficient, LSTSQ_METHODS, wide_ok=False)
-
-    def host(a, b, da, db):
-        value, tangent = P.lstsq_jvp(a, b, da, db, method, rank_tol, rank_deficient)
-        return _value(value), tangent
-
-    shape = [_struct(A.shape[:-2] + A.shape[-1:], _promoted(A, y))]
-    x, dx = _callback(host, shape * 2, *(jax.lax.stop_gradient(v) for v in (A, y, dA, dy)))
-    return ((x, _rank(A.astype(_promoted(A, y)), rank_tol)) if rank_deficient == "truncate" else x), dx
+    return _vector_jvp(P.lstsq_jvp, _solution_result, LSTSQ_METHODS, False, A, y, dA, dy, method, rank_tol,
+                       rank_deficient)

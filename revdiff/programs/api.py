@@ -388,6 +388,14 @@ def lstsq(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_defici
     return (M.unflat(x, M.n), kept.rank.reshape(M.batch)) if truncate else M.unflat(x, M.n)
 
 
+def _solution_cotangent(G: Vectors, M: Matrices) -> tuple:
+    """(g, h): x = D x'(A D, y), so the cotangent of x' is D gx, scaled by 2**-h (h per element) for
+    the program; gA = gA' D 2**h."""
+    g = M.scaled(G.flat, negated(M.e))
+    h = scale_exponents(_largest(g), M.dtype, M.xp)
+    return M.scaled(g, negated(h)), h
+
+
 def lstsq_vjp(A, y, gx, method: str = "cgs2", rank_tol: float | None = None, rank_deficient: str = "raise") -> tuple:
     """(gA, gy) given the cotangent of the least-squares solution x (``rank_deficient`` as in
     ``lstsq``: the basic solution's gradient with the kept columns fixed, zero for those left out)."""
@@ -395,10 +403,7 @@ def lstsq_vjp(A, y, gx, method: str = "cgs2", rank_tol: float | None = None, ran
     G = Vectors("gx", gx, M, M.batch + (M.n,), cotangent=True, why="as the cotangent of x it needs the shape of x,")
     if M.empty:
         return M.xp.zeros(M.shape, M.dtype), M.unflat(M.xp.zeros_like(Y.flat), M.m)
-    # x = D x'(A D, y): the cotangent of x' is D gx (scaled by 2**-h), and gA = gA' D
-    gx_scaled = M.scaled(G.flat, negated(M.e))
-    h = scale_exponents(_largest(gx_scaled), M.dtype, M.xp)
-    gx_scaled = M.scaled(gx_scaled, negated(h))
+    gx_scaled, h = _solution_cotangent(G, M)
     if truncate:
         kept = _Kept(M, tol)
         g_kept = M.xp.take_along_axis(gx_scaled, kept.columns, axis=1)

@@ -8,7 +8,8 @@ import numpy as np
 
 from revdiff.programs import projection
 from revdiff.programs.api import (PROJECT_METHODS, QrCotangents, _as_given, _Kept, _batched, _empty_qr, _largest,
-                                  _least_squares, _method, _pivoted, _qr_run, _ranked, _truncating, _with_vector)
+                                  _least_squares, _method, _pivoted, _qr_run, _ranked, _solution_cotangent, _truncating,
+                                  _with_vector)
 from revdiff.programs.arguments import Matrices, Vectors
 from revdiff.programs.inputs import (as_array, check_rank, check_result, flat, negated, rank_tolerance,
                                      require_finite, scale_exponents)
@@ -224,10 +225,7 @@ def lstsq_vjp_jvp(A, y, gx, dA, dy, method: str = "cgs2", rank_tol: float | None
     if M.empty:
         gA, gy = M.xp.zeros(M.shape, M.dtype), M.unflat(M.xp.zeros_like(Y.flat), M.m)
         return (gA, gy), (gA.copy(), gy.copy()), M.xp.zeros(M.batch + (M.n,), M.dtype)
-    # x = D x'(A D, y): the cotangent of x' is D gx (scaled by 2**-hg), as in lstsq_vjp
-    g = M.scaled(G.flat, negated(M.e))
-    hg = scale_exponents(_largest(g), M.dtype, M.xp)
-    g = M.scaled(g, negated(hg))
+    g, hg = _solution_cotangent(G, M)
     D, dv, h = _projection_directions(D, dY, M, Y)
     if truncate:
         kept = _Kept(M, tol)
