@@ -10,7 +10,8 @@ to a custom_vjp function". A JAX function has a custom vjp or a custom jvp, not 
 custom jvp JAX derives reverse mode by transposing the tangent computation, which for a host
 callback it cannot (``pure_callback`` has no transpose rule, and in JAX 0.10 neither has a
 ``custom_vjp`` called inside a ``custom_jvp`` rule). So reverse mode keeps the custom vjp, and
-forward mode is its own functions: ``qr_jvp``, ``project_jvp`` and ``lstsq_jvp`` (the tangent
+forward mode is its own functions: ``qr_jvp``, ``project_jvp``, ``lstsq_jvp``, ``normalize_jvp`` and
+``tangent_project_jvp`` (the tangent
 programs, under ``jit`` and ``vmap``; tangents are tangents, in no conjugated convention). Second
 derivatives: ``revdiff.programs``' ``*_vjp_jvp`` on NumPy arrays.
 """
@@ -25,7 +26,8 @@ import numpy as np
 from revdiff import programs as P
 from revdiff.programs.api import LSTSQ_METHODS, PROJECT_METHODS, q_columns
 
-__all__ = ["qr", "project", "lstsq", "normalize", "tangent_project", "qr_jvp", "project_jvp", "lstsq_jvp"]
+__all__ = ["qr", "project", "lstsq", "normalize", "tangent_project", "qr_jvp", "project_jvp", "lstsq_jvp",
+           "normalize_jvp", "tangent_project_jvp"]
 
 
 def _callback(fn: Callable, shapes, *args):
@@ -212,3 +214,19 @@ def lstsq_jvp(A, y, dA, dy, method: str = "cgs2", rank_tol: float | None = None,
     ``rank_deficient="truncate"`` the first entry is (x, rank)."""
     return _vector_jvp(P.lstsq_jvp, _solution_result, LSTSQ_METHODS, False, A, y, dA, dy, method, rank_tol,
                        rank_deficient)
+
+
+def normalize_jvp(x, dx) -> tuple:
+    """``(normalize(x), dy)``: x / |x| and its derivative along dx, from the tangent of the
+    normalisation program (``revdiff.programs.normalize_jvp``)."""
+    x, dx = _inexact(x, dx)
+    shape = _struct(x.shape, x.dtype)
+    return _callback(P.normalize_jvp, [shape, shape], jax.lax.stop_gradient(x), jax.lax.stop_gradient(dx))
+
+
+def tangent_project_jvp(g, z, dg, dz) -> tuple:
+    """``(tangent_project(g, z), dout)``: the projection onto the tangent plane at z and its
+    derivative along (dg, dz), from the tangent of its program (``revdiff.programs.tangent_project_jvp``)."""
+    g, z, dg, dz = _inexact(g, z, dg, dz)
+    shape = _struct(g.shape, _promoted(g, z))
+    return _callback(P.tangent_project_jvp, [shape, shape], *(jax.lax.stop_gradient(a) for a in (g, z, dg, dz)))

@@ -246,3 +246,64 @@ def test_lstsq_forward_mode_in_torch_equals_torch_linalg_lstsq():
     theirs = torch.func.jvp(lambda a, b: torch.linalg.lstsq(a, b[..., None]).solution[..., 0], (A, y), (dA, dy))
     for a, b in zip(mine, theirs):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_sphere_jvps_and_second_derivatives_against_central_differences(dtype):
+    """normalize and tangent_project: tangents and second derivatives against central differences
+    (complex: the real derivative), the vjp parts equal to the vjps bit for bit, magnitudes near
+    the ends of the exponent range scaled away and back, empty batches, and errors by name."""
+    from revdiff import programs as P
+    rng = np.random.default_rng(10)
+
+    def vectors(scale=1.0):
+        v = rng.standard_normal((3, 5))
+        return scale * (v + 1j * rng.standard_normal((3, 5)) if dtype == np.complex128 else v)
+
+    x, dx, gy = vectors(), vectors(), vectors()
+    y, dy = P.normalize_jvp(x, dx)
+    np.testing.assert_array_equal(y, P.normalize(x))
+    want = _central(lambda s: P.normalize(x + s * dx))
+    np.testing.assert_allclose(dy, want, rtol=1e-8, atol=1e-9)
+    gx, dgx, dy2 = P.normalize_vjp_jvp(x, gy, dx)
+    np.testing.assert_array_equal(gx, P.normalize_vjp(x, gy))
+    np.testing.assert_allclose(dy2, dy, rtol=1e-13, atol=1e-14)
+    want = _central(lambda s: P.normalize_vjp(x + s * dx, gy))
+    np.testing.assert_allclose(dgx, want, rtol=1e-7, atol=1e-8)
+    big, small = 2.0 ** 900, 2.0 ** -900  # y(c x) = y(x): dy(c x, c dx) = dy, dgx(c x, g, c dx) = dgx / c
+    np.testing.assert_allclose(P.normalize_jvp(x * small, dx * small)[1], dy, rtol=1e-13, atol=1e-14)
+    np.testing.assert_allclose(P.normalize_vjp_jvp(x * big, gy, dx * big)[1] * big, dgx, rtol=1e-13, atol=1e-14)
+
+    g, z, dg, dz, gout = vectors(), vectors(), vectors(), vectors(), vectors()
+    out, dout = P.tangent_project_jvp(g, z, dg, dz)
+    np.testing.assert_array_equal(out, P.tangent_project(g, z))
+    want = _central(lambda s: P.tangent_project(g + s * dg, z + s * dz))
+    np.testing.assert_allclose(dout, want, rtol=1e-8, atol=1e-9)
+    grads, dgrads, dout2 = P.tangent_project_vjp_jvp(g, z, gout, dg, dz)
+    for got, expected in zip(grads, P.tangent_project_vjp(g, z, gout)):
+        np.testing.assert_array_equal(got, expected)
+    np.testing.assert_allclose(dout2, dout, rtol=1e-13, atol=1e-14)
+    for k in (0, 1):
+        want = _central(lambda s: P.tangent_project_vjp(g + s * dg, z + s * dz, gout)[k])
+        np.testing.assert_allclose(dgrads[k], want, rtol=1e-7, atol=1e-8)
+    # g near overflow, z near underflow (out(c g, z / c) = c out(g, z)), dg as g or far below it
+    _, d_far = P.tangent_project_jvp(g * big, z * small, dg * big, dz * small)
+    np.testing.assert_allclose(d_far * small, dout, rtol=1e-13, atol=1e-14)
+    _, d_far = P.tangent_project_jvp(g * big, z * small, dg, dz * small)
+    np.testing.assert_allclose(d_far * small, P.tangent_project_jvp(g, z, dg * small, dz)[1], rtol=1e-13, atol=1e-14)
+
+    e, de = P.normalize_jvp(np.zeros((0, 4), dtype), None)
+    assert e.shape == de.shape == (0, 4)
+    assert [a.shape for a in P.tangent_project_vjp_jvp(*(np.zeros((2, 0, 3), dtype),) * 3, None, None)[1]] == \
+        [(2, 0, 3)] * 2
+    with pytest.raises(ValueError, match="'x' at batch index \\(1,\\) is zero"):
+        P.normalize_jvp(np.array([[1.0, 2.0], [0.0, 0.0]]), None)
+    with pytest.raises(ValueError, match="'dz' has shape"):
+        P.tangent_project_jvp(g, z, None, dz[:, :2])
+    with pytest.raises(ValueError, match="'dx'"):
+        P.normalize_jvp(x, np.full(x.shape, np.nan))
+    if dtype == np.float64:
+        with pytest.raises(TypeError, match="'dx' is complex but the value it is the tangent of is real"):
+            P.normalize_jvp(x, dx + 1j)
+    with pytest.raises(TypeError, match="'gy' is None; pass an array"):
+        P.normalize_vjp_jvp(x, None, dx)

@@ -256,5 +256,16 @@ def test_jax_forward_mode_is_its_own_functions(jax, rj):
     tx, tdx = jax.jvp(lambda a, b: jnp.linalg.lstsq(a, b)[0], (A[0], y[0]), (dA[0], dy[0]))
     np.testing.assert_allclose(x[0], tx, atol=1e-12)
     np.testing.assert_allclose(dx[0], tdx, atol=1e-11)
+
+    def unit(x):
+        return x / jnp.linalg.norm(x, axis=-1, keepdims=True)
+
+    v, dv = jax.jit(jax.vmap(rj.normalize_jvp))(y, dy)
+    np.testing.assert_allclose(dv, jax.jvp(unit, (y,), (dy,))[1], atol=1e-13)
+    out, dout = jax.jit(rj.tangent_project_jvp)(dy, y, y, dy)
+    tout, tdout = jax.jvp(lambda g, z: g - jnp.sum(jnp.conj(unit(z)) * g, -1, keepdims=True) * unit(z),
+                          (dy, y), (y, dy))
+    np.testing.assert_allclose(out, tout, atol=1e-13)
+    np.testing.assert_allclose(dout, tdout, atol=1e-12)
     with pytest.raises(TypeError, match="custom_vjp"):
         jax.jvp(rj.project, (A, y), (dA, dy))

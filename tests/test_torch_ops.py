@@ -27,6 +27,10 @@ OPERATIONS = {  # operation: example arguments (tensors first, then the options)
     "normalize_vjp": lambda: (tensor(4, 5), tensor(4, 5)),
     "tangent_project": lambda: (tensor(3, 4), tensor(3, 4)),
     "tangent_project_vjp": lambda: (tensor(3, 4), tensor(3, 4), tensor(3, 4)),
+    "normalize_jvp": lambda: (tensor(4, 5), tensor(4, 5)),
+    "normalize_vjp_jvp": lambda: (tensor(4, 5), tensor(4, 5), tensor(4, 5)),
+    "tangent_project_jvp": lambda: (tensor(3, 4), tensor(3, 4), tensor(3, 4), tensor(3, 4)),
+    "tangent_project_vjp_jvp": lambda: (tensor(3, 4), tensor(3, 4), tensor(3, 4), tensor(3, 4), tensor(3, 4)),
     "qr_jvp": lambda: (tensor(2, 5, 3), tensor(2, 5, 3), "cgs2", None),
     "qr_vjp_jvp": lambda: (tensor(5, 3), tensor(5, 3), torch.triu(tensor(3, 3)), tensor(5, 3), "householder", None),
     "project_jvp": lambda: (tensor(6, 3), tensor(6), tensor(6, 3), tensor(6), "cgs2", None),
@@ -114,6 +118,15 @@ def test_the_operations_differentiate_when_called_directly():
     torch.testing.assert_close(A.grad, expected, rtol=0, atol=0)
 
 
+def torch_normalize(x):
+    return x / x.norm(dim=-1, keepdim=True)
+
+
+def torch_tangent_project(g, z):
+    zh = torch_normalize(z)
+    return g - (zh.conj() * g).sum(-1, keepdim=True) * zh
+
+
 def test_second_derivatives_through_func_grad_equal_torch_and_stop_at_the_third():
     A = tensor(5, 3)
     ones = torch.ones(5, dtype=A.dtype)
@@ -128,8 +141,11 @@ def test_second_derivatives_through_func_grad_equal_torch_and_stop_at_the_third(
     torch.testing.assert_close(twice(rt.project), twice(torch_project), rtol=1e-10, atol=1e-12)
     torch.testing.assert_close(twice(rt.lstsq), twice(lambda b, y: torch.linalg.lstsq(b, y[:, None]).solution[:, 0]),
                                rtol=1e-10, atol=1e-12)
-    with pytest.raises(RuntimeError, match="not differentiable"):  # normalize differentiates once
-        torch.func.grad(lambda a: torch.func.grad(lambda b: rt.normalize(b).sum())(a).sum())(A)
+    weights = tensor(5, 3)
+    torch.testing.assert_close(twice(lambda b, y: rt.normalize(b.T).T), twice(lambda b, y: torch_normalize(b.T).T),
+                               rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(twice(lambda b, y: rt.tangent_project(weights * b, b)),
+                               twice(lambda b, y: torch_tangent_project(weights * b, b)), rtol=1e-10, atol=1e-12)
     third = torch.func.grad(lambda a: torch.func.grad(lambda b: torch.func.grad(
         lambda c: (rt.project(c, ones) ** 2).sum())(b).pow(2).sum())(a).sum())
     with pytest.raises(RuntimeError, match="third derivatives are not supported"):
@@ -176,6 +192,9 @@ def test_gradgradcheck_and_hessians_equal_torch():
     assert torch.autograd.gradgradcheck(lambda a, b: rt.project(a, b), (A, y))
     assert torch.autograd.gradgradcheck(lambda a, b: rt.lstsq(a, b), (A, y))
     assert torch.autograd.gradgradcheck(lambda a: rt.qr(a, "householder"), (tensor(4, 3, grad=True),))
+    assert torch.autograd.gradgradcheck(rt.normalize, (tensor(3, 4, grad=True),))
+    g, z = (torch.complex(tensor(2, 4), tensor(2, 4)).requires_grad_(True) for _ in range(2))
+    assert torch.autograd.gradgradcheck(rt.tangent_project, (g, z))
     f = rt.function(scaled_norm, "out")
     c = torch.tensor(1.5, dtype=torch.float64)
     assert torch.autograd.gradgradcheck(lambda x: f(0.0, x, c), (tensor(4, grad=True),))
@@ -225,5 +244,10 @@ def test_forward_mode_equals_torch():
         dual = rt.project(torch.autograd.forward_ad.make_dual(A, dA), y)
         along_A = dz - rt.project(A, dy)  # z is linear in y
         torch.testing.assert_close(torch.autograd.forward_ad.unpack_dual(dual).tangent, along_A, rtol=1e-10, atol=1e-12)
-    with pytest.raises(RuntimeError, match="no forward-mode derivative"):
-        torch.func.jvp(rt.normalize, (A,), (dA,))
+    Z, dZ = (torch.complex(tensor(3, 4), tensor(3, 4)) for _ in range(2))  # complex: the real derivative
+    for mine, theirs, primals, tangents in ((rt.normalize, torch_normalize, (A,), (dA,)),
+                                            (rt.normalize, torch_normalize, (Z,), (dZ,)),
+                                            (rt.tangent_project, torch_tangent_project, (A, dA), (dA, A)),
+                                            (rt.tangent_project, torch_tangent_project, (Z, dZ), (dZ, Z))):
+        torch.testing.assert_close(torch.func.jvp(mine, primals, tangents), torch.func.jvp(theirs, primals, tangents),
+                                   rtol=1e-11, atol=1e-12)

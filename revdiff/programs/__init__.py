@@ -9,7 +9,9 @@ from revdiff.programs.api import (COMPLETE_METHODS, LSTSQ_METHODS, PROJECT_METHO
                                   QR_MODES, RANK_DEFICIENT, lstsq, lstsq_vjp, normalize, normalize_vjp, project,
                                   project_vjp, qr, qr_vjp, rank, tangent_project, tangent_project_vjp)
 from revdiff.programs.givens import givens
-from revdiff.programs.tangents import lstsq_jvp, lstsq_vjp_jvp, project_jvp, project_vjp_jvp, qr_jvp, qr_vjp_jvp
+from revdiff.programs.tangents import (lstsq_jvp, lstsq_vjp_jvp, normalize_jvp, normalize_vjp_jvp, project_jvp,
+                                       project_vjp_jvp, qr_jvp, qr_vjp_jvp, tangent_project_jvp,
+                                       tangent_project_vjp_jvp)
 from revdiff.programs.gram_schmidt import bcgs2, cgs, cgs2, mgs
 from revdiff.programs.householder import householder
 from revdiff.programs.projection import (lstsq_bcgs2, lstsq_cgs, lstsq_cgs2, lstsq_householder, lstsq_mgs,
@@ -18,9 +20,10 @@ from revdiff.programs.projection import (lstsq_bcgs2, lstsq_cgs, lstsq_cgs2, lst
 from revdiff.programs.sphere import normalize as normalize_program
 from revdiff.programs.sphere import tangent_project as tangent_project_program
 
-__all__ = ["QR_METHODS", "QR_MODES", "COMPLETE_METHODS", "PROJECT_METHODS", "LSTSQ_METHODS",
-           "RANK_DEFICIENT", "qr", "qr_vjp", "qr_jvp", "qr_vjp_jvp", "project", "project_vjp", "project_jvp", "project_vjp_jvp", "lstsq", "lstsq_vjp", "lstsq_jvp", "lstsq_vjp_jvp", "rank", "normalize",
-           "normalize_vjp", "tangent_project", "tangent_project_vjp", "cgs", "cgs2", "bcgs2", "mgs", "householder",
-           "givens", "project_cgs", "project_cgs2",
-           "project_bcgs2", "project_mgs", "project_householder", "lstsq_cgs", "lstsq_cgs2", "lstsq_bcgs2",
+__all__ = ["QR_METHODS", "QR_MODES", "COMPLETE_METHODS", "PROJECT_METHODS", "LSTSQ_METHODS", "RANK_DEFICIENT",
+           "qr", "qr_vjp", "qr_jvp", "qr_vjp_jvp", "project", "project_vjp", "project_jvp", "project_vjp_jvp",
+           "lstsq", "lstsq_vjp", "lstsq_jvp", "lstsq_vjp_jvp", "rank", "normalize", "normalize_vjp", "normalize_jvp",
+           "normalize_vjp_jvp", "tangent_project", "tangent_project_vjp", "tangent_project_jvp",
+           "tangent_project_vjp_jvp", "cgs", "cgs2", "bcgs2", "mgs", "householder", "givens", "project_cgs",
+           "project_cgs2", "project_bcgs2", "project_mgs", "project_householder", "lstsq_cgs", "lstsq_cgs2", "lstsq_bcgs2",
            "lstsq_mgs", "lstsq_householder", "normalize_program", "tangent_project_program"]

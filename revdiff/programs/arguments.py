@@ -61,11 +61,13 @@ class Matrices(Batch):
 
 class Vectors(Batch):
     """A checked batch of vectors (..., n), scaled by a power of two per element where its magnitude
-    is extreme (``v = scaled * 2**e``). ``direction``: none may be zero (it is normalised)."""
+    is extreme (``v = scaled * 2**e``). ``direction``: none may be zero (it is normalised).
+    ``cotangent``/``tangent``: it takes the dtype of ``like``, a complex one for a real ``like`` refused."""
 
     def __init__(self, name: str, value, like: Batch, shape: tuple | None = None, cotangent: bool = False,
-                 direction: bool = False, why: str = ""):
-        v = as_array(name, value, 1, **({"cotangent_of": like.dtype} if cotangent else {"dtype": like.dtype}))
+                 direction: bool = False, why: str = "", tangent: bool = False):
+        v = as_array(name, value, 1, **({"cotangent_of": like.dtype, "role": "tangent" if tangent else "cotangent"}
+                                        if cotangent or tangent else {"dtype": like.dtype}))
         if shape is not None and tuple(v.shape) != shape:
             raise ValueError(f"'{name}' has shape {tuple(v.shape)}; {why} {shape}")
         super().__init__(v, 1)

@@ -30,12 +30,16 @@ def array_module(a):
     return np
 
 
-def as_array(name: str, value, min_ndim: int, dtype=None, cotangent_of=None, core: str = ""):
+def as_array(name: str, value, min_ndim: int, dtype=None, cotangent_of=None, core: str = "",
+             role: str = "cotangent"):
     """``value`` as a contiguous array of a supported dtype with at least ``min_ndim`` axes
     (``core`` names them in the error). Integers and bools become float64, as in NumPy's linalg;
-    ``dtype``: cast to it. ``cotangent_of``: the dtype of the value this array is the cotangent of;
-    the array gets that dtype, and a complex cotangent of a real value is refused (its imaginary
-    part would be dropped)."""
+    ``dtype``: cast to it. ``cotangent_of``: the dtype of the value this array is the ``role``
+    ("cotangent" or "tangent") of; the array gets that dtype, and a complex one of a real value is
+    refused (its imaginary part would be dropped)."""
+    if value is None:
+        raise TypeError(f"'{name}' is None; pass an array (zeros for a zero {role})" if cotangent_of is not None
+                        else f"'{name}' is None; pass an array")
     xp = array_module(value)
     try:
         a = xp.asarray(value)
@@ -49,7 +53,7 @@ def as_array(name: str, value, min_ndim: int, dtype=None, cotangent_of=None, cor
                             "complex64 and complex128 (convert it, e.g. with .astype(np.float32))")
     if cotangent_of is not None:
         if np.iscomplexobj(a) and not np.issubdtype(cotangent_of, np.complexfloating):
-            raise TypeError(f"'{name}' is complex but the value it is the cotangent of is real "
+            raise TypeError(f"'{name}' is complex but the value it is the {role} of is real "
                             f"({cotangent_of}); pass its real part")
         dtype = cotangent_of
     if dtype is not None:

@@ -1,4 +1,5 @@
-"""Forward mode of the high-level programs: ``qr_jvp``, ``project_jvp`` and ``lstsq_jvp`` run the tangent programs of
+"""Forward mode of the high-level programs: ``qr_jvp``, ``project_jvp``, ``lstsq_jvp``, ``normalize_jvp`` and
+``tangent_project_jvp`` (and their ``*_vjp_jvp``, the second derivatives) run the tangent programs of
 the same reversible programs (``BatchedFunction.jvp``, no rule of their own), on arguments checked
 and scaled as ``api.py`` checks and scales them. A tangent is linear in its direction, so the
 direction is scaled by a power of two of its own per batch element, and scaled back after."""
@@ -6,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from revdiff.programs import projection
-from revdiff.programs.api import (PROJECT_METHODS, QrCotangents, _as_given, _Kept, _batched, _empty_qr, _largest,
-                                  _least_squares, _method, _pivoted, _qr_run, _ranked, _solution_cotangent, _truncating,
-                                  _with_vector)
+from revdiff.programs import projection, sphere
+from revdiff.programs.api import (PROJECT_METHODS, QrCotangents, _as_given, _Dtype, _Kept, _batched, _empty_qr,
+                                  _largest, _least_squares, _method, _pivoted, _qr_run, _ranked, _solution_cotangent,
+                                  _tangent_arguments, _truncating, _with_vector)
 from revdiff.programs.arguments import Matrices, Vectors
 from revdiff.programs.inputs import (as_array, check_rank, check_result, flat, negated, rank_tolerance,
                                      require_finite, scale_exponents)
@@ -19,7 +20,7 @@ def _matrix_direction(dA, M: Matrices):
     """The checked tangent of A, flattened to (b, m, n); None: zero."""
     if dA is None:
         return M.xp.zeros_like(M.flat)
-    d = as_array("dA", dA, 2, cotangent_of=M.dtype)
+    d = as_array("dA", dA, 2, cotangent_of=M.dtype, role="tangent")
     if tuple(d.shape) != M.shape:
         raise ValueError(f"'dA' must have the shape of A, {M.shape}; got {tuple(d.shape)}")
     d = flat(d, 2)
@@ -31,7 +32,7 @@ def _vector_direction(dy, M: Matrices):
     """The checked tangent of y (a ``Vectors``), or None for zero."""
     if dy is None:
         return None
-    return Vectors("dy", dy, M, M.batch + (M.m,), cotangent=True, why="as the tangent of y it needs the shape of y,")
+    return Vectors("dy", dy, M, M.batch + (M.m,), tangent=True, why="as the tangent of y it needs the shape of y,")
 
 
 def _projection_directions(D, dY, M: Matrices, Y: Vectors) -> tuple:
@@ -251,3 +252,100 @@ def lstsq_vjp_jvp(A, y, gx, dA, dy, method: str = "cgs2", rank_tol: float | None
                         ("dx", dx)):
         check_result("lstsq_vjp_jvp", name, value, M.batch, M.xp)
     return values[0], values[1], M.unflat(dx, M.n)
+
+
+def _sphere_direction(name: str, d, V: Vectors, why: str):
+    """The checked tangent ``d`` of the vectors V, scaled as V's values (None: zero)."""
+    if d is None:
+        return V.xp.zeros_like(V.v)
+    D = Vectors(name, d, V, V.shape, tangent=True, why=why)
+    return V.scaled(D.flat, negated(V.e))
+
+
+def _normalized(x):
+    """x checked for ``normalize``: (X, the program's zero output y)."""
+    x = as_array("x", x, 1)
+    X = Vectors("x", x, _Dtype(x), direction=True)
+    return X, X.xp.zeros_like(X.flat)
+
+
+def normalize_jvp(x, dx) -> tuple:
+    """``(normalize(x), dy)``: x / |x| and its derivative along dx (None: zero), in one run of the
+    tangent of the normalisation program (complex x: the real derivative, as ``jax.jvp``)."""
+    X, y = _normalized(x)
+    D = _sphere_direction("dx", dx, X, "as the tangent of x it needs the shape of x,")
+    if X.empty:
+        return X.xp.zeros(X.shape, X.dtype), X.xp.zeros(X.shape, X.dtype)
+    h = scale_exponents(_largest(D), X.dtype, X.xp)  # y(c x) = y(x): dy is linear in dx / |x|
+    outs, douts = _batched(sphere.normalize).jvp((y, X.v), (None, X.scaled(D, negated(h))))
+    dy = X.scaled(douts[0], h)
+    check_result("normalize_jvp", "dy", dy, X.batch, X.xp)
+    return outs[0].reshape(X.shape), dy.reshape(X.shape)
+
+
+def normalize_vjp_jvp(x, gy, dx) -> tuple:
+    """``(gx, dgx, dy)``: ``normalize_vjp(x, gy)``, its derivative along dx with gy held fixed (the
+    Hessian of <y, gy> times dx) and ``normalize_jvp``'s dy, in one run of the tangent of the fused
+    vjp. What PyTorch's double backward through ``revdiff.torch.normalize`` runs."""
+    X, y = _normalized(x)
+    G = Vectors("gy", gy, X, X.shape, cotangent=True, why="as the cotangent of y = x / |x| it needs the shape of x,")
+    D = _sphere_direction("dx", dx, X, "as the tangent of x it needs the shape of x,")
+    if X.empty:
+        return tuple(X.xp.zeros(X.shape, X.dtype) for _ in range(3))
+    h = scale_exponents(_largest(D), X.dtype, X.xp)
+    _, grads, douts, dgrads = _batched(sphere.normalize).vjp_jvp((y, X.v), (G.v, None),
+                                                                 (None, X.scaled(D, negated(h))))
+    gx = X.scaled(grads[1], negated(X.e), G.e)  # x scaled by c: gx by 1/c, dgx by 1/c**2
+    dgx = X.scaled(dgrads[1], negated(X.e), G.e, h)
+    dy = X.scaled(douts[0], h)
+    for name, value in (("gx", gx), ("dgx", dgx), ("dy", dy)):
+        check_result("normalize_vjp_jvp", name, value, X.batch, X.xp)
+    return gx.reshape(X.shape), dgx.reshape(X.shape), dy.reshape(X.shape)
+
+
+def _tangent_directions(dg, dz, G: Vectors, Z: Vectors) -> tuple:
+    """(dg', dz', h): the tangents of g and z scaled as their values, then by 2**-h together (h per
+    element): out(g 2**-a, z 2**-b) = out(g, z) 2**-a, linear in g and unchanged by z's scale."""
+    why = "as a tangent of g and z it needs their shape,"
+    Dg, Dz = _sphere_direction("dg", dg, G, why), _sphere_direction("dz", dz, Z, why)
+    h = scale_exponents(_largest(Dg, Dz), Z.dtype, Z.xp)
+    return G.scaled(Dg, negated(h)), Z.scaled(Dz, negated(h)), h
+
+
+def tangent_project_jvp(g, z, dg, dz) -> tuple:
+    """``(tangent_project(g, z), dout)``: the projection and its derivative along (dg, dz) (None:
+    zero), in one run of the tangent of the tangent-projection program."""
+    G, Z = _tangent_arguments(g, z)
+    Dg, Dz, h = _tangent_directions(dg, dz, G, Z)
+    if Z.empty:
+        return Z.xp.zeros(Z.shape, Z.dtype), Z.xp.zeros(Z.shape, Z.dtype)
+    outs, douts = _batched(sphere.tangent_project).jvp((Z.xp.zeros_like(G.v), G.v, Z.v), (None, Dg, Dz))
+    out, dout = G.scaled(outs[0], G.e), G.scaled(douts[0], G.e, h)
+    check_result("tangent_project_jvp", "out", out, Z.batch, Z.xp)
+    check_result("tangent_project_jvp", "dout", dout, Z.batch, Z.xp)
+    return out.reshape(Z.shape), dout.reshape(Z.shape)
+
+
+def tangent_project_vjp_jvp(g, z, gout, dg, dz) -> tuple:
+    """``((gg, gz), (dgg, dgz), dout)``: ``tangent_project_vjp(g, z, gout)``, its derivatives along
+    (dg, dz) with gout held fixed and ``tangent_project_jvp``'s dout, in one run of the tangent of the
+    fused vjp. What PyTorch's double backward through ``revdiff.torch.tangent_project`` runs."""
+    G, Z = _tangent_arguments(g, z)
+    O = Vectors("gout", gout, Z, Z.shape, cotangent=True,
+                why="as the cotangent of the projection it needs the shape of g and z,")
+    Dg, Dz, h = _tangent_directions(dg, dz, G, Z)
+    if Z.empty:
+        zero = Z.xp.zeros(Z.shape, Z.dtype)
+        return (zero, zero.copy()), (zero.copy(), zero.copy()), zero.copy()
+    _, grads, douts, dgrads = _batched(sphere.tangent_project).vjp_jvp(
+        (Z.xp.zeros_like(G.v), G.v, Z.v), (O.v, None, None), (None, Dg, Dz))
+    values = []
+    for (_, g_g, g_z), extra in ((grads, ()), (dgrads, (h,))):  # linear in g, gout and the direction
+        g_g = _as_given(G.scaled(g_g, O.e, *extra), G.given)
+        g_z = _as_given(Z.scaled(g_z, negated(Z.e), G.e, O.e, *extra), Z.given)
+        values.append((g_g.reshape(Z.shape), g_z.reshape(Z.shape)))
+    dout = G.scaled(douts[0], G.e, h)
+    for name, value in (("gg", values[0][0]), ("gz", values[0][1]), ("dgg", values[1][0]), ("dgz", values[1][1]),
+                        ("dout", dout)):
+        check_result("tangent_project_vjp_jvp", name, value, Z.batch, Z.xp)
+    return values[0], values[1], dout.reshape(Z.shape)

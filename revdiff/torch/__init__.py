@@ -10,11 +10,11 @@ operations does not compose with ``torch.func`` (pytorch/pytorch#168393): so ``t
 (``fullgraph=True``, then ``.backward()``), ``torch.func.grad``, ``vmap`` and ``vmap`` of ``grad``
 work; ``torch.compile`` over ``torch.func.grad`` still fails inside PyTorch.
 
-``qr``, ``project``, ``lstsq`` and ``function`` also have forward mode (``torch.func.jvp``, dual tensors:
-their tangent programs) and a second derivative (``create_graph=True``, ``gradgradcheck``,
+Every operation and ``function`` also has forward mode (``torch.func.jvp``, dual tensors: their
+tangent programs) and a second derivative (``create_graph=True``, ``gradgradcheck``,
 ``torch.func.hessian``): the vjp's own backward runs the tangent of the fused vjp program, which
-gives the Hessian-vector product and the jvp at once, still without a tape. ``normalize`` and
-``tangent_project`` differentiate once, in reverse mode (others raise by name).
+gives the Hessian-vector product and the jvp at once, still without a tape. A third derivative
+raises by name.
 
 CPU tensors reach revdiff through NumPy, CUDA tensors through CuPy (``__cuda_array_interface__``),
 both without copies; on the GPU the programs run as revdiff's CUDA kernels. Importing this module
@@ -150,18 +150,15 @@ _QR_VJP_JVP = _operation("qr_vjp_jvp", '(Tensor A, Tensor gQ, Tensor gR, Tensor 
 
 
 def _linear_ops(name: str, forward: Callable, backward: Callable, out_shape: Callable, cotangent: str,
-                names: str, options: str, tangent: Callable | None = None,
-                backward_tangent: Callable | None = None) -> Callable:
-    """The operation ``name`` of two tensors, its vjp and, given the programs' ``tangent`` (a ``*_jvp``)
-    and ``backward_tangent`` (a ``*_vjp_jvp``), its forward mode and second derivative."""
+                names: str, options: str, tangent: Callable, backward_tangent: Callable) -> Callable:
+    """The operation ``name`` of two tensors with its vjp, and its forward mode and second derivative
+    from the programs' ``tangent`` (a ``*_jvp``) and ``backward_tangent`` (a ``*_vjp_jvp``)."""
     a, b = names.split(", ")
     impl, fake = _pair_impl(forward, out_shape, (a, b))
     op = _operation(name, f"(Tensor {a}, Tensor {b}{options}) -> Tensor", impl, fake)
     vjp_impl, vjp_fake = _pair_vjp_impl(backward, (a, b), cotangent)
     vjp_op = _operation(f"{name}_vjp", f"(Tensor {a}, Tensor {b}, Tensor {cotangent}{options}) -> Tensor[]",
                         vjp_impl, vjp_fake)
-    if tangent is None:
-        return _autograd(op, vjp_op, 2)
 
     def jvp_impl(x, z, dx, dz, *opts):
         return _tensor(tangent(*(_numpy(t, n) for t, n in ((x, a), (z, b), (dx, "d" + a), (dz, "d" + b))), *opts)[1],
@@ -208,7 +205,7 @@ _project_call = _linear_ops("project", _value(P.project), P.project_vjp, lambda 
 _lstsq_call = _linear_ops("lstsq", _value(P.lstsq), P.lstsq_vjp, _lstsq_shape, "gx", "A, y", _METHOD,
                           P.lstsq_jvp, P.lstsq_vjp_jvp)
 _tangent_call = _linear_ops("tangent_project", P.tangent_project, P.tangent_project_vjp, lambda g, z: g.shape,
-                            "gout", "g, z", "")
+                            "gout", "g, z", "", P.tangent_project_jvp, P.tangent_project_vjp_jvp)
 _RANK = _operation("rank", "(Tensor A, float? rank_tol) -> Tensor",
                    lambda A, rank_tol: _tensor(P.rank(_numpy(A, "A"), rank_tol), torch.int64, A.device),
                    lambda A, rank_tol: A.new_empty(tuple(A.shape[:-2]), dtype=torch.int64))
@@ -228,10 +225,29 @@ def _normalize_vjp_impl(x, gy):
     return (_tensor(P.normalize_vjp(_numpy(x, "x"), _numpy(gy, "gy")), _gradient_dtype(x, _computed(x)), x.device),)
 
 
-_NORMALIZE = _operation("normalize", "(Tensor x) -> Tensor", _normalize_impl, lambda x: _like(x, x.shape, _computed(x)))
+def _normalize_jvp_impl(x, dx):
+    return _tensor(P.normalize_jvp(_numpy(x, "x"), _numpy(dx, "dx"))[1], _computed(x), x.device)
+
+
+def _normalize_vjp_jvp_impl(x, gy, dx):
+    """[the cotangent of x, that of gy]: the Hessian of <y, gy> times dx, and dy."""
+    _, dgx, dy = P.normalize_vjp_jvp(_numpy(x, "x"), _numpy(gy, "gy"), _numpy(dx, "dx"))
+    return [_tensor(dgx, _gradient_dtype(x, _computed(x)), x.device), _tensor(dy, _computed(x), x.device)]
+
+
+def _normalize_fake(x, *_):
+    return _like(x, x.shape, _computed(x))
+
+
+_NORMALIZE = _operation("normalize", "(Tensor x) -> Tensor", _normalize_impl, _normalize_fake)
 _NORMALIZE_VJP = _operation("normalize_vjp", "(Tensor x, Tensor gy) -> Tensor[]", _normalize_vjp_impl,
                             lambda x, gy: (_like(x, x.shape, _gradient_dtype(x, _computed(x))),))
-_normalize_call = _autograd(_NORMALIZE, _NORMALIZE_VJP, 1)
+_NORMALIZE_JVP = _operation("normalize_jvp", "(Tensor x, Tensor dx) -> Tensor", _normalize_jvp_impl, _normalize_fake)
+_NORMALIZE_VJP_JVP = _operation("normalize_vjp_jvp", "(Tensor x, Tensor gy, Tensor dx) -> Tensor[]",
+                                _normalize_vjp_jvp_impl,
+                                lambda x, gy, dx: [_like(x, x.shape, _gradient_dtype(x, _computed(x))),
+                                                   _normalize_fake(x)])
+_normalize_call = _autograd(_NORMALIZE, _NORMALIZE_VJP, 1, _NORMALIZE_JVP, _NORMALIZE_VJP_JVP)
 
 
 # ----------------------------------------------------------------------------- the public functions

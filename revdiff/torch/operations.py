@@ -13,13 +13,8 @@ from revdiff.runtime.device import cupy_module
 
 _SUPPORTED = (torch.float32, torch.float64, torch.complex64, torch.complex128, torch.bool, torch.uint8, torch.int8,
               torch.int16, torch.int32, torch.int64)
-_TWICE = ("revdiff.torch: the gradient of this revdiff operation is not differentiable (second derivatives "
-          "run through revdiff.torch.qr, project and function); differentiate it once, without create_graph=True "
-          "through it")
 _THRICE = ("revdiff.torch: a second derivative of a revdiff operation is not differentiable (third derivatives are "
            "not supported)")
-_FORWARD = ("revdiff.torch: this revdiff operation has no forward-mode derivative (torch.func.jvp runs through "
-            "revdiff.torch.qr, project and function); use reverse mode")
 
 
 # ----------------------------------------------------------------------------- tensors and arrays
@@ -110,10 +105,9 @@ def _operation(name: str, schema: str, impl: Callable, fake: Callable, vmap: Cal
 class _Static:
     """What a recorded vjp needs besides its tensors (a leaf for ``torch.func``'s pytrees):
     ``vjp(*tensors)``, the gradients, one per floating-point primal; ``vjp_jvp(*tensors,
-    *directions)`` (None: no second derivative), per tensor (primals, then cotangents) the cotangent
-    a double backward gives it; ``primals``, how many of the tensors are primals."""
+    *directions)``, per tensor (primals, then cotangents) the cotangent a double backward gives it; ``primals``, how many of the tensors are primals."""
 
-    def __init__(self, vjp: Callable, vjp_jvp: Callable | None, primals: int):
+    def __init__(self, vjp: Callable, vjp_jvp: Callable, primals: int):
         self.vjp, self.vjp_jvp, self.primals = vjp, vjp_jvp, primals
 
 
@@ -123,7 +117,7 @@ class _Vjp(torch.autograd.Function):
     the fused vjp program: ``revdiff.programs``' ``*_vjp_jvp``), which gives the cotangents of the
     inputs (the Hessian of <output, cotangent> times the incoming cotangent) and of the cotangents
     (the output's derivative along it) at once; its forward mode (``torch.func.hessian``) reads the
-    same and the vjp. Where an operation has none, and for a third derivative, it raises.
+    same and the vjp. A third derivative raises.
     ``torch.compile`` cannot trace it in a plain backward (it passes a context to a ``forward`` with
     ``*args``), so it is used only where the gradient is itself recorded (``create_graph=True``,
     ``torch.func``)."""
@@ -142,8 +136,6 @@ class _Vjp(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *cotangents):
         static, tensors = ctx.static, ctx.saved_tensors
-        if static.vjp_jvp is None:
-            raise RuntimeError(_TWICE)
         given = iter(cotangents)  # one per floating-point primal
         directions = tuple(_filled(next(given) if _differentiable(t) else None, t) for t in tensors[:static.primals])
         args = tuple(tensors) + directions
@@ -160,8 +152,6 @@ class _VjpWithTangent(_Vjp):
         """The gradients' derivative along the primals' tangents (the Hessian part) and along the
         cotangents' (the vjp of those)."""
         static, tensors = ctx.static, ctx.saved_tensors
-        if static.vjp_jvp is None:
-            raise RuntimeError(_TWICE)
         n = static.primals
         primals, cotangents = tensors[:n], tensors[n:]
         directions = tuple(_filled(d, t) for d, t in zip(tangents[:n], primals))
@@ -207,11 +197,11 @@ def _forward_mode(tensors: tuple) -> bool:
     return any(isinstance(t, torch.Tensor) and forward_ad.unpack_dual(t).tangent is not None for t in tensors)
 
 
-def _autograd(forward_op, vjp_op, tensors: int, jvp_op=None, vjp_jvp_op=None) -> Callable:
+def _autograd(forward_op, vjp_op, tensors: int, jvp_op, vjp_jvp_op) -> Callable:
     """A differentiable call of ``forward_op(*tensors, *options)``: the backward calls
     ``vjp_op(*tensors, *cotangents, *options)``, one gradient per tensor argument, and is
     differentiable once more through ``vjp_jvp_op(*tensors, *cotangents, *directions, *options)``;
-    forward mode calls ``jvp_op(*tensors, *tangents, *options)`` (without those, they raise).
+    forward mode calls ``jvp_op(*tensors, *tangents, *options)``.
     Registered on the operation too, for eager and compiled calls of ``torch.ops.revdiff.*``."""
 
     def save(ctx, inputs, output):
@@ -226,7 +216,8 @@ def _autograd(forward_op, vjp_op, tensors: int, jvp_op=None, vjp_jvp_op=None) ->
         if _recorded(args) or _forward_mode(args):
             def floating(*t):  # the gradients of the floating-point primals
                 return [g for g, x in zip(vjp_op(*t, *options), t[:tensors]) if _differentiable(x)]
-            vjp_jvp = None if vjp_jvp_op is None else lambda *t: vjp_jvp_op(*t, *options)
+            def vjp_jvp(*t):
+                return vjp_jvp_op(*t, *options)
             kind = _VjpWithTangent if _forward_mode(args) else _Vjp
             given = iter(kind.apply(_Static(floating, vjp_jvp, tensors), *args))
             grads = [next(given) if _differentiable(t) else None for t in saved]
@@ -235,8 +226,6 @@ def _autograd(forward_op, vjp_op, tensors: int, jvp_op=None, vjp_jvp_op=None) ->
         return tuple(g if _differentiable(t) else None for g, t in zip(grads, saved)) + (None,) * len(options)
 
     def push_forward(ctx, *tangents):
-        if jvp_op is None:
-            raise RuntimeError(_FORWARD)
         saved = ctx.saved_tensors
         directions = tuple(d if d is not None else torch.zeros_like(t) for d, t in zip(tangents[:tensors], saved))
         return jvp_op(*saved, *directions, *ctx.options)
