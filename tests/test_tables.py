@@ -92,6 +92,12 @@ def dots_and_axpy(s, x, y, w, a, b):
 
 
 @reversible
+def norms(s, x, w):
+    s += np.linalg.norm(x)
+    s -= np.linalg.norm(w[1:])
+
+
+@reversible
 def whole_arrays(y, Y, x, A, w):
     y[:] += x * np.sin(x)
     y[1:] -= w[:-1] * 0.5 + 1.0
@@ -112,6 +118,7 @@ INSTRUCTION_EXAMPLES = {
                                                 _matrix(3, 2, c), _matrix(3, 2, c), _matrix(4, 2, c)), True),
     "dots_and_axpy": (dots_and_axpy, lambda c: (_scalar(c), _vector(5, c), _vector(5, c), _vector(5, c),
                                                 _scalar(c), _scalar(c)), True),
+    "norms": (norms, lambda c: (_scalar(False), _vector(5, c), _vector(5, c)), True),
     "whole_arrays": (whole_arrays, lambda c: (_vector(5, c), _matrix(3, 4, c), _vector(5, c), _matrix(3, 4, c),
                                               _vector(5, c)), True),
 }

@@ -458,3 +458,41 @@ def test_negative_bound_from_a_variable_is_reported():
     with pytest.raises(ReversibilityError) as e:
         matvec_h.with_options(backend="python")(np.zeros(6), np.ones((5, 4)), np.ones(5), -1)
     assert "outside the array" in str(e.value)
+
+
+def test_norm_is_a_number_of_one_vector():
+    with pytest.raises(ReversibilityError) as e:
+        @reversible
+        def into_view(y, x):
+            y[:] += np.linalg.norm(x)  # E:norm_view
+    assert_error(e, "norm_view", "np.linalg.norm(x) is a number")
+    with pytest.raises(ReversibilityError) as e:
+        @reversible
+        def with_ord(s, x):
+            s += np.linalg.norm(x, 1)  # E:norm_ord
+    assert_error(e, "norm_ord", "np.linalg.norm(x) takes one vector (the 2-norm; no ord or axis)")
+
+
+@reversible
+def norm_of(s, x):
+    s += np.linalg.norm(x)  # E:norm_rank
+
+
+def test_norm_operands_are_checked():
+    with pytest.raises(ReversibilityError) as e:
+        norm_of(0.0, np.ones((3, 3)))
+    assert_error(e, "norm_rank", "'x' must be a vector", "np.linalg.norm(A[:, k])")
+    with pytest.raises(ReversibilityError) as e:
+        norm_of(0j, np.ones(3))
+    assert_error(e, "norm_rank", "does not apply to complex values")
+    assert norm_of(0.0, np.ones(4) * 1j)[0] == 2.0  # complex x, real s: a real number, no conversion
+
+
+def test_norm_at_extreme_magnitudes_and_zero():
+    """Scaled by the largest magnitude: no square overflows or underflows; zero has gradient zero."""
+    x = np.array([3.0, -4.0, 0.0, 12.0])
+    for scale in (1.0, 1e300, 1e-300, 2.0 ** -1070):
+        assert norm_of(0.0, x * scale)[0] == pytest.approx(13 * scale, rel=1e-15)
+    assert norm_of(0.0, np.zeros(3))[0] == 0.0
+    np.testing.assert_array_equal(revdiff.grad(norm_of, "s")(0.0, np.zeros(3))[1], np.zeros(3))
+    np.testing.assert_allclose(revdiff.grad(norm_of, "s")(0.0, x * 1e-300)[1], x / 13, rtol=1e-15)

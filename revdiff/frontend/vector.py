@@ -4,6 +4,7 @@ statements (``primitives/elementwise.py``):
     y[a:b] += A[a:b, c:d] @ x[c:d]      y -= A.T @ x      y += A.conj().T @ x  (or np.conj(A).T)
     Y[a:b, c:d] += A @ B                Y[:, :] -= A.T @ B  (a target written with two slices)
     s += np.dot(x, y)    s -= np.vdot(x, y)    s += x @ y   (s a number: an element or a scalar)
+    s += np.linalg.norm(x)                                   (s a real number)
     y[a:b] += x[c:d] * np.sin(z)        Y[:, :] *= A * A + 1.0     y[:] /= w   (whole arrays)
 
 Operands are whole arrays or views written with slices of step 1.
@@ -14,6 +15,7 @@ import ast
 
 from revdiff.ir.high import Index, Instr, Name, Slice
 from revdiff.primitives.elementwise import ELEMENTWISE
+from revdiff.primitives.norm import NORM
 from revdiff.primitives.vector import DOT, MATMAT, MATVEC
 
 _UPDATES = {"Add": "add", "Sub": "sub"}
@@ -61,6 +63,12 @@ class VectorParser:
                 and self.expr._is_math_module(node.func.value):
             return node.func.attr
         return None
+
+    def is_norm(self, node: ast.AST) -> bool:
+        """``np.linalg.norm(...)``."""
+        return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "norm" \
+            and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "linalg" \
+            and self.expr._is_math_module(node.func.value.value)
 
     def view(self, node: ast.AST, role: str):
         if isinstance(node, ast.Name):
@@ -112,6 +120,12 @@ class VectorParser:
                 raise self.error(s, f"np.{dot}(x, y) is a number: update an element or a scalar with it")
             return Instr(loc, DOT[dot][op], (self.parser.target(s.target), self.view(value.args[0], f"x of np.{dot}"),
                                              self.view(value.args[1], f"y of np.{dot}")))
+        if self.is_norm(value):
+            if len(value.args) != 1 or value.keywords:
+                raise self.error(value, "np.linalg.norm(x) takes one vector (the 2-norm; no ord or axis)")
+            if target_view:
+                raise self.error(s, "np.linalg.norm(x) is a number: update an element or a scalar with it")
+            return Instr(loc, NORM[op], (self.parser.target(s.target), self.view(value.args[0], "x of np.linalg.norm")))
         if isinstance(value, ast.BinOp) and isinstance(value.op, ast.MatMult):
             form, left = self.matrix(value.left)
             if _slice_count(s.target) == 2:  # Y[:, :] += A @ B: a matrix product

@@ -254,7 +254,7 @@ def _vector_instr(s: Instr, entry, types: list, env: TypeEnv) -> None:
         raise ReversibilityError(f"'{entry.syntax}' does not apply to {target.kind} values "
                                  f"('{_name(s.operands[0])}' is {target.dtype})", s.loc)
     for i in entry.reads:
-        if KINDS.index(types[i].kind) > KINDS.index(target.kind):
+        if KINDS.index(types[i].kind) > KINDS.index(target.kind) and not entry.real_result:
             raise ReversibilityError(
                 f"the {types[i].kind} values of '{_name(s.operands[i])}' would be silently converted to "
                 f"{target.kind} when added to '{_name(s.operands[0])}' ({target.dtype}); the result would "

@@ -66,7 +66,9 @@ class Instruction:
     (position, what it is) of read operands that must be real. ``rank_hints``: {(operand position,
     rank given): advice} for a vector operand of the wrong rank. ``call_name``: the name users call
     the instruction by, ``rot(a, b, theta)``, its operands in the order of ``roles``. ``elementwise``:
-    the scalar instruction a whole-array statement applies to every element (``elementwise.py``)."""
+    the scalar instruction a whole-array statement applies to every element (``elementwise.py``).
+    ``real_result``: what it adds is a real number whatever its operands' kind (a norm), so complex
+    operands of a real target are not a silent conversion."""
 
     name: str
     syntax: str  # how users write it, for messages: "t += e"
@@ -82,6 +84,7 @@ class Instruction:
     rank_hints: dict = field(default_factory=dict, hash=False, compare=False)
     call_name: str | None = None
     elementwise: str | None = None
+    real_result: bool = False
 
     @property
     def is_vector(self) -> bool:

@@ -1,7 +1,7 @@
 """Vector instructions: ``y += A @ x`` (and ``A.T``, ``A.conj().T``), ``Y[:, :] += A @ B`` (same
 forms), ``s += np.dot(x, y)`` and ``s += np.vdot(x, y)`` on array views, with ``-=`` as their
 inverses, and the rules of ``y += a * x``, which the whole-array statements (``elementwise.py``) use
-for that form.
+for that form (``norm.py`` has ``s += np.linalg.norm(x)``).
 
 Each is one instruction of the table with its own forward and gradient rule: the adjoint of
 ``y += A @ x`` pushes ``gA += gy x^H`` and ``gx += A^H gy`` directly, never a closed-form adjoint

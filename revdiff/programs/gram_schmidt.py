@@ -31,24 +31,10 @@ def modified_pass(v, r, Q, k):
 
 @reversible
 def norm2(nrm, v):
-    """nrm += ||v||_2 at any finite magnitude: the squares are summed as |v_i / t|^2 with a scale t
-    between max|v_i| / n and n max|v_i|, so none overflows or underflows (as LAPACK's nrm2 scales),
-    and ||v|| = t sqrt(s). t sums the magnitudes, those above 1 divided by n: no sum overflows, no
-    quotient of a tiny value underflows. The scale is computed and uncomputed like the sum, so the
-    norm stays reversible and differentiable (its derivative through t is zero and cancels). The
-    derivative at v = 0, where the norm has none, is taken as 0 (PyTorch's choice)."""
-    n = len(v)
-    t = zero(v.real.dtype)
-    s = zero(v.real.dtype)
-    with routine:
-        for i in range(n):
-            t += abs(v[i]) / n if abs(v[i]) > 1 else abs(v[i])
-        for i in range(n):
-            s += (v[i] / t * np.conj(v[i] / t)).real if t > 0 else 0.0
-    nrm += t * np.sqrt(s) if s > 0 else 0.0
-    ~routine
-    del s
-    del t
+    """nrm += ||v||_2 at any finite magnitude: one instruction of the language (``np.linalg.norm``),
+    which sums the squares of v scaled by its largest magnitude, as LAPACK's nrm2 scales, and whose
+    gradient is v / ||v|| directly (0 at v = 0, where the norm has none: PyTorch's choice)."""
+    nrm += np.linalg.norm(v)
 
 
 @reversible
