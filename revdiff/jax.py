@@ -12,8 +12,9 @@ callback it cannot (``pure_callback`` has no transpose rule, and in JAX 0.10 nei
 ``custom_vjp`` called inside a ``custom_jvp`` rule). So reverse mode keeps the custom vjp, and
 forward mode is its own functions: ``qr_jvp``, ``project_jvp``, ``lstsq_jvp``, ``normalize_jvp`` and
 ``tangent_project_jvp`` (the tangent
-programs, under ``jit`` and ``vmap``; tangents are tangents, in no conjugated convention). Second
-derivatives: ``revdiff.programs``' ``*_vjp_jvp`` on NumPy arrays.
+programs, under ``jit`` and ``vmap``; tangents are tangents, in no conjugated convention; None is
+a zero tangent). They are not differentiable themselves (``jax.grad`` through them raises by name);
+second derivatives: ``revdiff.programs``' ``*_vjp_jvp`` on NumPy arrays.
 """
 from __future__ import annotations
 
@@ -62,6 +63,28 @@ def _differentiable(forward: Callable, backward: Callable, output_shapes: Callab
 
     f.defvjp(f_fwd, f_bwd)
     return f
+
+
+def _no_derivative(name: str) -> Callable:
+    """The identity, whose derivative raises: a ``*_jvp`` function's value and tangent come from a
+    host callback, which JAX cannot differentiate (zeros would be silently wrong)."""
+    @jax.custom_jvp
+    def guard(x):
+        return x
+
+    @guard.defjvp
+    def _(primals, tangents):
+        raise TypeError(f"revdiff.jax.{name} is not differentiable: its value and tangent come from revdiff's "
+                        "tangent program on the host; second derivatives are revdiff.programs' *_vjp_jvp")
+    return guard
+
+
+def _forward_mode_arguments(name: str, primals: tuple, tangents: tuple) -> tuple:
+    """A ``*_jvp`` function's primals and tangents as its host callback takes them: None tangents as
+    zeros, floating dtypes (``_inexact``), and differentiating through them refused by name."""
+    tangents = tuple(jnp.zeros_like(jnp.asarray(p)) if t is None else t for p, t in zip(primals, tangents))
+    guard = _no_derivative(name)
+    return tuple(guard(a) for a in _inexact(*primals, *tangents))
 
 
 def _promoted(*arrays) -> jnp.dtype:
@@ -171,7 +194,7 @@ def tangent_project(g, z):
 def qr_jvp(A, dA, method: str = "cgs2", rank_tol: float | None = None, mode: str = "reduced") -> tuple:
     """``(qr(A, ...), tangents)``: the factors and their derivatives along dA (``(dQ, dR)``, or dR
     for mode "r"), from the tangent of the QR program (``revdiff.programs.qr_jvp``)."""
-    A, dA = _inexact(A, dA)
+    A, dA = _forward_mode_arguments("qr_jvp", (A,), (dA,))
     m, n = A.shape[-2:]
     q = q_columns(method, mode, A.shape)
     shapes = [_struct(A.shape[:-2] + (m, q), A.dtype), _struct(A.shape[:-2] + (q, n), A.dtype)]
@@ -180,8 +203,7 @@ def qr_jvp(A, dA, method: str = "cgs2", rank_tol: float | None = None, mode: str
         values, tangents = P.qr_jvp(a, da, method, rank_tol, mode)
         return (values, tangents) if mode == "r" else (*values, *tangents)
 
-    out = _callback(host, shapes[1:] * 2 if mode == "r" else shapes * 2, jax.lax.stop_gradient(A),
-                    jax.lax.stop_gradient(dA))
+    out = _callback(host, shapes[1:] * 2 if mode == "r" else shapes * 2, A, dA)
     return (out[0], out[1]) if mode == "r" else ((out[0], out[1]), (out[2], out[3]))
 
 
@@ -189,14 +211,14 @@ def _vector_jvp(jvp: Callable, result: Callable, table: dict, wide_ok: bool, A, 
                 rank_tol, rank_deficient: str):
     """``(value, tangent)`` of ``jvp`` (``revdiff.programs.project_jvp`` or ``lstsq_jvp``) through a
     host callback; the value with the rank for rank_deficient="truncate"."""
-    A, y, dA, dy = _inexact(A, y, dA, dy)
+    A, y, dA, dy = _forward_mode_arguments(jvp.__name__, (A, y), (dA, dy))
     _checked_options(A, method, rank_tol, rank_deficient, table, wide_ok=wide_ok)
 
     def host(a, b, da, db):
         value, tangent = jvp(a, b, da, db, method, rank_tol, rank_deficient)
         return _value(value), tangent
 
-    v, dv = _callback(host, result(A, y) * 2, *(jax.lax.stop_gradient(x) for x in (A, y, dA, dy)))
+    v, dv = _callback(host, result(A, y) * 2, A, y, dA, dy)
     return ((v, _rank(A.astype(_promoted(A, y)), rank_tol)) if rank_deficient == "truncate" else v), dv
 
 
@@ -219,14 +241,14 @@ def lstsq_jvp(A, y, dA, dy, method: str = "cgs2", rank_tol: float | None = None,
 def normalize_jvp(x, dx) -> tuple:
     """``(normalize(x), dy)``: x / |x| and its derivative along dx, from the tangent of the
     normalisation program (``revdiff.programs.normalize_jvp``)."""
-    x, dx = _inexact(x, dx)
+    x, dx = _forward_mode_arguments("normalize_jvp", (x,), (dx,))
     shape = _struct(x.shape, x.dtype)
-    return _callback(P.normalize_jvp, [shape, shape], jax.lax.stop_gradient(x), jax.lax.stop_gradient(dx))
+    return _callback(P.normalize_jvp, [shape, shape], x, dx)
 
 
 def tangent_project_jvp(g, z, dg, dz) -> tuple:
     """``(tangent_project(g, z), dout)``: the projection onto the tangent plane at z and its
     derivative along (dg, dz), from the tangent of its program (``revdiff.programs.tangent_project_jvp``)."""
-    g, z, dg, dz = _inexact(g, z, dg, dz)
+    g, z, dg, dz = _forward_mode_arguments("tangent_project_jvp", (g, z), (dg, dz))
     shape = _struct(g.shape, _promoted(g, z))
-    return _callback(P.tangent_project_jvp, [shape, shape], *(jax.lax.stop_gradient(a) for a in (g, z, dg, dz)))
+    return _callback(P.tangent_project_jvp, [shape, shape], g, z, dg, dz)

@@ -2,6 +2,8 @@
 with PyTorch, the argument errors, and the generated tangent programs."""
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -291,6 +293,16 @@ def test_sphere_jvps_and_second_derivatives_against_central_differences(dtype):
     np.testing.assert_allclose(d_far * small, dout, rtol=1e-13, atol=1e-14)
     _, d_far = P.tangent_project_jvp(g * big, z * small, dg, dz * small)
     np.testing.assert_allclose(d_far * small, P.tangent_project_jvp(g, z, dg * small, dz)[1], rtol=1e-13, atol=1e-14)
+
+    # g, z, dg, dz each scaled by 2**k, k in -1000..1000: dout = 2**c T(z) dg + 2**(a - b + d) J(g, z) dz,
+    # the tangents scaled into range in one step, never as their values first (which underflowed)
+    along_g, along_z = P.tangent_project_jvp(g, z, dg, None)[1], P.tangent_project_jvp(g, z, None, dz)[1]
+    for a, b, c, d in itertools.product((-1000, 0, 1000), repeat=4):
+        want = np.ldexp(along_g.real, c) + np.ldexp(along_z.real, a - b + d)
+        if not np.all(np.isfinite(want)) or dtype == np.complex128:
+            continue
+        got = P.tangent_project_jvp(np.ldexp(g, a), np.ldexp(z, b), np.ldexp(dg, c), np.ldexp(dz, d))[1]
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13 * np.abs(want).max() + 1e-300)
 
     e, de = P.normalize_jvp(np.zeros((0, 4), dtype), None)
     assert e.shape == de.shape == (0, 4)

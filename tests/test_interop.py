@@ -267,5 +267,9 @@ def test_jax_forward_mode_is_its_own_functions(jax, rj):
                           (dy, y), (y, dy))
     np.testing.assert_allclose(out, tout, atol=1e-13)
     np.testing.assert_allclose(dout, tdout, atol=1e-12)
+    z0, dz0 = rj.project_jvp(A[0], y[0], None, dy[0])  # None: a zero tangent
+    np.testing.assert_allclose(dz0, jax.jvp(lambda b: theirs(A[0], b), (y[0],), (dy[0],))[1], atol=1e-12)
+    with pytest.raises(TypeError, match="revdiff.jax.normalize_jvp is not differentiable"):
+        jax.grad(lambda a: jnp.sum(rj.normalize_jvp(a, dy[0].real)[1]))(y[0].real)  # not zeros, silently
     with pytest.raises(TypeError, match="custom_vjp"):
         jax.jvp(rj.project, (A, y), (dA, dy))

@@ -16,22 +16,23 @@ SYNTAX = "s += np.linalg.norm(x)"
 def _norm(ctx, x):
     """The expression of ||x||_2 at any finite magnitude, after the loops it needs: the squares are
     summed as |x_i / t|^2 with t = max |x_i|, so none overflows or underflows (as LAPACK's nrm2
-    scales), and ||x|| = t sqrt(sum). Zero for x = 0 (t then divides as 1: no 0 / 0). Two passes
-    and one division per element, the same in the instruction, its inverse and its gradient, so
-    the inverse subtracts exactly what the forward added."""
+    scales), and ||x|| = t sqrt(sum); zero for x = 0 (x_i / t is then x_i itself: no 0 / 0). Two
+    passes and one division per element, in x's precision (no constant that Numba would widen),
+    the same in the instruction, its inverse and its gradient, so the inverse subtracts exactly
+    what the forward added. A NaN or infinite x_i gives NaN (the high-level functions refuse them)."""
     n = _len(ctx, x)
     t = ctx.accumulator("scale", A.call("abs", _at(ctx, x, Const(0))))
     ctx.loop(Const(0), n, lambda i: ctx.emit(Assign((t,), (A.call("max", t, A.call("abs", _at(ctx, x, i))),))), "i")
-    d = ctx.temp(Select(Compare(">", t, Const(0)), t, Const(1.0)), "scale")
+    scaled = Compare(">", t, Const(0))
     cplx = _complex(ctx, x)
 
     def square(i):
-        q = ctx.temp(A.div(_at(ctx, x, i), d), "q")
+        q = ctx.temp(Select(scaled, A.div(_at(ctx, x, i), t), _at(ctx, x, i)), "q")
         return A.real_part(A.mul(q, A.conj_if(q, True))) if cplx else A.mul(q, q)
 
     total = ctx.accumulator("sumsq", t)
     ctx.loop(Const(0), n, lambda i: ctx.emit(AugAssign(total, "+", square(i))), "i")
-    return ctx.temp(Select(Compare(">", total, Const(0)), A.mul(d, A.call("sqrt", total)), Const(0.0)), "norm")
+    return ctx.temp(Select(Compare(">", total, Const(0)), A.mul(t, A.call("sqrt", total)), total), "norm")
 
 
 def _norm_forward(sign: int):
@@ -51,9 +52,10 @@ def _norm_gradient(sign: int):
         if gs is None:
             return
         nrm = _norm(ctx, x)
-        d = ctx.temp(Select(Compare(">", nrm, Const(0)), nrm, Const(1.0)), "norm")
+        positive = Compare(">", nrm, Const(0))
         g = ctx.temp(_signed(sign, gs), "gs")  # s is real
-        ctx.loop(Const(0), _len(ctx, x), lambda i: ctx.push(_at(ctx, x, i), A.mul(g, A.div(_at(ctx, x, i), d))), "i")
+        ctx.loop(Const(0), _len(ctx, x), lambda i: ctx.push(
+            _at(ctx, x, i), A.mul(g, Select(positive, A.div(_at(ctx, x, i), nrm), _at(ctx, x, i)))), "i")
 
     return rule
 

@@ -105,6 +105,33 @@ def scale_exponents(big, dtype, xp):
     return xp.where(outside, xp.frexp(big)[1], 0).astype(np.int32)
 
 
+def direction_exponents(directions, dtype, xp):
+    """h per batch element for tangents that a program reads scaled as their values: for pairs
+    (D, e), D a tangent flattened to one batch axis and e the exponents its value is scaled by (per
+    element, per column of a matrix, or None), the exponent that brings the largest |D 2**-e| into
+    [2**-s, 2**s] (as ``scale_exponents``; 0 where it lies inside), or None when every one does.
+    Found from D's own exponents, so that D 2**(-e-h) is formed in one exact step: a tangent far
+    below or above its value would underflow or overflow if scaled as the value first."""
+    s = safe_exponent(dtype)
+    never = -(1 << 30)  # the exponent of a zero tangent: never outside
+    top = None
+    for D, e in directions:
+        if D.shape[0] == 0:
+            return None
+        per_column = e is not None and e.ndim == 2
+        big = largest_per_column(D, xp) if per_column else largest_per_element(D, xp)
+        k = xp.where(big > 0, xp.frexp(big)[1].astype(np.int64), never)
+        if e is not None:
+            k = xp.where(big > 0, k - e, never)
+        if per_column:
+            k = k.max(axis=1)
+        top = k if top is None else xp.maximum(top, k)
+    outside = (top > s) | ((top <= -s) & (top > never))
+    if not bool(xp.any(outside)):
+        return None
+    return xp.where(outside, top, 0).astype(np.int32)
+
+
 def times_power_of_two(a, e, xp):
     """a * 2**e, exactly (ldexp on the real and imaginary parts); ``e`` per batch element (one
     axis: every value of the element) or per column (two axes: the last axis of ``a``)."""

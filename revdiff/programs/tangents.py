@@ -9,11 +9,11 @@ import numpy as np
 
 from revdiff.programs import projection, sphere
 from revdiff.programs.api import (PROJECT_METHODS, QrCotangents, _as_given, _Dtype, _Kept, _batched, _empty_qr,
-                                  _largest, _least_squares, _method, _pivoted, _qr_run, _ranked, _solution_cotangent,
+                                  _least_squares, _method, _pivoted, _qr_run, _ranked, _solution_cotangent,
                                   _tangent_arguments, _truncating, _with_vector)
 from revdiff.programs.arguments import Matrices, Vectors
-from revdiff.programs.inputs import (as_array, check_rank, check_result, flat, negated, rank_tolerance,
-                                     require_finite, scale_exponents)
+from revdiff.programs.inputs import (as_array, check_rank, check_result, direction_exponents, flat, negated,
+                                     rank_tolerance, require_finite)
 
 
 def _matrix_direction(dA, M: Matrices):
@@ -37,11 +37,11 @@ def _vector_direction(dy, M: Matrices):
 
 def _projection_directions(D, dY, M: Matrices, Y: Vectors) -> tuple:
     """(dA', dy', h): the tangents as a projection program reads them. z(A 2**-e, y 2**-f) =
-    z(A, y) 2**-f: the tangents scaled as their values, then by 2**-h together (h per element)."""
-    D = M.scaled(D, negated(M.e))
-    dv = Y.scaled(dY.flat, negated(Y.e)) if dY is not None else M.xp.zeros_like(Y.v)
-    h = scale_exponents(_largest(D, dv), M.dtype, M.xp)
-    return M.scaled(D, negated(h)), Y.scaled(dv, negated(h)), h
+    z(A, y) 2**-f: the tangents scaled as their values and by 2**-h together (h per element), in
+    one step (``direction_exponents``)."""
+    dv = dY.flat if dY is not None else M.xp.zeros_like(Y.v)
+    h = direction_exponents(((D, M.e), (dv, Y.e)), M.dtype, M.xp)
+    return M.scaled(D, negated(M.e), negated(h)), Y.scaled(dv, negated(Y.e), negated(h)), h
 
 
 def _kept_direction(D, kept: _Kept, xp):
@@ -114,9 +114,8 @@ def _scaled_direction(D, M: Matrices, perm):
     per element, returned too)."""
     if perm is not None:
         D = M.xp.take_along_axis(D, perm[:, None, :], axis=2)
-    D = M.scaled(D, negated(M.e))
-    h = scale_exponents(_largest(D), M.dtype, M.xp)
-    return M.scaled(D, negated(h)), h
+    h = direction_exponents(((D, M.e),), M.dtype, M.xp)
+    return M.scaled(D, negated(M.e), negated(h)), h
 
 
 def qr_vjp_jvp(A, gQ, gR, dA, method: str = "cgs2", rank_tol: float | None = None, mode: str = "reduced",
@@ -255,11 +254,10 @@ def lstsq_vjp_jvp(A, y, gx, dA, dy, method: str = "cgs2", rank_tol: float | None
 
 
 def _sphere_direction(name: str, d, V: Vectors, why: str):
-    """The checked tangent ``d`` of the vectors V, scaled as V's values (None: zero)."""
+    """The checked tangent ``d`` of the vectors V, flattened as V (None: zero)."""
     if d is None:
         return V.xp.zeros_like(V.v)
-    D = Vectors(name, d, V, V.shape, tangent=True, why=why)
-    return V.scaled(D.flat, negated(V.e))
+    return Vectors(name, d, V, V.shape, tangent=True, why=why).flat
 
 
 def _normalized(x):
@@ -276,8 +274,8 @@ def normalize_jvp(x, dx) -> tuple:
     D = _sphere_direction("dx", dx, X, "as the tangent of x it needs the shape of x,")
     if X.empty:
         return X.xp.zeros(X.shape, X.dtype), X.xp.zeros(X.shape, X.dtype)
-    h = scale_exponents(_largest(D), X.dtype, X.xp)  # y(c x) = y(x): dy is linear in dx / |x|
-    outs, douts = _batched(sphere.normalize).jvp((y, X.v), (None, X.scaled(D, negated(h))))
+    h = direction_exponents(((D, X.e),), X.dtype, X.xp)  # y(c x) = y(x): dy is linear in dx / |x|
+    outs, douts = _batched(sphere.normalize).jvp((y, X.v), (None, X.scaled(D, negated(X.e), negated(h))))
     dy = X.scaled(douts[0], h)
     check_result("normalize_jvp", "dy", dy, X.batch, X.xp)
     return outs[0].reshape(X.shape), dy.reshape(X.shape)
@@ -292,9 +290,9 @@ def normalize_vjp_jvp(x, gy, dx) -> tuple:
     D = _sphere_direction("dx", dx, X, "as the tangent of x it needs the shape of x,")
     if X.empty:
         return tuple(X.xp.zeros(X.shape, X.dtype) for _ in range(3))
-    h = scale_exponents(_largest(D), X.dtype, X.xp)
+    h = direction_exponents(((D, X.e),), X.dtype, X.xp)
     _, grads, douts, dgrads = _batched(sphere.normalize).vjp_jvp((y, X.v), (G.v, None),
-                                                                 (None, X.scaled(D, negated(h))))
+                                                                 (None, X.scaled(D, negated(X.e), negated(h))))
     gx = X.scaled(grads[1], negated(X.e), G.e)  # x scaled by c: gx by 1/c, dgx by 1/c**2
     dgx = X.scaled(dgrads[1], negated(X.e), G.e, h)
     dy = X.scaled(douts[0], h)
@@ -304,12 +302,13 @@ def normalize_vjp_jvp(x, gy, dx) -> tuple:
 
 
 def _tangent_directions(dg, dz, G: Vectors, Z: Vectors) -> tuple:
-    """(dg', dz', h): the tangents of g and z scaled as their values, then by 2**-h together (h per
-    element): out(g 2**-a, z 2**-b) = out(g, z) 2**-a, linear in g and unchanged by z's scale."""
+    """(dg', dz', h): the tangents of g and z scaled as their values and by 2**-h together (h per
+    element), in one step: out(g 2**-a, z 2**-b) = out(g, z) 2**-a, linear in g and unchanged by
+    z's scale."""
     why = "as a tangent of g and z it needs their shape,"
     Dg, Dz = _sphere_direction("dg", dg, G, why), _sphere_direction("dz", dz, Z, why)
-    h = scale_exponents(_largest(Dg, Dz), Z.dtype, Z.xp)
-    return G.scaled(Dg, negated(h)), Z.scaled(Dz, negated(h)), h
+    h = direction_exponents(((Dg, G.e), (Dz, Z.e)), Z.dtype, Z.xp)
+    return G.scaled(Dg, negated(G.e), negated(h)), Z.scaled(Dz, negated(Z.e), negated(h)), h
 
 
 def tangent_project_jvp(g, z, dg, dz) -> tuple:
