@@ -11,9 +11,8 @@ custom jvp JAX derives reverse mode by transposing the tangent computation, whic
 callback it cannot (``pure_callback`` has no transpose rule, and in JAX 0.10 neither has a
 ``custom_vjp`` called inside a ``custom_jvp`` rule). So reverse mode keeps the custom vjp, and
 forward mode is its own functions: ``qr_jvp``, ``project_jvp``, ``lstsq_jvp``, ``normalize_jvp`` and
-``tangent_project_jvp`` (the tangent
-programs, under ``jit`` and ``vmap``; tangents are tangents, in no conjugated convention; None is
-a zero tangent). They are not differentiable themselves (``jax.grad`` through them raises by name);
+``tangent_project_jvp`` (the tangent programs, under ``jit`` and ``vmap``; tangents are tangents, in
+no conjugated convention; None is a zero tangent). They are not differentiable themselves (``jax.grad`` through them raises by name);
 second derivatives: ``revdiff.programs``' ``*_vjp_jvp`` on NumPy arrays.
 """
 from __future__ import annotations

@@ -428,10 +428,15 @@ class _Dtype:
         self.dtype = np.result_type(*(a.dtype for a in arrays))
 
 
+def _normalized(x) -> Vectors:
+    """x checked for the normalisation program: no vector zero (it would have no direction)."""
+    x = as_array("x", x, 1)
+    return Vectors("x", x, _Dtype(x), direction=True)
+
+
 def normalize(x) -> np.ndarray:
     """x / |x| along the last axis (ValueError for a zero vector, which has no direction)."""
-    x = as_array("x", x, 1)
-    X = Vectors("x", x, _Dtype(x), direction=True)
+    X = _normalized(x)
     if X.empty:
         return X.xp.zeros(X.shape, X.dtype)
     return _batched(sphere.normalize)(X.xp.zeros_like(X.flat), X.v, donate=True)[0].reshape(X.shape)
@@ -439,8 +444,7 @@ def normalize(x) -> np.ndarray:
 
 def normalize_vjp(x, gy) -> np.ndarray:
     """The cotangent of x given that of y = x / |x|."""
-    x = as_array("x", x, 1)
-    X = Vectors("x", x, _Dtype(x), direction=True)
+    X = _normalized(x)
     G = Vectors("gy", gy, X, X.shape, cotangent=True, why="as the cotangent of y = x / |x| it needs the shape of x,")
     if X.empty:
         return X.xp.zeros(X.shape, X.dtype)

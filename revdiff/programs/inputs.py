@@ -120,9 +120,7 @@ def direction_exponents(directions, dtype, xp):
             return None
         per_column = e is not None and e.ndim == 2
         big = largest_per_column(D, xp) if per_column else largest_per_element(D, xp)
-        k = xp.where(big > 0, xp.frexp(big)[1].astype(np.int64), never)
-        if e is not None:
-            k = xp.where(big > 0, k - e, never)
+        k = xp.where(big > 0, xp.frexp(big)[1].astype(np.int64) - (0 if e is None else e), never)
         if per_column:
             k = k.max(axis=1)
         top = k if top is None else xp.maximum(top, k)

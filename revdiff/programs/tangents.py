@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 
 from revdiff.programs import projection, sphere
-from revdiff.programs.api import (PROJECT_METHODS, QrCotangents, _as_given, _Dtype, _Kept, _batched, _empty_qr,
-                                  _least_squares, _method, _pivoted, _qr_run, _ranked, _solution_cotangent,
-                                  _tangent_arguments, _truncating, _with_vector)
+from revdiff.programs.api import (PROJECT_METHODS, QrCotangents, _as_given, _Kept, _batched, _empty_qr,
+                                  _least_squares, _method, _normalized, _pivoted, _qr_run, _ranked,
+                                  _solution_cotangent, _tangent_arguments, _truncating, _with_vector)
 from revdiff.programs.arguments import Matrices, Vectors
 from revdiff.programs.inputs import (as_array, check_rank, check_result, direction_exponents, flat, negated,
                                      rank_tolerance, require_finite)
@@ -260,18 +260,16 @@ def _sphere_direction(name: str, d, V: Vectors, why: str):
     return Vectors(name, d, V, V.shape, tangent=True, why=why).flat
 
 
-def _normalized(x):
-    """x checked for ``normalize``: (X, the program's zero output y)."""
-    x = as_array("x", x, 1)
-    X = Vectors("x", x, _Dtype(x), direction=True)
-    return X, X.xp.zeros_like(X.flat)
+def _normalized_with_direction(x, dx) -> tuple:
+    """(X, D, y): x and its tangent dx checked for the normalisation program, and its zero output y."""
+    X = _normalized(x)
+    return X, _sphere_direction("dx", dx, X, "as the tangent of x it needs the shape of x,"), X.xp.zeros_like(X.flat)
 
 
 def normalize_jvp(x, dx) -> tuple:
     """``(normalize(x), dy)``: x / |x| and its derivative along dx (None: zero), in one run of the
     tangent of the normalisation program (complex x: the real derivative, as ``jax.jvp``)."""
-    X, y = _normalized(x)
-    D = _sphere_direction("dx", dx, X, "as the tangent of x it needs the shape of x,")
+    X, D, y = _normalized_with_direction(x, dx)
     if X.empty:
         return X.xp.zeros(X.shape, X.dtype), X.xp.zeros(X.shape, X.dtype)
     h = direction_exponents(((D, X.e),), X.dtype, X.xp)  # y(c x) = y(x): dy is linear in dx / |x|
@@ -285,9 +283,8 @@ def normalize_vjp_jvp(x, gy, dx) -> tuple:
     """``(gx, dgx, dy)``: ``normalize_vjp(x, gy)``, its derivative along dx with gy held fixed (the
     Hessian of <y, gy> times dx) and ``normalize_jvp``'s dy, in one run of the tangent of the fused
     vjp. What PyTorch's double backward through ``revdiff.torch.normalize`` runs."""
-    X, y = _normalized(x)
+    X, D, y = _normalized_with_direction(x, dx)
     G = Vectors("gy", gy, X, X.shape, cotangent=True, why="as the cotangent of y = x / |x| it needs the shape of x,")
-    D = _sphere_direction("dx", dx, X, "as the tangent of x it needs the shape of x,")
     if X.empty:
         return tuple(X.xp.zeros(X.shape, X.dtype) for _ in range(3))
     h = direction_exponents(((D, X.e),), X.dtype, X.xp)
