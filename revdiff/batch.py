@@ -197,10 +197,9 @@ class BatchedFunction:
             run_on_device(self, kind, list(arrays), types)
             return arrays
         self.f.validate(arrays[:len(self.f.params)])
-        plain = kind in ("call", "vjp")  # tangent entries: one element per iteration, always
-        if plain and self._size(arrays) == 1:  # no parallel entry to compile for a single element
+        if kind in ("call", "vjp") and self._size(arrays) == 1:  # no parallel entry to compile for one element
             return self._execute_one(kind, types, arrays)
-        if plain and self.lanes(kind, types, arrays):  # index checks run uniformly for every lane group
+        if self.lanes(kind, types, arrays):  # index checks run uniformly for every lane group
             entry = self._lane_entry(kind, types)
             arrays = tuple(np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in arrays)
             with slp_vectorized() if not getattr(entry, "signatures", True) else nullcontext():
@@ -297,7 +296,7 @@ class BatchedFunction:
 
     def jvp(self, args: Sequence, tangents: Sequence) -> tuple:
         """``(outs, out_tangents)``: ``revdiff.jvp`` of every element, tangents shaped like their
-        arguments (None: zero; None for integer parameters). CPU arrays, one element per iteration."""
+        arguments (None: zero; None for integer parameters). CPU arrays, in SIMD lanes where calls run in them."""
         args, types = self._host_arguments(args, "jvp")
         dargs = checked_tangents(self.f, args, types, tangents, "jvp")
         result = self._execute("jvp", types, _copies(args, False) + dargs, np)

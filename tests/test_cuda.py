@@ -100,11 +100,14 @@ def _per_element_call(bf, args):
             for k, p in enumerate(bf.f.params)]
 
 
-def _entries(program, batched, args):
-    """(BatchedFunction, kind, types, arguments) of f and ~f; ~f runs on f's results."""
+def _entries(program, batched, args, run=True):
+    """(BatchedFunction, kind, types, arguments) of f and ~f; ~f runs on f's results. ``run=False``:
+    only the kernels' types are wanted, and ~f gets f's arguments (same types) instead of its
+    results, so no Numba program is compiled to produce them."""
     out = []
     forward = revdiff.batched(program, batched)
-    for bf, inputs in ((forward, args), (revdiff.batched(~program, batched), _per_element_call(forward, args))):
+    inverse_inputs = _per_element_call(forward, args) if run else args
+    for bf, inputs in ((forward, args), (revdiff.batched(~program, batched), inverse_inputs)):
         inputs = tuple(inputs)
         types = bf._element_types(inputs)
         out += [(bf, "call", types, inputs), (bf, "vjp", types, inputs)]
@@ -208,7 +211,7 @@ def _all_kernels() -> str:
     entries = []
     for case in CASES.values():
         program, batched, args = case()
-        entries += [e[:3] for e in _entries(program, batched, args)]
+        entries += [e[:3] for e in _entries(program, batched, args, run=False)]
     return kernels.module_source(entries)
 
 
@@ -227,7 +230,7 @@ def test_the_projection_gradient_kernel_compiles_fully_optimised():
     sm_90, as CuPy compiles it on an H100 or H200."""
     pytest.importorskip("cuda.bindings.nvrtc")
     program, batched, args = CASES["project_cgs2"]()
-    bf, kind, types, _ = next(e for e in _entries(program, batched, args) if e[1] == "vjp")
+    bf, kind, types, _ = next(e for e in _entries(program, batched, args, run=False) if e[1] == "vjp")
     ptx = launch.nvrtc_compile(kernels.module_source([(bf, kind, types)]), "sm_90")
     assert b".entry" in ptx and b"project_cgs2" in ptx and b".target sm_90" in ptx
 

@@ -153,3 +153,31 @@ def test_a_lane_program_too_large_to_compile_runs_one_element_at_a_time():
     _, grads = auto.vjp(args, cots)
     _, one = revdiff.vjp(P.bcgs2, np.zeros((m, n)), np.zeros((n, n)), A[5].copy())
     np.testing.assert_array_equal(grads[2][5], one(np.ones((m, n)), np.ones((n, n)), None)[2])
+
+
+@revdiff.reversible
+def _sines_with_scalar(y, s, x, w):
+    for i in range(x.shape[0]):
+        y[i] += np.sin(x[i]) * w[i] + s * x[i] * x[i]
+    s += y[0] * y[x.shape[0] - 1]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_tangent_entries_in_lanes_equal_one_element_at_a_time(dtype):
+    """jvp and the tangent of the fused vjp (Hessian-vector products) in lanes: a batched array and
+    a batched scalar that the program modifies, a batched input and a shared one (w), whose tangent
+    stays shared; 11 elements fill one group of 8 lanes and part of a second."""
+    B, m = 11, 5
+    args = (np.zeros((B, m), dtype), np.zeros(B, dtype), rng.standard_normal((B, m)).astype(dtype),
+            rng.standard_normal(m).astype(dtype))
+    tangents = tuple(rng.standard_normal(np.shape(a)).astype(dtype) for a in args)
+    cotangents = (rng.standard_normal((B, m)).astype(dtype), np.ones(B, dtype), None, None)
+    lanes = revdiff.batched(_sines_with_scalar, ("y", "s", "x"), layout="lanes")
+    elements = revdiff.batched(_sines_with_scalar, ("y", "s", "x"), layout="elements")
+    assert "in groups of 8 SIMD lanes" in lanes.lane_source("hvp", lanes._element_types(args))
+    for got, expected in zip(lanes.jvp(args, tangents), elements.jvp(args, tangents)):
+        _equal(got, expected)
+    hvp = lanes.vjp_jvp(args, cotangents, tangents)
+    for got, expected in zip(hvp, elements.vjp_jvp(args, cotangents, tangents)):
+        _equal(got, expected)
+    assert np.any(hvp[3][0] != 0) and np.any(hvp[3][3] != 0)  # Hessian times the tangents, shared w summed

@@ -114,25 +114,30 @@ def lane_records(n: int, width: int) -> int:
 
 
 def lane_batch_source(entry: str, program: str, params: list, grads: list, header: str, saved: tuple,
-                      width: int, written: set, catch: bool = True) -> str:
+                      width: int, written: set, catch: bool = True, tangents: list = (),
+                      tangent_saved: tuple = ()) -> str:
     """Source of ``entry(_lo, _hi, ...)`` running ``program``, the lane version of a program
     (``backends/lanes/rewrite.py``), on groups of ``width`` batch elements: chunks ``_lo`` to ``_hi``
     of LANE_CHUNK groups. Each chunk allocates its lane buffers once (element axes, then lanes),
     copies each group's elements in, runs the program once per group and copies back the arrays in
     ``written``; the last group repeats its last element to fill its lanes. Each chunk runs in
-    ``entry_groups``, called inside ``try`` (unless ``catch`` is off)."""
-    saved_names = {f"out_{name}" for name in saved}
+    ``entry_groups``, called inside ``try`` (unless ``catch`` is off). The arguments are those of
+    ``batch_source``: a tangent program's ``tangents`` and ``dout_<tangent_saved>`` follow the saved
+    outputs, which (like those) the program writes whole before it reads them."""
+    tangents = list(tangents)
+    outs = [f"out_{name}" for name in saved] + [f"dout_{name}" for name in tangent_saved]
+    saved_names = set(outs)
     scalars = {p.name for p in params if p.scalar}
-    arrays = [p.name for p in params + grads if p.batched and not p.scalar] + [f"out_{n}" for n in saved]
+    arrays = [p.name for p in params + grads + tangents if p.batched and not p.scalar] + outs
     first = next(p.name for p in params + grads if p.batched)
-    outs = [f"out_{name}" for name in saved]
-    names = [p.name for p in params + grads] + outs
+    names = [p.name for p in params + grads] + outs[:len(saved)] + [p.name for p in tangents] + outs[len(saved):]
     signature = ", ".join(names + ["_errors"])
     head = ["_c", "_n", "_groups", "_chunks", "_e"]
     lines = [header, "import numpy as np", "", "",
              f"def {entry}_{GROUPS}({', '.join(head)}, _args, _errors):", _unpack(names)]
     for a in arrays:  # a saved scalar is a one-element array of each element
-        shape = f"(1, {width})" if a in saved_names and a[4:] in scalars else f"{a}.shape[1:] + ({width},)"
+        saved_scalar = a in saved_names and a.split("_", 1)[1] in scalars
+        shape = f"(1, {width})" if saved_scalar else f"{a}.shape[1:] + ({width},)"
         lines.append(f"    _{a} = np.empty({shape}, {a}.dtype)")
     lines += ["    for _g in range(_c * _groups // _chunks, (_c + 1) * _groups // _chunks):",
               f"        _b = _g * {width}",
@@ -141,15 +146,16 @@ def lane_batch_source(entry: str, program: str, params: list, grads: list, heade
         if a not in saved_names:
             lines.append(f"        _lanes_gather(_{a}, {a}, _b)")
     args, position, results = [], 0, []  # position: among the returned scalars (one per lane)
-    for p in params + grads:
-        if p.batched and p.scalar:
-            args += [f"{p.name}[min(_b + {k}, _n - 1)]" for k in range(width)]
-            results.append((p.name, position))
-            position += width
-        else:
-            args.append(f"_{p.name}" if p.batched else p.name)
-            position += p.scalar
-    args += [f"_{o}" for o in outs]
+    for group, group_outs in ((params + grads, outs[:len(saved)]), (tangents, outs[len(saved):])):
+        for p in group:
+            if p.batched and p.scalar:
+                args += [f"{p.name}[min(_b + {k}, _n - 1)]" for k in range(width)]
+                results.append((p.name, position))
+                position += width
+            else:
+                args.append(f"_{p.name}" if p.batched else p.name)
+                position += p.scalar
+        args += [f"_{o}" for o in group_outs]
     call = f"{program}({', '.join(args + ['_e'])})"
     lines.append(f"        _r = {call}" if position else f"        {call}")
     for a in arrays:
