@@ -150,6 +150,34 @@ def test_ancilla_allocated_twice():
     assert_error(e, "twice", "'t' is already a live ancilla")
 
 
+def test_names_beginning_with_an_underscore_are_reserved():
+    """They would meet generated code's own names (a parameter `_err` made a duplicate argument)."""
+    with pytest.raises(ReversibilityError) as e:
+        @reversible
+        def f(_err, x):  # E:underscore_param
+            _err += x
+    assert_error(e, "underscore_param", "'_err': names beginning with an underscore are reserved",
+                 "rename the parameter")
+    with pytest.raises(ReversibilityError) as e:
+        @reversible
+        def g(y):
+            _t = zero()  # E:underscore_ancilla
+            del _t
+    assert_error(e, "underscore_ancilla", "'_t'", "rename the ancilla")
+    with pytest.raises(ReversibilityError) as e:
+        @reversible
+        def h(y):
+            for _i in range(3):  # E:underscore_loop
+                y += 1.0
+    assert_error(e, "underscore_loop", "'_i'", "rename the loop variable")
+
+    @reversible
+    def k(y):
+        for _ in range(3):  # a lone underscore is a name like any other
+            y += 1.0
+    assert k(0.0) == (3.0,)
+
+
 def test_ancilla_never_deallocated():
     with pytest.raises(ReversibilityError) as e:
         @reversible

@@ -96,7 +96,7 @@ def test_index_errors_are_reported_from_lanes():
 def test_lane_source_is_readable():
     bf = revdiff.batched(copy_into, ("y", "x"), layout="lanes")
     src = bf.lane_source("vjp", bf._element_types((np.zeros((2, 3)), np.zeros((2, 3)))))
-    assert "_lanes_gather(_y, y, _b)" in src and "for _c in range(_lo, _hi):" in src
+    assert "_lanes_gather(_lane_y, y, _b)" in src and "for _c in range(_lo, _hi):" in src
     assert "y[i, 0]" in src and "y[i, 3]" in src  # the lane axis comes last
 
 
@@ -181,3 +181,22 @@ def test_tangent_entries_in_lanes_equal_one_element_at_a_time(dtype):
     for got, expected in zip(hvp, elements.vjp_jvp(args, cotangents, tangents)):
         _equal(got, expected)
     assert np.any(hvp[3][0] != 0) and np.any(hvp[3][3] != 0)  # Hessian times the tangents, shared w summed
+
+
+@revdiff.reversible
+def _named_like_entry_locals(b, e, n, x):
+    for i in range(x.shape[0]):
+        b[i] += x[i] * x[i]
+        e[i] += n * x[i]
+
+
+def test_parameters_named_like_the_lane_entrys_own_variables():
+    """The lane buffers of b, e and n are not the entry's _b (group start), _e (error record), _n."""
+    B = 9
+    args = (np.zeros((B, 3)), np.zeros((B, 3)), 2.0, rng.standard_normal((B, 3)))
+    lanes = revdiff.batched(_named_like_entry_locals, ("b", "e", "x"), layout="lanes")
+    elements = revdiff.batched(_named_like_entry_locals, ("b", "e", "x"), layout="elements")
+    _equal(lanes(*args), elements(*args))
+    tangents = (None, None, 1.0, np.ones((B, 3)))
+    for got, expected in zip(lanes.jvp(args, tangents), elements.jvp(args, tangents)):
+        _equal(got, expected)

@@ -121,7 +121,9 @@ def lane_batch_source(entry: str, program: str, params: list, grads: list, heade
     of LANE_CHUNK groups. Each chunk allocates its lane buffers once (element axes, then lanes),
     copies each group's elements in, runs the program once per group and copies back the arrays in
     ``written``; the last group repeats its last element to fill its lanes. Each chunk runs in
-    ``entry_groups``, called inside ``try`` (unless ``catch`` is off). The arguments are those of
+    ``entry_groups``, called inside ``try`` (unless ``catch`` is off). The lane buffer of array ``a``
+    is ``_lane_a``: no parameter begins with an underscore (``frontend/check.reserved``), so it meets
+    neither a parameter nor the entry's own names (``_b``, ``_e``, ``_n``). The arguments are those of
     ``batch_source``: a tangent program's ``tangents`` and ``dout_<tangent_saved>`` follow the saved
     outputs, which (like those) the program writes whole before it reads them."""
     tangents = list(tangents)
@@ -138,13 +140,13 @@ def lane_batch_source(entry: str, program: str, params: list, grads: list, heade
     for a in arrays:  # a saved scalar is a one-element array of each element
         saved_scalar = a in saved_names and a.split("_", 1)[1] in scalars
         shape = f"(1, {width})" if saved_scalar else f"{a}.shape[1:] + ({width},)"
-        lines.append(f"    _{a} = np.empty({shape}, {a}.dtype)")
+        lines.append(f"    _lane_{a} = np.empty({shape}, {a}.dtype)")
     lines += ["    for _g in range(_c * _groups // _chunks, (_c + 1) * _groups // _chunks):",
               f"        _b = _g * {width}",
               f"        _e[{GROUP}] = _b"]
     for a in arrays:
         if a not in saved_names:
-            lines.append(f"        _lanes_gather(_{a}, {a}, _b)")
+            lines.append(f"        _lanes_gather(_lane_{a}, {a}, _b)")
     args, position, results = [], 0, []  # position: among the returned scalars (one per lane)
     for group, group_outs in ((params + grads, outs[:len(saved)]), (tangents, outs[len(saved):])):
         for p in group:
@@ -153,14 +155,14 @@ def lane_batch_source(entry: str, program: str, params: list, grads: list, heade
                 results.append((p.name, position))
                 position += width
             else:
-                args.append(f"_{p.name}" if p.batched else p.name)
+                args.append(f"_lane_{p.name}" if p.batched else p.name)
                 position += p.scalar
-        args += [f"_{o}" for o in group_outs]
+        args += [f"_lane_{o}" for o in group_outs]
     call = f"{program}({', '.join(args + ['_e'])})"
     lines.append(f"        _r = {call}" if position else f"        {call}")
     for a in arrays:
         if a in written or a in saved_names:
-            lines.append(f"        _lanes_scatter(_{a}, {a}, _b)")
+            lines.append(f"        _lanes_scatter(_lane_{a}, {a}, _b)")
     for name, at in results:
         for k in range(width):
             lines.append(f"        if _b + {k} < _n:")
