@@ -64,7 +64,8 @@ def main() -> None:
                 calls[kind](layouts[layout])
                 times[layout].append(time.perf_counter() - start)
         medians = {layout: statistics.median(times[layout]) for layout in results}
-        same = "lanes" in results and all(np.array_equal(x, y) for got, want in zip(results["lanes"], results["elements"])
+        same = "lanes" in results and all(np.array_equal(x, y)
+                                          for got, want in zip(results["lanes"], results["elements"])
                                           for x, y in zip(got, want) if x is not None)
         for layout in results:
             ratio = f"{medians['elements'] / medians['lanes']:.2f}" if layout == "lanes" else ""

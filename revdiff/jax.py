@@ -12,8 +12,9 @@ callback it cannot (``pure_callback`` has no transpose rule, and in JAX 0.10 nei
 ``custom_vjp`` called inside a ``custom_jvp`` rule). So reverse mode keeps the custom vjp, and
 forward mode is its own functions: ``qr_jvp``, ``project_jvp``, ``lstsq_jvp``, ``normalize_jvp`` and
 ``tangent_project_jvp`` (the tangent programs, under ``jit`` and ``vmap``; tangents are tangents, in
-no conjugated convention; None is a zero tangent). They are not differentiable themselves (``jax.grad`` through them raises by name);
-second derivatives: ``revdiff.programs``' ``*_vjp_jvp`` on NumPy arrays.
+no conjugated convention; None is a zero tangent). They are not differentiable themselves
+(``jax.grad`` through them raises by name); second derivatives: ``revdiff.programs``' ``*_vjp_jvp``
+on NumPy arrays.
 """
 from __future__ import annotations
 

@@ -64,6 +64,13 @@ def _guarded(body: list, record: str, catch: bool, indent: str) -> list:
              f"{indent}    {record}[2] = {record}[{ALLOCATION + 1}]"])
 
 
+def _entry_names(params: list, grads: list, saved: tuple, tangents: list, tangent_saved: tuple) -> list:
+    """The arguments of a program run by a batched entry, in order: parameters, gradients, the saved
+    outputs ``out_<p>``, then (tangent programs) the tangents and the saved outputs' ``dout_<p>``."""
+    return ([p.name for p in params + grads] + [f"out_{name}" for name in saved] + [p.name for p in tangents] +
+            [f"dout_{name}" for name in tangent_saved])
+
+
 def _arguments(names: list) -> str:
     return f"({', '.join(names)}{',' if len(names) == 1 else ''})"
 
@@ -84,8 +91,7 @@ def batch_source(entry: str, program: str, params: list, grads: list, header: st
     batched = [p for p in params + grads + list(tangents) if p.batched]
     if not batched:
         raise ValueError("a batched entry needs at least one batched parameter")
-    outs = [f"out_{name}" for name in saved]
-    names = [p.name for p in params + grads] + outs + [p.name for p in tangents] + [f"dout_{n}" for n in tangent_saved]
+    names = _entry_names(params, grads, saved, list(tangents), tangent_saved)
     signature = ', '.join(names + ['_errors'])
     tupled = len(names) + 1 > TRY_CALL_ARGS  # the program's arguments and its error record
     lines = [header, "import numpy as np", ""]
@@ -127,12 +133,12 @@ def lane_batch_source(entry: str, program: str, params: list, grads: list, heade
     ``batch_source``: a tangent program's ``tangents`` and ``dout_<tangent_saved>`` follow the saved
     outputs, which (like those) the program writes whole before it reads them."""
     tangents = list(tangents)
-    outs = [f"out_{name}" for name in saved] + [f"dout_{name}" for name in tangent_saved]
-    saved_names = set(outs)
+    saved_outs, tangent_outs = [f"out_{name}" for name in saved], [f"dout_{name}" for name in tangent_saved]
+    saved_names = set(saved_outs + tangent_outs)
     scalars = {p.name for p in params if p.scalar}
-    arrays = [p.name for p in params + grads + tangents if p.batched and not p.scalar] + outs
+    arrays = [p.name for p in params + grads + tangents if p.batched and not p.scalar] + saved_outs + tangent_outs
     first = next(p.name for p in params + grads if p.batched)
-    names = [p.name for p in params + grads] + outs[:len(saved)] + [p.name for p in tangents] + outs[len(saved):]
+    names = _entry_names(params, grads, saved, tangents, tangent_saved)
     signature = ", ".join(names + ["_errors"])
     head = ["_c", "_n", "_groups", "_chunks", "_e"]
     lines = [header, "import numpy as np", "", "",
@@ -148,7 +154,7 @@ def lane_batch_source(entry: str, program: str, params: list, grads: list, heade
         if a not in saved_names:
             lines.append(f"        _lanes_gather(_lane_{a}, {a}, _b)")
     args, position, results = [], 0, []  # position: among the returned scalars (one per lane)
-    for group, group_outs in ((params + grads, outs[:len(saved)]), (tangents, outs[len(saved):])):
+    for group, group_outs in ((params + grads, saved_outs), (tangents, tangent_outs)):
         for p in group:
             if p.batched and p.scalar:
                 args += [f"{p.name}[min(_b + {k}, _n - 1)]" for k in range(width)]
