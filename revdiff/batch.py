@@ -28,6 +28,7 @@ from revdiff.ir.types import VarType, kind_of_dtype, type_of_value
 from revdiff.runtime import loader
 from revdiff.runtime.device import cupy_module
 from revdiff.runtime.lane_buffers import slp_vectorized
+from revdiff.runtime.program_calls import call_at
 from revdiff.runtime.threads import blas_single_threaded
 
 if TYPE_CHECKING:  # for annotations only: revdiff.function imports this module
@@ -175,7 +176,7 @@ class BatchedFunction:
                            tangents=sig.tangents, tangent_saved=sig.tangent_saved)
         if not with_dependencies:
             return src
-        return src, entry, {name: spec.callable(sig.program)}
+        return src, entry, {name: spec.callable(sig.program), "_call_at": call_at(self.f.backend)}
 
     # ---------------------------------------------------------------- calling
 

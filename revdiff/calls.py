@@ -13,7 +13,7 @@ import numpy as np
 from revdiff.errors import ReversibilityError
 from revdiff.ir import checks
 from revdiff.primitives.vector import BLAS_MIN_ELEMENTS
-from revdiff.runtime import loader, workers
+from revdiff.runtime import loader, program_calls, workers
 from revdiff.runtime.threads import batch_threads
 
 
@@ -77,15 +77,19 @@ _STACK_LOCK = threading.Lock()
 
 
 def run_batch(entry, args: tuple, errors: np.ndarray, units: int) -> tuple:
-    """``entry(lo, hi, *args, errors)`` over ``[0, units)``: compiled first (a call on no units),
-    then split into contiguous parts that ``batch_threads()`` threads run at once (a compiled entry
-    releases the GIL). Returns what the entry returns (every part returns the same arrays)."""
+    """``entry(lo, hi, *args, errors, address)`` over ``[0, units)``, ``address`` that of the program
+    it runs (``runtime/program_calls.py``): compiled first, with its program, then split into
+    contiguous parts that ``batch_threads()`` threads run at once (a compiled entry releases the
+    GIL). Returns what the entry returns (every part returns the same arrays)."""
     loops = getattr(entry, "revdiff_loops", False)
-    if not getattr(entry, "signatures", True):
-        interruptible([lambda: entry(0, 0, *args, errors)], errors, loops, compiling=True)
+    typed = (0, 0, *args, errors, 0)  # the arguments' types are those of every part
+    address = program_calls.known_address(entry, typed)
+    if address is None:
+        address = interruptible([lambda: program_calls.program_address(entry, typed)], errors, loops,
+                                compiling=True)[0]
     parts = max(1, min(units, batch_threads() if hasattr(entry, "signatures") else 1))  # plain Python: the GIL
     bounds = [units * k // parts for k in range(parts + 1)]
-    calls = [functools.partial(entry, lo, hi, *args, errors) for lo, hi in zip(bounds, bounds[1:])]
+    calls = [functools.partial(entry, lo, hi, *args, errors, address) for lo, hi in zip(bounds, bounds[1:])]
     return interruptible(calls, errors, loops)[0]
 
 

@@ -1,5 +1,8 @@
 """revdiff.batched: parallel batches equal per-element calls exactly, shared parameters get summed
 gradients, and every failure names its batch element."""
+import importlib.util
+import textwrap
+
 import numpy as np
 import pytest
 
@@ -140,6 +143,69 @@ def test_batched_entry_source_is_readable():
     types = bf._element_types((np.zeros((2, 3)), np.zeros((2, 3))))
     src = bf.source("vjp", types)
     assert "for _b in range(_lo, _hi):" in src and "_errors[_b]" in src
+
+
+def test_an_entry_calls_its_program_through_its_address_not_a_linked_copy(tmp_path):
+    """The compiled entry holds its loop, not the program (``runtime/program_calls.py``): Numba would
+    otherwise compile the program's whole call tree into it once more. (A function of its own, so
+    that Numba compiles it here: code from its disk cache cannot be inspected.)"""
+    scale = f"{rng.uniform(1, 2)!r}"
+    (tmp_path / "unique_program.py").write_text(textwrap.dedent(f"""
+        import revdiff
+
+        @revdiff.reversible
+        def scaled_copy(y, x):
+            for i in range(len(x)):
+                y[i] += {scale} * x[i]
+    """))
+    spec = importlib.util.spec_from_file_location("unique_program", tmp_path / "unique_program.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    bf = revdiff.batched(module.scaled_copy, ("y", "x"), layout="elements")
+    y, x = np.zeros((3, 4)), rng.standard_normal((3, 4))
+    np.testing.assert_array_equal(bf(y, x)[0], float(scale) * x)
+    entry = bf.entry("call", bf._element_types((y, x)), blas=False)
+    (ir,) = entry.inspect_llvm().values()
+    defined = [line for line in ir.splitlines() if line.startswith("define")]
+    assert any("scaled_copy_batch_call" in line for line in defined)
+    assert not any("scaled_copy_forward" in line for line in defined), defined
+
+
+@revdiff.reversible
+def weighted_add(y, x, w):
+    for i in range(len(x)):
+        y[i] += w[i] * x[i]
+
+
+@pytest.mark.parametrize("layout", ["C", "F", "strided", "read-only"])
+def test_an_entry_calls_the_program_compiled_for_its_arguments_layout(layout):
+    """The program an entry calls through its address is the overload typed for the elements the
+    entry passes (Numba's types of ``x[_b]``: C, or A for Fortran-ordered and strided batches), also
+    for a shared read-only argument: the results are those of NumPy."""
+    B, n = 5, 6
+    x, w = rng.standard_normal((B, n)), rng.standard_normal(n)
+    y = np.zeros((B, n))
+    if layout == "F":
+        x, y = np.asfortranarray(x), np.asfortranarray(y)
+    elif layout == "strided":
+        x, y = rng.standard_normal((B, 2 * n))[:, ::2], np.zeros((B, 2 * n))[:, ::2]
+    elif layout == "read-only":
+        x.flags.writeable = w.flags.writeable = False
+    bf = revdiff.batched(weighted_add, ("y", "x"), layout="elements")
+    expected = y + w * x
+    np.testing.assert_array_equal(bf(y, x, w, donate=layout != "read-only")[0], expected)
+    _, grads = bf.vjp((y, x, w), (np.ones((B, n)), None, None))
+    np.testing.assert_array_equal(grads[1], np.broadcast_to(w, (B, n)))
+    np.testing.assert_array_equal(grads[2], x.sum(axis=0))
+
+
+def test_a_batch_of_a_plain_python_function_calls_its_program_directly():
+    """backend="python": the entry and its program are plain Python, and ``_call_at`` a plain call."""
+    f = copy_into.with_options(backend="python")
+    x = rng.standard_normal((3, 4))
+    np.testing.assert_array_equal(revdiff.batched(f, ("y", "x"))(np.zeros((3, 4)), x)[0], x)
+    _, grads = revdiff.batched(f, ("y", "x")).vjp((np.zeros((3, 4)), x), (np.ones((3, 4)), None))
+    np.testing.assert_array_equal(grads[1], np.ones((3, 4)))
 
 
 def test_a_batch_runs_every_element_with_single_threaded_blas(monkeypatch):

@@ -103,3 +103,18 @@ def test_a_damaged_cache_is_rebuilt_not_trusted(tmp_path, fault):
     assert run_fault_program(tmp_path) == EXPECTED
     for path in cache.glob("*.py"):  # every generated file holds what its name promises again
         assert hashlib.sha256(path.read_bytes()).hexdigest()[:20] == path.stem.rsplit("_", 1)[1]
+
+
+def test_a_cached_entry_calls_the_program_compiled_now(tmp_path):
+    """A batched entry calls its program through the address of the program compiled (or loaded) in
+    this process: where the entry comes from the disk cache and its program's compiled code is gone
+    (the program compiles anew, elsewhere in memory), the results are still right."""
+    assert run_fault_program(tmp_path) == EXPECTED
+    programs = [p for p in (tmp_path / "cache").rglob("*.nb[ic]") if "_batch_" not in p.name]
+    entries = [p for p in (tmp_path / "cache").rglob("*.nb[ic]") if "_batch_" in p.name]
+    assert programs and entries
+    for path in programs:
+        path.unlink()
+    assert run_fault_program(tmp_path) == EXPECTED
+    assert all(path.exists() for path in entries)
+    assert run_fault_program(tmp_path) == EXPECTED

@@ -18,6 +18,7 @@ from revdiff.primitives.vector import BLAS_MIN_ELEMENTS
 from revdiff.runtime import loader
 from revdiff.runtime.host import routines
 from revdiff.runtime.lane_buffers import HELPERS
+from revdiff.runtime.program_calls import call_at
 
 #: lanes per group, float64 and float32 alike: one AVX2 register of float32, two of float64. More
 #: lanes share a group's calls and loop overheads among more elements but compile for longer; 16
@@ -101,7 +102,7 @@ def compile_lanes(bf, kind: str, types: tuple, width: int):
     module = loader.load(src, f"{bf.f.__name__}_lanes_{kind}", backend)
     compiled = {name: loader.compiled(module, name, backend, routines(used)) for name in names}
     module.__dict__.update(compiled)  # callers reach the compiled callees through the module globals
-    fn = loader.compiled(module, entry, backend, HELPERS, batch_entry=True)
+    fn = loader.compiled(module, entry, backend, {**HELPERS, "_call_at": call_at(backend)}, batch_entry=True)
     if INTERRUPT_CHECK in used:
         fn.revdiff_loops = True  # a while loop: runs where Ctrl-C can stop it (``calls.interruptible``)
     return fn

@@ -33,3 +33,10 @@ DERIVED = {"g_": "the gradient of", "out_": "the saved output of", "p_": "the de
 #: the functions beside a batched entry, compiled before it: ``entry_work``, which the entry runs
 #: for each element, and ``entry_groups``, which a lane entry runs for each chunk of lane groups
 BATCH_WORKERS = ("work", "groups")
+
+#: how each argument of the program a Numba entry calls comes from the entry's own arguments: as it is,
+#: one batch element (``a[_b]``), a one-element slice (``a[_b:_b + 1]``), a lane buffer of the
+#: element's axes then lanes (a scalar's: one row of lanes), or a chunk's error record. The entry's
+#: module lists them (``_PROGRAM_ARGUMENTS``); ``runtime/program_calls.py`` types them as Numba does.
+AS_IS, ELEMENT, ELEMENT_SLICE, LANE_BUFFER, SCALAR_LANE_BUFFER, CHUNK_RECORD = (
+    "as is", "element", "element slice", "lane buffer", "scalar lane buffer", "chunk record")

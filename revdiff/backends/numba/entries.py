@@ -1,10 +1,12 @@
-"""Batched entry points: one generated function ``entry(_lo, _hi, args..., _errors)`` that runs a
-program (a call, or the fused vjp program) on elements ``_lo`` to ``_hi`` of a leading batch axis
-(lane entries: chunks of lane groups). The caller splits the batch among threads
+"""Batched entry points: one generated function ``entry(_lo, _hi, args..., _errors, _program_at)``
+that runs a program (a call, or the fused vjp program) on elements ``_lo`` to ``_hi`` of a leading
+batch axis (lane entries: chunks of lane groups). The caller splits the batch among threads
 (``calls.run_batch``); the entry releases the GIL.
 
-The per-element programs are the ordinary generated ones; the entry only indexes the batch, so there
-is no Python work per element. Scalars that are batched arrive as 1-D arrays and are written back.
+The per-element programs are the ordinary generated ones, called through their address
+``_program_at`` (``runtime/program_calls.py``): not linked into the entry, whose compile then takes
+a fraction of a second instead of as long as its program's. The entry only indexes the batch, so
+there is no Python work per element. Scalars that are batched arrive as 1-D arrays and are written back.
 Each element has its own error record (a row of ``_errors``), read by the caller after the loop.
 
 The loop is a plain one, not a Numba ``prange``: a parallel loop compiles the program it calls
@@ -17,33 +19,44 @@ next element.
 from __future__ import annotations
 
 from revdiff.ir.checks import ALLOCATION, GROUP, UNTRACKED, failure_code
-from revdiff.ir.entries import BATCH_WORKERS, BatchParam
+from revdiff.ir.entries import (AS_IS, BATCH_WORKERS, CHUNK_RECORD, ELEMENT, ELEMENT_SLICE, LANE_BUFFER,
+                                 SCALAR_LANE_BUFFER, BatchParam)
 
 WORK, GROUPS = BATCH_WORKERS  # the functions beside an entry (loader.compiled compiles them)
 
 
-def _element(p: BatchParam) -> str:
-    return f"{p.name}[_b]" if p.batched else p.name
+def _element(p: BatchParam) -> tuple:
+    return (f"{p.name}[_b]", (p.name, ELEMENT)) if p.batched else (p.name, (p.name, AS_IS))
 
 
 def _call(lines: list, fn: str, params: list, saved: tuple, indent: str, tangents: list = (),
-          tangent_saved: tuple = ()) -> None:
+          tangent_saved: tuple = ()) -> list:
     """``r = fn(elements..., errors[b])`` then write back the batched scalars from those the program
     returned (its scalar parameters, in order); a scalar's saved result is the one-element slice of
-    its ``out_`` array (of its ``dout_`` array, its tangent's)."""
+    its ``out_`` array (of its ``dout_`` array, its tangent's). Returns the arguments' description
+    (``_described``)."""
     scalar_names = {p.name for p in params if p.scalar}
 
     def outs(prefix: str, names: tuple) -> list:
-        return [f"{prefix}{name}[_b:_b + 1]" if name in scalar_names else f"{prefix}{name}[_b]" for name in names]
+        return [(f"{prefix}{name}[_b:_b + 1]", (prefix + name, ELEMENT_SLICE)) if name in scalar_names else
+                (f"{prefix}{name}[_b]", (prefix + name, ELEMENT)) for name in names]
 
     args = [_element(p) for p in params] + outs("out_", saved) + [_element(p) for p in tangents] + \
-        outs("dout_", tangent_saved)
+        outs("dout_", tangent_saved) + [("_errors[_b]", ("_errors", ELEMENT))]
     scalars = [p for p in list(params) + list(tangents) if p.scalar]
-    call = f"{fn}({', '.join(args + ['_errors[_b]'])})"
+    call = f"_call_at(_program_at, {fn}, {', '.join(a for a, _ in args)})"
     lines.append(f"{indent}_r = {call}" if scalars else f"{indent}{call}")
     for k, p in enumerate(scalars):
         if p.batched:
             lines.append(f"{indent}{p.name}[_b] = _r[{k}]")
+    return [d for _, d in args]
+
+
+def _described(program: str, arguments: list) -> list:
+    """The module lines naming the program an entry calls through ``_call_at`` and where each of its
+    arguments comes from (``ir/entries.py``): ``runtime/program_calls.py`` finds its types there."""
+    return [f"_PROGRAM = {program!r}  # called through its address; its arguments come from the entry's:",
+            f"_PROGRAM_ARGUMENTS = {tuple(arguments)!r}"]
 
 
 def _unpack(names: list) -> str:
@@ -93,14 +106,14 @@ def batch_source(entry: str, program: str, params: list, grads: list, header: st
         raise ValueError("a batched entry needs at least one batched parameter")
     names = _entry_names(params, grads, saved, list(tangents), tangent_saved)
     signature = ', '.join(names + ['_errors'])
-    tupled = len(names) + 1 > TRY_CALL_ARGS  # the program's arguments and its error record
-    lines = [header, "import numpy as np", ""]
+    tupled = len(names) + 3 > TRY_CALL_ARGS  # the program's arguments, its error record, its address and itself
     body: list = []
-    _call(body, program, params + grads, saved, "    " if tupled else "", list(tangents), tangent_saved)
+    arguments = _call(body, program, params + grads, saved, "    " if tupled else "", list(tangents), tangent_saved)
+    lines = [header, "import numpy as np", ""] + _described(program, arguments) + [""]
     if tupled:
-        lines += ["", f"def {entry}_{WORK}(_b, _args, _errors):", _unpack(names)] + body + ["", ""]
-        body = [f"{entry}_{WORK}(_b, _args, _errors)"]
-    lines += ["", f"def {entry}(_lo, _hi, {signature}):"]
+        lines += ["", f"def {entry}_{WORK}(_b, _args, _errors, _program_at):", _unpack(names)] + body + ["", ""]
+        body = [f"{entry}_{WORK}(_b, _args, _errors, _program_at)"]
+    lines += ["", f"def {entry}(_lo, _hi, {signature}, _program_at):"]
     if tupled:
         lines.append(f"    _args = {_arguments(names)}")
     lines.append("    for _b in range(_lo, _hi):")
@@ -141,8 +154,8 @@ def lane_batch_source(entry: str, program: str, params: list, grads: list, heade
     names = _entry_names(params, grads, saved, tangents, tangent_saved)
     signature = ", ".join(names + ["_errors"])
     head = ["_c", "_n", "_groups", "_chunks", "_e"]
-    lines = [header, "import numpy as np", "", "",
-             f"def {entry}_{GROUPS}({', '.join(head)}, _args, _errors):", _unpack(names)]
+    lines = ["", "",
+             f"def {entry}_{GROUPS}({', '.join(head)}, _args, _errors, _program_at):", _unpack(names)]
     for a in arrays:  # a saved scalar is a one-element array of each element
         saved_scalar = a in saved_names and a.split("_", 1)[1] in scalars
         shape = f"(1, {width})" if saved_scalar else f"{a}.shape[1:] + ({width},)"
@@ -153,18 +166,22 @@ def lane_batch_source(entry: str, program: str, params: list, grads: list, heade
     for a in arrays:
         if a not in saved_names:
             lines.append(f"        _lanes_gather(_lane_{a}, {a}, _b)")
-    args, position, results = [], 0, []  # position: among the returned scalars (one per lane)
+    args, described, position, results = [], [], 0, []  # position: among the returned scalars (one per lane)
     for group, group_outs in ((params + grads, saved_outs), (tangents, tangent_outs)):
         for p in group:
             if p.batched and p.scalar:
                 args += [f"{p.name}[min(_b + {k}, _n - 1)]" for k in range(width)]
+                described += [(p.name, ELEMENT)] * width
                 results.append((p.name, position))
                 position += width
             else:
                 args.append(f"_lane_{p.name}" if p.batched else p.name)
+                described.append((p.name, LANE_BUFFER if p.batched else AS_IS))
                 position += p.scalar
         args += [f"_lane_{o}" for o in group_outs]
-    call = f"{program}({', '.join(args + ['_e'])})"
+        described += [(o, SCALAR_LANE_BUFFER if o.split("_", 1)[1] in scalars else LANE_BUFFER) for o in group_outs]
+    call = f"_call_at(_program_at, {program}, {', '.join(args + ['_e'])})"
+    described.append(("_errors", CHUNK_RECORD))
     lines.append(f"        _r = {call}" if position else f"        {call}")
     for a in arrays:
         if a in written or a in saved_names:
@@ -177,7 +194,7 @@ def lane_batch_source(entry: str, program: str, params: list, grads: list, heade
               "            _errors[min(_b + int(_e[1]), _n - 1), :] = _e",
               "            _e[:] = 0.0"]
     lines += ["", "",
-              f"def {entry}(_lo, _hi, {signature}):",
+              f"def {entry}(_lo, _hi, {signature}, _program_at):",
               f"    _n = {first}.shape[0]",
               f"    _groups = (_n + {width - 1}) // {width}",
               f"    _chunks = (_groups + {LANE_CHUNK - 1}) // {LANE_CHUNK}",
@@ -185,8 +202,8 @@ def lane_batch_source(entry: str, program: str, params: list, grads: list, heade
               f"    _args = {_arguments(names)}",
               "    for _c in range(_lo, _hi):",
               "        _e = _records[_c]"]
-    lines += _guarded([f"{entry}_{GROUPS}({', '.join(head)}, _args, _errors)"], "_e", catch, "        ")
+    lines += _guarded([f"{entry}_{GROUPS}({', '.join(head)}, _args, _errors, _program_at)"], "_e", catch, "        ")
     if catch:  # the first element of the group whose allocation failed reports it
         lines += [f"            _errors[min(int(_e[{GROUP}]), _n - 1), :] = _e"]
     lines += [f"    return ({', '.join(names)},)"]
-    return "\n".join(lines) + "\n"
+    return "\n".join([header, "import numpy as np", ""] + _described(program, described) + lines) + "\n"
