@@ -202,11 +202,14 @@ class BatchedFunction:
             return self._execute_one(kind, types, arrays)
         if self.lanes(kind, types, arrays):  # index checks run uniformly for every lane group
             entry = self._lane_entry(kind, types)
-            arrays = tuple(np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in arrays)
+            contiguous = tuple(np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in arrays)
             with slp_vectorized() if not getattr(entry, "signatures", True) else nullcontext():
                 n = self._size(arrays)
                 records = lane_records(n, self._lanes_of(kind, types))  # then one per chunk of groups
-                return run(entry, arrays, np.zeros((records, ERROR_RECORD)), elements=n, units=records - n)
+                result = run(entry, contiguous, np.zeros((records, ERROR_RECORD)), elements=n, units=records - n)
+            # the lanes ran on C-ordered copies of the others (Fortran-ordered, strided): their final values
+            # go back into the arrays given, which the caller returns (and donated arrays must hold)
+            return tuple(_copied_back(a, final) for a, final in zip(arrays, result))
         entry = self.entry(kind, types, self._blas(arrays))
         # the batch's threads share the cores, so BLAS calls must not add theirs (threads BLAS woke
         # earlier would spin beside the batch's workers). A failed check, a division by zero and a negative
@@ -393,6 +396,15 @@ def _shared_sum(per_element: np.ndarray, like: Any) -> Any:
     total = per_element.sum(axis=0)
     return total if isinstance(like, np.ndarray) else type(like)(total) if isinstance(like, (float, complex)) \
         else np.asarray(like).dtype.type(total)
+
+
+def _copied_back(given, final):
+    """``given`` holding ``final``, its value after a lane entry ran on a C-ordered copy of it (a read-only
+    one is an input the program does not modify: ``_copies`` copies the others)."""
+    if isinstance(given, np.ndarray) and final is not given and given.flags.writeable:
+        given[...] = final
+        return given
+    return final
 
 
 def _copies(args: tuple, donate: bool) -> tuple:

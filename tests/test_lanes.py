@@ -200,3 +200,30 @@ def test_parameters_named_like_the_lane_entrys_own_variables():
     tangents = (None, None, 1.0, np.ones((B, 3)))
     for got, expected in zip(lanes.jvp(args, tangents), elements.jvp(args, tangents)):
         _equal(got, expected)
+
+
+@revdiff.reversible
+def _weighted_add(y, x, w):
+    for i in range(len(x)):
+        y[i] += w[i] * x[i]
+
+
+def test_lanes_on_fortran_ordered_and_strided_arrays_return_and_donate_their_results():
+    """Lanes run on C-ordered copies of other arrays; the results go back into the arrays given: the
+    saved outputs a vjp returns (allocated like a Fortran-ordered y) and donated arrays."""
+    B, n = 300, 5
+    rng = np.random.default_rng(8)
+    x, w = np.asfortranarray(rng.standard_normal((B, n))), rng.standard_normal(2 * n)[::2]
+    w.flags.writeable = False
+    lanes = revdiff.batched(_weighted_add, ("y", "x"), layout="lanes")
+    elements = revdiff.batched(_weighted_add, ("y", "x"), layout="elements")
+    cots = (np.ones((B, n)), None, None)
+    outs, grads = lanes.vjp((np.zeros((B, n), order="F"), x, w), cots, donate=True)
+    want_outs, want_grads = elements.vjp((np.zeros((B, n)), np.ascontiguousarray(x), w), cots)
+    np.testing.assert_array_equal(outs[0], want_outs[0])
+    for got, want in zip(grads, want_grads):
+        np.testing.assert_array_equal(got, want)
+    y = np.zeros((B, n), order="F")
+    result = lanes(y, x, w, donate=True)
+    np.testing.assert_array_equal(y, want_outs[0])
+    np.testing.assert_array_equal(result[0], want_outs[0])
