@@ -149,6 +149,7 @@ def lane_batch_source(entry: str, program: str, params: list, grads: list, heade
     saved_outs, tangent_outs = [f"out_{name}" for name in saved], [f"dout_{name}" for name in tangent_saved]
     saved_names = set(saved_outs + tangent_outs)
     scalars = {p.name for p in params if p.scalar}
+    scalar_outs = {o for o in saved_names if o.split("_", 1)[1] in scalars}  # a one-element array per element
     arrays = [p.name for p in params + grads + tangents if p.batched and not p.scalar] + saved_outs + tangent_outs
     first = next(p.name for p in params + grads if p.batched)
     names = _entry_names(params, grads, saved, tangents, tangent_saved)
@@ -156,9 +157,8 @@ def lane_batch_source(entry: str, program: str, params: list, grads: list, heade
     head = ["_c", "_n", "_groups", "_chunks", "_e"]
     lines = ["", "",
              f"def {entry}_{GROUPS}({', '.join(head)}, _args, _errors, _program_at):", _unpack(names)]
-    for a in arrays:  # a saved scalar is a one-element array of each element
-        saved_scalar = a in saved_names and a.split("_", 1)[1] in scalars
-        shape = f"(1, {width})" if saved_scalar else f"{a}.shape[1:] + ({width},)"
+    for a in arrays:
+        shape = f"(1, {width})" if a in scalar_outs else f"{a}.shape[1:] + ({width},)"
         lines.append(f"    _lane_{a} = np.empty({shape}, {a}.dtype)")
     lines += ["    for _g in range(_c * _groups // _chunks, (_c + 1) * _groups // _chunks):",
               f"        _b = _g * {width}",
@@ -179,7 +179,7 @@ def lane_batch_source(entry: str, program: str, params: list, grads: list, heade
                 described.append((p.name, LANE_BUFFER if p.batched else AS_IS))
                 position += p.scalar
         args += [f"_lane_{o}" for o in group_outs]
-        described += [(o, SCALAR_LANE_BUFFER if o.split("_", 1)[1] in scalars else LANE_BUFFER) for o in group_outs]
+        described += [(o, SCALAR_LANE_BUFFER if o in scalar_outs else LANE_BUFFER) for o in group_outs]
     call = f"_call_at(_program_at, {program}, {', '.join(args + ['_e'])})"
     described.append(("_errors", CHUNK_RECORD))
     lines.append(f"        _r = {call}" if position else f"        {call}")
