@@ -40,7 +40,8 @@ def run(fn, args: tuple, batch_errors: np.ndarray | None = None, partial: str = 
     try:
         if batch_errors is not None:
             with loader.deep_recursion():
-                result = run_batch(fn, args, batch_errors, len(batch_errors) if units is None else units)
+                result = run_batch(fn, args, batch_errors, len(batch_errors) if units is None else units,
+                                   per_element=units is None)
             failed = np.flatnonzero(batch_errors[:elements, 0])
             if failed.size:
                 raise_failure(batch_errors[failed[0]], batch_element=int(failed[0]), partial=partial)
@@ -50,11 +51,9 @@ def run(fn, args: tuple, batch_errors: np.ndarray | None = None, partial: str = 
             with loader.deep_recursion():
                 result = interruptible([lambda: fn(*args, record)], record, getattr(fn, "revdiff_loops", False),
                                        compiling=not getattr(fn, "signatures", True))[0]
-        except (MemoryError, ValueError) as exc:  # an allocation that failed ("array is too big": a
-            if not record[checks.ALLOCATION] and not isinstance(exc, MemoryError):  # ValueError too)
+        except (MemoryError, ValueError) as exc:
+            if not _failed_allocation(record, exc):
                 raise
-            record[0] = record[checks.ALLOCATION] or checks.failure_code(0, checks.UNTRACKED)
-            record[2] = record[checks.ALLOCATION + 1]
         if record[0]:
             raise_failure(record, partial=partial)
         scalars = iter(result or ())
@@ -76,11 +75,37 @@ WORKER_STACK = 256 << 20
 _STACK_LOCK = threading.Lock()
 
 
-def run_batch(entry, args: tuple, errors: np.ndarray, units: int) -> tuple:
+def _failed_allocation(record: np.ndarray, exc: Exception) -> bool:
+    """Record exception ``exc`` that left a program as the failed allocation ``record`` names (a
+    ValueError: "array is too big") or, for a MemoryError, as an untracked one; False: not an
+    allocation's, to be raised as it is."""
+    if not record[checks.ALLOCATION] and not isinstance(exc, MemoryError):
+        return False
+    record[0] = record[checks.ALLOCATION] or checks.failure_code(0, checks.UNTRACKED)
+    record[2] = record[checks.ALLOCATION + 1]
+    return True
+
+
+def _elements(entry, lo: int, hi: int, args: tuple, errors: np.ndarray, address: int):
+    """An element entry over elements ``[lo, hi)``. An allocation that fails raises out of its loop:
+    recorded as the failure of the element it stopped, the last one the entry started there
+    (``backends/numba/entries.py``); the caller then raises it. Returns None after such a failure."""
+    try:
+        return entry(lo, hi, *args, errors, address)
+    except (MemoryError, ValueError) as exc:
+        started = np.flatnonzero(errors[lo:hi, checks.STARTED])
+        if not started.size or not _failed_allocation(errors[lo + started[-1]], exc):
+            raise
+        return None
+
+
+def run_batch(entry, args: tuple, errors: np.ndarray, units: int, per_element: bool = False) -> tuple:
     """``entry(lo, hi, *args, errors, address)`` over ``[0, units)``, ``address`` that of the program
     it runs (``runtime/program_calls.py``): compiled first, with its program, then split into
     contiguous parts that ``batch_threads()`` threads run at once (a compiled entry releases the
-    GIL). Returns what the entry returns (every part returns the same arrays)."""
+    GIL). ``per_element``: an element entry (units are elements, one record each), whose failed
+    allocations raise. Returns what the entry returns (every part returns the same arrays; None
+    where the first part failed)."""
     loops = getattr(entry, "revdiff_loops", False)
     typed = (0, 0, *args, errors, 0)  # the arguments' types are those of every part
     address = program_calls.known_address(entry, typed)
@@ -89,7 +114,8 @@ def run_batch(entry, args: tuple, errors: np.ndarray, units: int) -> tuple:
                                 compiling=True)[0]
     parts = max(1, min(units, batch_threads() if hasattr(entry, "signatures") else 1))  # plain Python: the GIL
     bounds = [units * k // parts for k in range(parts + 1)]
-    calls = [functools.partial(entry, lo, hi, *args, errors, address) for lo, hi in zip(bounds, bounds[1:])]
+    calls = [functools.partial(_elements, entry, lo, hi, args, errors, address) if per_element else
+             functools.partial(entry, lo, hi, *args, errors, address) for lo, hi in zip(bounds, bounds[1:])]
     return interruptible(calls, errors, loops)[0]
 
 

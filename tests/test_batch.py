@@ -252,16 +252,16 @@ def fourteen(x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13):
     x12 /= x13
 
 
-def test_an_entry_with_more_arguments_than_a_call_inside_try_takes():
-    """A vjp entry of 33 arguments passes them to its worker as one tuple (``TRY_CALL_ARGS``): same
-    results as per-element calls, and a failure still names its element."""
-    from revdiff.backends.numba.entries import TRY_CALL_ARGS
+def test_an_entry_calling_a_program_of_many_arguments():
+    """A vjp entry whose program takes 34 arguments (Numba could not type such a call inside a
+    ``try``, which entries no longer have): same results as per-element calls, and a failure still
+    names its element."""
     B = 5
     params = fourteen.params
     args = [rng.standard_normal(B) + 2.0 for _ in params]
     bf = revdiff.batched(fourteen, params, layout="elements")
     signature = bf.signature("vjp", bf._element_types(tuple(args)))
-    assert len(signature.params) + len(signature.grads) + len(signature.saved) + 1 > TRY_CALL_ARGS
+    assert len(signature.params) + len(signature.grads) + len(signature.saved) + 1 == 34
     outs, grads = bf.vjp(args, [np.ones(B)] * len(params))
     for b in range(B):
         single, pullback = revdiff.vjp(fourteen, *[a[b] for a in args])

@@ -327,6 +327,20 @@ def test_a_failed_allocation_in_a_batch_raises_naming_element_and_ancilla(layout
     assert bf(np.zeros((B, 3)), np.ones((B, 3)), 4)[0].sum() == 3 * B  # and the same call works afterwards
 
 
+def test_the_element_whose_allocation_fails_is_the_one_named():
+    """Element entries let a failed allocation leave their loop; the caller names the element it
+    stopped (the last its part of the batch started), whichever part of the batch it lies in."""
+    bf = revdiff.batched(with_scratch, ("y", "x", "n"), layout="elements")
+    B = 64
+    for bad in (0, 5, B // 2 + 1, B - 1):
+        n = np.full(B, 4)
+        n[bad] = 1 << 50  # 8 PiB
+        with pytest.raises(MemoryError, match=rf"allocating ancilla 't' failed.* in batch element {bad}\b"):
+            bf(np.zeros((B, 3)), np.ones((B, 3)), n)
+    y, x, n = bf(np.zeros((B, 3)), np.ones((B, 3)), np.full(B, 4))
+    assert y.sum() == 3 * B
+
+
 # ----------------------------------------------------------------------------- globals and calls
 
 SCALE = 2.0

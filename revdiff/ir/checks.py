@@ -21,15 +21,17 @@ _CHECKS: dict = {}
 #   message reports: written by a failed check; one code names the function and the check, so a
 #   failure costs three stores, not five (each is code Numba must type and compile, at every check);
 #   4 allocation code, 5 its number of entries: written before each array allocation and cleared
-#   after it, since an allocation that fails raises inside Numba, and the caller (or the batch
-#   entry, which catches it per element) turns them into a MemoryError naming the ancilla;
+#   after it, since an allocation that fails raises inside Numba, and the caller (or a lane entry,
+#   which catches it per chunk of groups) turns them into a MemoryError naming the ancilla;
 #   6 interrupt: set by the caller on Ctrl-C, read by every iteration of a while loop, which then
 #   returns (compiled code cannot see Python's signals otherwise);
-#   7 the first element of the lane group running (lane entries), to name it for an allocation.
+#   7 lane entries: the first element of the lane group running, to name it for an allocation;
+#   element entries: 1 once the element started, so that the caller finds the element an exception
+#   stopped (the last its part of the batch started).
 RECORD_SIZE = 8
 ALLOCATION = 4
 INTERRUPT = 6
-GROUP = 7
+GROUP = STARTED = 7
 _CHECK_BITS = 20  # function keys stay below 2**31, so codes below 2**51 are exact in float64
 
 

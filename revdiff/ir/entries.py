@@ -30,9 +30,9 @@ DERIVED = {"g_": "the gradient of", "out_": "the saved output of", "p_": "the de
            "m_": "the shape record of", "d_": "the tangent of", "dout_": "the tangent of the saved output of"}
 
 
-#: the functions beside a batched entry, compiled before it: ``entry_work``, which the entry runs
-#: for each element, and ``entry_groups``, which a lane entry runs for each chunk of lane groups
-BATCH_WORKERS = ("work", "groups")
+#: the functions beside a batched entry, compiled before it: ``entry_groups``, which a lane entry
+#: runs for each chunk of lane groups
+BATCH_WORKERS = ("groups",)
 
 #: how each argument of the program a Numba entry calls comes from the entry's own arguments: as it is,
 #: one batch element (``a[_b]``), a one-element slice (``a[_b:_b + 1]``), a lane buffer of the

@@ -12,17 +12,19 @@ Each element has its own error record (a row of ``_errors``), read by the caller
 The loop is a plain one, not a Numba ``prange``: a parallel loop compiles the program it calls
 again, in its own library, and took more than half of a first call's compile time (49 s against
 22 s for a 32x16 CGS2 projection gradient). The only exceptions generated code raises are failed
-allocations: each element (each chunk of lane groups) runs inside ``try``, whose ``except``
-records the allocation that failed in the element's record (``ir/checks.py``) and goes on with the
-next element.
+allocations. An element entry marks each element's record as it starts it, and lets the exception
+leave the loop: the caller records it as the failure of the last element its part started
+(``calls.run_batch``). A ``try`` per element would cost more than half of the entry's compile
+(0.9 s against 0.35 s). A lane entry runs each chunk of lane groups inside ``try``, whose ``except``
+records the allocation that failed in the chunk's record (``ir/checks.py``) and goes on.
 """
 from __future__ import annotations
 
-from revdiff.ir.checks import ALLOCATION, GROUP, UNTRACKED, failure_code
+from revdiff.ir.checks import ALLOCATION, GROUP, STARTED, UNTRACKED, failure_code
 from revdiff.ir.entries import (AS_IS, BATCH_WORKERS, CHUNK_RECORD, ELEMENT, ELEMENT_SLICE, LANE_BUFFER,
                                  SCALAR_LANE_BUFFER, BatchParam)
 
-WORK, GROUPS = BATCH_WORKERS  # the functions beside an entry (loader.compiled compiles them)
+GROUPS, = BATCH_WORKERS  # the function beside a lane entry (loader.compiled compiles it)
 
 
 def _element(p: BatchParam) -> tuple:
@@ -88,36 +90,25 @@ def _arguments(names: list) -> str:
     return f"({', '.join(names)}{',' if len(names) == 1 else ''})"
 
 
-#: the most arguments a call inside ``try`` may have: Numba fails to type one of 34 (28 compile)
-TRY_CALL_ARGS = 28
-
-
 def batch_source(entry: str, program: str, params: list, grads: list, header: str, saved: tuple = (),
-                 catch: bool = True, tangents: list = (), tangent_saved: tuple = ()) -> str:
+                 tangents: list = (), tangent_saved: tuple = ()) -> str:
     """Source of ``entry(_lo, _hi, params..., grads..., out_<saved>...)``: run ``program`` on batch
-    elements ``_lo`` to ``_hi``, inside ``try`` unless ``catch`` is off; a program of more than
-    TRY_CALL_ARGS arguments through ``entry_work``, which takes them as one tuple (a level of calls
-    more to compile: 2 of 16 s for a 32x16 CGS2 projection gradient). A fused vjp program takes
-    ``params + grads + saved`` (``saved``: the parameters whose forward results it copies out before
-    its adjoint half restores them); others take ``params``. A tangent program takes those, then
-    ``tangents`` and ``dout_<tangent_saved>``: the tangent of each of its parameters, in order."""
+    elements ``_lo`` to ``_hi``, each marked in its record as started (field STARTED, read when an
+    exception leaves the loop). A fused vjp program takes ``params + grads + saved`` (``saved``: the
+    parameters whose forward results it copies out before its adjoint half restores them); others
+    take ``params``. A tangent program takes those, then ``tangents`` and ``dout_<tangent_saved>``:
+    the tangent of each of its parameters, in order."""
     batched = [p for p in params + grads + list(tangents) if p.batched]
     if not batched:
         raise ValueError("a batched entry needs at least one batched parameter")
     names = _entry_names(params, grads, saved, list(tangents), tangent_saved)
-    signature = ', '.join(names + ['_errors'])
-    tupled = len(names) + 3 > TRY_CALL_ARGS  # the program's arguments, its error record, its address and itself
     body: list = []
-    arguments = _call(body, program, params + grads, saved, "    " if tupled else "", list(tangents), tangent_saved)
+    arguments = _call(body, program, params + grads, saved, "        ", list(tangents), tangent_saved)
     lines = [header, "import numpy as np", ""] + _described(program, arguments) + [""]
-    if tupled:
-        lines += ["", f"def {entry}_{WORK}(_b, _args, _errors, _program_at):", _unpack(names)] + body + ["", ""]
-        body = [f"{entry}_{WORK}(_b, _args, _errors, _program_at)"]
-    lines += ["", f"def {entry}(_lo, _hi, {signature}, _program_at):"]
-    if tupled:
-        lines.append(f"    _args = {_arguments(names)}")
+    lines += ["", f"def {entry}(_lo, _hi, {', '.join(names + ['_errors'])}, _program_at):"]
     lines.append("    for _b in range(_lo, _hi):")
-    lines += _guarded(body, "_errors[_b]", catch, "        ")
+    lines.append(f"        _errors[_b, {STARTED}] = 1.0")
+    lines += body
     lines += [f"    return ({', '.join(names)},)"]
     return "\n".join(lines) + "\n"
 
