@@ -41,7 +41,7 @@ def run(fn, args: tuple, batch_errors: np.ndarray | None = None, partial: str = 
         if batch_errors is not None:
             with loader.deep_recursion():
                 result = run_batch(fn, args, batch_errors, len(batch_errors) if units is None else units,
-                                   per_element=units is None)
+                                   None if units is None else elements)
             failed = np.flatnonzero(batch_errors[:elements, 0])
             if failed.size:
                 raise_failure(batch_errors[failed[0]], batch_element=int(failed[0]), partial=partial)
@@ -86,26 +86,35 @@ def _failed_allocation(record: np.ndarray, exc: Exception) -> bool:
     return True
 
 
-def _elements(entry, lo: int, hi: int, args: tuple, errors: np.ndarray, address: int):
-    """An element entry over elements ``[lo, hi)``. An allocation that fails raises out of its loop:
-    recorded as the failure of the element it stopped, the last one the entry started there
-    (``backends/numba/entries.py``); the caller then raises it. Returns None after such a failure."""
+def _part(entry, lo: int, hi: int, args: tuple, errors: np.ndarray, address: int, lane_elements: "int | None"):
+    """A batched entry over units ``[lo, hi)``. An allocation that fails raises out of its loop:
+    recorded as the failure of the element it stopped, which the records say
+    (``backends/numba/entries.py``): an element entry's, the last element it started there; a lane
+    entry's (``lane_elements`` elements, then a record per chunk of groups), the first element of the
+    group the last chunk it started was running. The caller then raises it. Returns None after such a
+    failure."""
     try:
         return entry(lo, hi, *args, errors, address)
     except (MemoryError, ValueError) as exc:
-        started = np.flatnonzero(errors[lo:hi, checks.STARTED])
-        if not started.size or not _failed_allocation(errors[lo + started[-1]], exc):
+        rows = errors[lo:hi] if lane_elements is None else errors[lane_elements + lo:lane_elements + hi]
+        started = np.flatnonzero(rows[:, checks.STARTED])
+        if not started.size:
             raise
+        record = rows[started[-1]]
+        if not _failed_allocation(record, exc):
+            raise
+        if lane_elements is not None:
+            errors[min(int(record[checks.GROUP]) - 1, lane_elements - 1)] = record
         return None
 
 
-def run_batch(entry, args: tuple, errors: np.ndarray, units: int, per_element: bool = False) -> tuple:
+def run_batch(entry, args: tuple, errors: np.ndarray, units: int, lane_elements: "int | None" = None) -> tuple:
     """``entry(lo, hi, *args, errors, address)`` over ``[0, units)``, ``address`` that of the program
     it runs (``runtime/program_calls.py``): compiled first, with its program, then split into
     contiguous parts that ``batch_threads()`` threads run at once (a compiled entry releases the
-    GIL). ``per_element``: an element entry (units are elements, one record each), whose failed
-    allocations raise. Returns what the entry returns (every part returns the same arrays; None
-    where the first part failed)."""
+    GIL). Units are elements, or a lane entry's chunks of groups over ``lane_elements`` elements.
+    Returns what the entry returns (every part returns the same arrays; None where the first part
+    stopped at a failed allocation, which ``errors`` then holds)."""
     loops = getattr(entry, "revdiff_loops", False)
     typed = (0, 0, *args, errors, 0)  # the arguments' types are those of every part
     address = program_calls.known_address(entry, typed)
@@ -114,8 +123,8 @@ def run_batch(entry, args: tuple, errors: np.ndarray, units: int, per_element: b
                                 compiling=True)[0]
     parts = max(1, min(units, batch_threads() if hasattr(entry, "signatures") else 1))  # plain Python: the GIL
     bounds = [units * k // parts for k in range(parts + 1)]
-    calls = [functools.partial(_elements, entry, lo, hi, args, errors, address) if per_element else
-             functools.partial(entry, lo, hi, *args, errors, address) for lo, hi in zip(bounds, bounds[1:])]
+    calls = [functools.partial(_part, entry, lo, hi, args, errors, address, lane_elements)
+             for lo, hi in zip(bounds, bounds[1:])]
     return interruptible(calls, errors, loops)[0]
 
 

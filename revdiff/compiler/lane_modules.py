@@ -85,7 +85,7 @@ def lane_module_source(bf, kind: str, types: tuple, width: int) -> tuple:
               f"in groups of {width} SIMD lanes (element axes first, lanes last); element types "
               f"({', '.join(f'{p}: {t.describe()}' for p, t in zip(f.params, types))}).")
     parts = [header, "import math", "import numpy as np", ""] + ["\n" + src for src in functions.values()]
-    parts.append(lane_batch_source(entry, top, params, grads, "", saved, width, written, catch=f.backend == "numba",
+    parts.append(lane_batch_source(entry, top, params, grads, "", saved, width, written,
                                    tangents=sig.tangents, tangent_saved=sig.tangent_saved))
     source = "\n".join(parts)
     lines = source.count("\n")

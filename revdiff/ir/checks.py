@@ -21,13 +21,13 @@ _CHECKS: dict = {}
 #   message reports: written by a failed check; one code names the function and the check, so a
 #   failure costs three stores, not five (each is code Numba must type and compile, at every check);
 #   4 allocation code, 5 its number of entries: written before each array allocation and cleared
-#   after it, since an allocation that fails raises inside Numba, and the caller (or a lane entry,
-#   which catches it per chunk of groups) turns them into a MemoryError naming the ancilla;
+#   after it, since an allocation that fails raises inside Numba, and the caller turns them into a
+#   MemoryError naming the ancilla;
 #   6 interrupt: set by the caller on Ctrl-C, read by every iteration of a while loop, which then
 #   returns (compiled code cannot see Python's signals otherwise);
-#   7 lane entries: the first element of the lane group running, to name it for an allocation;
-#   element entries: 1 once the element started, so that the caller finds the element an exception
-#   stopped (the last its part of the batch started).
+#   7 where a batch entry is, so that the caller finds the element an exception stopped: element
+#   entries write 1 once they start an element (the failed one is the last its part started), lane
+#   entries 1 + the first element of the group they run into the record of its chunk of groups.
 RECORD_SIZE = 8
 ALLOCATION = 4
 INTERRUPT = 6
