@@ -184,7 +184,8 @@ class BatchedFunction:
         """Run ``f`` on every element, on copies of the arguments; returns every parameter's final
         value. CuPy arrays (or anything with __cuda_array_interface__) run on the GPU. ``donate``:
         run on the arrays given, without copying them (those ``f`` modifies end up holding their
-        final values, and the results are those arrays)."""
+        final values, and the results are those arrays; after a failure, some elements hold final
+        values and others not, as each thread stops at its first failed element)."""
         xp, args = _array_module(self.f.bind(args, kwargs))
         types = self._element_types(args)
         return self._execute("call", types, _copies(args, donate), xp)
@@ -237,7 +238,7 @@ class BatchedFunction:
             modified = self.f.forward_function.modified_positions()
             spec = self.f.forward_function.specialize(self.f.argument_types(tuple(element)), self._blas(params))
             self.f.validate(tuple(element))
-            finals = run(spec.callable(self.f.programs[0]), tuple(element))
+            finals = run(spec.callable(self.f.programs[0]), tuple(element), element=0)
             for k, (p, a, out) in enumerate(zip(self.f.params, params, finals)):
                 if p in self.batched and k in modified:
                     a[0] = out
@@ -250,7 +251,7 @@ class BatchedFunction:
         call_args = list(element) + [g[0] if not scalar[k] else g[0].item() for k, g in zip(differentiable, grads)]
         call_args += [out[0] if not scalar[self.f.params.index(name)] else out[0:1]
                       for name, out in zip(self.signature("vjp", types).saved, saved)]
-        result = run(spec.callable(self.f.fused_vjp), tuple(call_args))
+        result = run(spec.callable(self.f.fused_vjp), tuple(call_args), element=0)
         for k, g in zip(differentiable, grads):
             if scalar[k]:
                 g[0] = result[n + differentiable.index(k)]
@@ -264,7 +265,8 @@ class BatchedFunction:
         the cotangents of the initial values (None for integer and bool parameters). ``donate``: the
         arrays of ``args`` are run on in place, not copies (a 10000 x 32x16 batch spends about a
         tenth of its gradient's time copying A otherwise); afterwards those of parameters ``f``
-        modifies hold scratch values (the final values are in ``outs``), the others are unchanged."""
+        modifies hold scratch values (the final values are in ``outs``, also after a failure), the
+        others are unchanged."""
         xp, args = _array_module(self.f.bind(tuple(args)))
         types = self._element_types(args)
         if len(cotangents) != len(args):

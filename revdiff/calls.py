@@ -28,7 +28,7 @@ def blas_for(args: Iterable, element_sizes: Iterable[int] = ()) -> bool:
 
 
 def run(fn, args: tuple, batch_errors: np.ndarray | None = None, partial: str = "",
-        elements: int | None = None, units: int | None = None) -> tuple:
+        elements: int | None = None, units: int | None = None, element: int | None = None) -> tuple:
     """Call a generated function and turn its error record (one per batch element when
     ``batch_errors`` is given) into the user-facing exception, with ``partial`` (what the caller
     holds half-updated, if anything) added to its message. A batched entry runs as
@@ -36,7 +36,7 @@ def run(fn, args: tuple, batch_errors: np.ndarray | None = None, partial: str = 
     groups; ``elements`` then says how many rows of ``batch_errors`` belong to elements: the chunks
     keep records of their own below) split among threads (``run_batch``). Returns the final value
     of every argument: a program returns its scalar parameters (arrays change in place), a batched
-    entry all of them."""
+    entry all of them. ``element``: the batch element a single call runs, named by its errors."""
     try:
         if batch_errors is not None:
             with loader.deep_recursion():
@@ -55,7 +55,7 @@ def run(fn, args: tuple, batch_errors: np.ndarray | None = None, partial: str = 
             if not _failed_allocation(record, exc):
                 raise
         if record[0]:
-            raise_failure(record, partial=partial)
+            raise_failure(record, batch_element=element, partial=partial)
         scalars = iter(result or ())
         return tuple(a if isinstance(a, np.ndarray) else next(scalars) for a in args)
     except RecursionError:

@@ -339,6 +339,10 @@ def test_the_element_whose_allocation_fails_is_the_one_named():
             bf(np.zeros((B, 3)), np.ones((B, 3)), n)
     y, x, n = bf(np.zeros((B, 3)), np.ones((B, 3)), np.full(B, 4))
     assert y.sum() == 3 * B
+    for call in (lambda: bf(np.zeros((1, 3)), np.ones((1, 3)), np.full(1, 1 << 50)),  # one element: no entry
+                 lambda: bf.vjp((np.zeros((1, 3)), np.ones((1, 3)), np.full(1, 1 << 50)), (np.ones((1, 3)), None, None))):
+        with pytest.raises(MemoryError, match=r"allocating ancilla 't' failed.* in batch element 0\b"):
+            call()
 
 
 # ----------------------------------------------------------------------------- globals and calls
