@@ -31,12 +31,12 @@ def _element(p: BatchParam) -> tuple:
     return (f"{p.name}[_b]", (p.name, ELEMENT)) if p.batched else (p.name, (p.name, AS_IS))
 
 
-def _call(lines: list, fn: str, params: list, saved: tuple, indent: str, tangents: list = (),
-          tangent_saved: tuple = ()) -> list:
+def _call(lines: list, fn: str, params: list, saved: tuple, tangents: list = (), tangent_saved: tuple = ()) -> list:
     """``r = fn(elements..., errors[b])`` then write back the batched scalars from those the program
-    returned (its scalar parameters, in order); a scalar's saved result is the one-element slice of
-    its ``out_`` array (of its ``dout_`` array, its tangent's). Returns the arguments' description
-    (``_described``)."""
+    returned (its scalar parameters, in order), as lines of the entry's loop over elements; a
+    scalar's saved result is the one-element slice of its ``out_`` array (of its ``dout_`` array, its
+    tangent's). Returns the arguments' description (``_described``)."""
+    indent = "        "
     scalar_names = {p.name for p in params if p.scalar}
 
     def outs(prefix: str, names: tuple) -> list:
@@ -90,7 +90,7 @@ def batch_source(entry: str, program: str, params: list, grads: list, header: st
         raise ValueError("a batched entry needs at least one batched parameter")
     names = _entry_names(params, grads, saved, list(tangents), tangent_saved)
     body: list = []
-    arguments = _call(body, program, params + grads, saved, "        ", list(tangents), tangent_saved)
+    arguments = _call(body, program, params + grads, saved, list(tangents), tangent_saved)
     lines = [header, "import numpy as np", ""] + _described(program, arguments) + [""]
     lines += ["", f"def {entry}(_lo, _hi, {', '.join(names + ['_errors'])}, _program_at):"]
     lines.append("    for _b in range(_lo, _hi):")
