@@ -70,8 +70,6 @@ def run(fn, args: tuple, batch_errors: np.ndarray | None = None, partial: str = 
 
 
 ERROR_RECORD = checks.RECORD_SIZE
-#: the stack of the thread a first call runs in: room for Numba's recursive compilation
-WORKER_STACK = 256 << 20
 _STACK_LOCK = threading.Lock()
 
 
@@ -178,7 +176,7 @@ def _start(task, compiling: bool) -> bool:
     if not compiling:
         return workers.start(task, _STACK_LOCK)
     with _STACK_LOCK:  # the call compiles, recursively: a thread's default stack can be small
-        previous = threading.stack_size(WORKER_STACK)
+        previous = threading.stack_size(loader.COMPILE_STACK)
         try:
             threading.Thread(target=task, name="revdiff-compile", daemon=True).start()
             return True

@@ -145,10 +145,12 @@ def test_batched_entry_source_is_readable():
     assert "for _b in range(_lo, _hi):" in src and "_errors[_b]" in src
 
 
-def test_an_entry_calls_its_program_through_its_address_not_a_linked_copy(tmp_path):
+def test_an_entry_calls_its_program_through_its_address_not_a_linked_copy(tmp_path, monkeypatch):
     """The compiled entry holds its loop, not the program (``runtime/program_calls.py``): Numba would
     otherwise compile the program's whole call tree into it once more. (A function of its own, so
-    that Numba compiles it here: code from its disk cache cannot be inspected.)"""
+    that Numba compiles it here: code from its disk cache cannot be inspected; and
+    compiled in this process, not by the compile worker, for the same reason.)"""
+    monkeypatch.setenv("REVDIFF_COMPILE_WORKER", "0")
     scale = f"{rng.uniform(1, 2)!r}"
     (tmp_path / "unique_program.py").write_text(textwrap.dedent(f"""
         import revdiff

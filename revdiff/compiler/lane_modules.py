@@ -101,7 +101,7 @@ def compile_lanes(bf, kind: str, types: tuple, width: int):
     backend = bf.f.backend
     module = loader.load(src, f"{bf.f.__name__}_lanes_{kind}", backend)
     compiled = {name: loader.compiled(module, name, backend, routines(used)) for name in names}
-    module.__dict__.update(compiled)  # callers reach the compiled callees through the module globals
+    loader.link(module, compiled)  # callers reach the compiled callees through the module globals
     fn = loader.compiled(module, entry, backend, {**HELPERS, "_call_at": call_at(backend)}, batch_entry=True)
     if INTERRUPT_CHECK in used:
         fn.revdiff_loops = True  # a while loop: runs where Ctrl-C can stop it (``calls.interruptible``)

@@ -4,10 +4,17 @@ compile it with Numba (whose on-disk cache then lives beside it and survives bet
 Generated code has a real file, so tracebacks, ``inspect`` and Numba's cache all work. The module
 is executed from the text revdiff generated, never from bytecode or a file it did not verify
 (``runtime/cache.py``).
+
+Every global revdiff puts into a generated module (the functions it links) is recorded, so that
+another process can rebuild the module from its file (``recipe``, ``rebuild``): with
+``REVDIFF_COMPILE_WORKER=1`` the compile worker (``runtime/compile_worker.py``) compiles there and
+this process loads the result from Numba's disk cache.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib
 import sys
 import threading
 from contextlib import contextmanager
@@ -16,10 +23,13 @@ from types import ModuleType
 from typing import Iterator
 
 from revdiff.ir.entries import BATCH_WORKERS
-from revdiff.runtime.cache import cache_dir, ensure_file, verify_cache
+from revdiff.runtime import compile_worker
+from revdiff.runtime.cache import VerifiedCacheFile, cache_dir, ensure_file, verify_cache
 
-_MODULES: dict = {}
-_COMPILED: dict = {}
+_MODULES: dict = {}  # (file, backend) -> module
+_COMPILED: dict = {}  # (module name, function name) -> callable
+_FILES: dict = {}  # module name -> (file, backend)
+_LINKED: dict = {}  # module name -> {global name: what revdiff put there}
 
 # Generated modules are named revdiff_generated.<file>; Numba's cache re-imports a function's module
 # by name when it rebuilds its environment, so the parent package must exist.
@@ -75,7 +85,11 @@ def load(source: str, stem: str, backend: str, dependencies: dict | None = None)
     """Import generated source (with the links to ``dependencies``) as a module, one module object
     per file and backend."""
     text = linked_source(source, dependencies or {})
-    path = source_file(text, stem)
+    return _module(source_file(text, stem), text, backend)
+
+
+def _module(path: Path, text: str, backend: str) -> ModuleType:
+    """The module of file ``path`` (holding ``text``) for ``backend``, executed once per process."""
     key = (str(path), backend)
     module = _MODULES.get(key)
     if module is None:
@@ -85,11 +99,20 @@ def load(source: str, stem: str, backend: str, dependencies: dict | None = None)
         sys.modules[name] = module
         exec(compile(text, str(path), "exec"), module.__dict__)
         _MODULES[key] = module
+        _FILES[name] = key
     return module
+
+
+def link(module: ModuleType, functions: dict) -> None:
+    """Make ``functions`` globals of generated ``module`` (the functions its code calls by name)."""
+    module.__dict__.update(functions)
+    _LINKED.setdefault(module.__name__, {}).update(functions)
 
 
 _DEPTH_LOCK = threading.Lock()
 _DEPTH: list = [0, 0]  # calls inside ``deep_recursion``, and the limit they saved
+#: the stack of a thread that compiles: room for Numba's recursive compilation of a large program
+COMPILE_STACK = 256 << 20
 #: the recursion limit while generated code runs: Numba compiles a callee inside its caller's type
 #: inference, about 30 Python frames per level of calls, so a chain of 40 reversible functions
 #: already passes Python's default of 1000 (measured: 300 levels compile within this limit)
@@ -120,11 +143,10 @@ def compiled(module: ModuleType, name: str, backend: str, dependencies: dict, ba
     naming the user's line, and leaves the loops of vector instructions unchecked. Its divisions are
     checked the same way, so Numba's error model is NumPy's: no exception and no second zero test
     per division. ``batch_entry``: the workers beside it (``backends/numba/entries.py``) compiled too."""
-    module.__dict__.update(dependencies)
+    link(module, dependencies)
     if batch_entry:  # a batch entry's per-element (or per-chunk) workers
-        for worker in (f"{name}_{suffix}" for suffix in BATCH_WORKERS):
-            if hasattr(module, worker):
-                module.__dict__[worker] = compiled(module, worker, backend, {})
+        link(module, {worker: compiled(module, worker, backend, {})
+                      for worker in (f"{name}_{suffix}" for suffix in BATCH_WORKERS) if hasattr(module, worker)})
     key = (module.__name__, name)
     fn = _COMPILED.get(key)
     if fn is None:
@@ -133,5 +155,80 @@ def compiled(module: ModuleType, name: str, backend: str, dependencies: dict, ba
             import numba
             fn = numba.njit(cache=True, fastmath=False, nogil=True, boundscheck=False, error_model="numpy")(fn)
             verify_cache(fn)
+            fn.revdiff_origin = key
+            cache = fn._cache
+            if isinstance(getattr(cache, "_cache_file", None), VerifiedCacheFile):  # a disk cache to meet in
+                cache.load_overload = functools.partial(_load_or_compile_elsewhere, fn, cache.load_overload)
         _COMPILED[key] = fn
     return fn
+
+
+def _load_or_compile_elsewhere(fn, load, sig, target_context):
+    """Numba's cache lookup for ``fn``; on a miss with the compile worker on, the worker compiles
+    ``fn`` for ``sig`` into the disk cache and the lookup runs again. None (Numba compiles here)
+    when the worker is off or failed: then this process reports whatever error the compile raises."""
+    result = load(sig, target_context)
+    if result is None and compile_worker.enabled():
+        request = recipe(fn)
+        if request is not None and compile_worker.compile_elsewhere(request, sig):
+            result = load(sig, target_context)
+    return result
+
+
+def recipe(fn) -> dict | None:
+    """What rebuilds generated function ``fn`` in another process: each generated module it reaches
+    through its globals (file, backend and the globals revdiff linked in, by reference), and its own
+    (module, name). None when a linked global is neither generated nor importable by name."""
+    modules: dict = {}
+    todo = [fn.revdiff_origin[0]]
+    while todo:
+        name = todo.pop()
+        if name in modules:
+            continue
+        references = {}
+        for global_name, value in _LINKED.get(name, {}).items():
+            reference = _reference(value)
+            if reference is None:
+                return None
+            if reference[0] == "generated":
+                todo.append(reference[1])
+            references[global_name] = reference
+        modules[name] = (*_FILES[name], references)
+    return {"modules": modules, "target": fn.revdiff_origin}
+
+
+def _reference(value) -> tuple | None:
+    """("generated", module, name) for a generated function, ("import", module, name) for one
+    importable by name, else None."""
+    origin = getattr(value, "revdiff_origin", None)
+    if origin is not None:
+        return ("generated", *origin)
+    inner = getattr(value, "py_func", None) or getattr(value, "_defn", None) or value
+    module, name = getattr(inner, "__module__", None), getattr(inner, "__name__", None)
+    if module and name and getattr(sys.modules.get(module), name, None) is value:
+        return ("import", module, name)
+    return None
+
+
+def rebuild(request: dict):
+    """The function a ``recipe`` describes, rebuilt in this process from the generated files (each
+    checked against the digest its name holds) and the globals' references."""
+    for name, (path, backend, _) in request["modules"].items():
+        path = Path(path)
+        text = path.read_text()
+        if hashlib.sha256(text.encode()).hexdigest()[:20] != path.stem.rpartition("_")[2]:
+            raise RuntimeError(f"generated file {path} does not hold the text its name promises")
+        _module(path, text, backend)
+    for name, (path, backend, references) in request["modules"].items():
+        link(_MODULES[(path, backend)], {g: _resolve(r, request) for g, r in references.items()})
+    module_name, function_name = request["target"]
+    path, backend, _ = request["modules"][module_name]
+    return compiled(_MODULES[(path, backend)], function_name, backend, {})
+
+
+def _resolve(reference: tuple, request: dict):
+    kind, module_name, name = reference
+    if kind == "import":
+        return getattr(importlib.import_module(module_name), name)
+    path, backend, _ = request["modules"][module_name]
+    return compiled(_MODULES[(path, backend)], name, backend, {})

@@ -150,18 +150,20 @@ def nvrtc_compile(source: str, arch: str = "sm_90", fmad: bool = False, optimize
     from cuda.bindings import nvrtc
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"revdiff.cu", 0, [], [])
     _nvrtc_ok(nvrtc, err)
-    fast = () if optimize else ("--Ofast-compile=max",)
-    opts = [option.encode() for option in (f"--gpu-architecture={arch}",) + nvrtc_options(fmad) + fast]
-    (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
-    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-        _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-        log = b" " * size
-        nvrtc.nvrtcGetProgramLog(prog, log)
-        raise RuntimeError(f"NVRTC failed for {arch}:\n{log.decode(errors='replace')[-6000:]}")
-    _, size = nvrtc.nvrtcGetPTXSize(prog)
-    ptx = b" " * size
-    nvrtc.nvrtcGetPTX(prog, ptx)
-    nvrtc.nvrtcDestroyProgram(prog)
+    try:
+        fast = () if optimize else ("--Ofast-compile=max",)
+        opts = [option.encode() for option in (f"--gpu-architecture={arch}",) + nvrtc_options(fmad) + fast]
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+            log = b" " * size
+            nvrtc.nvrtcGetProgramLog(prog, log)
+            raise RuntimeError(f"NVRTC failed for {arch}:\n{log.decode(errors='replace')[-6000:]}")
+        _, size = nvrtc.nvrtcGetPTXSize(prog)
+        ptx = b" " * size
+        nvrtc.nvrtcGetPTX(prog, ptx)
+    finally:  # a failed compile's program too
+        nvrtc.nvrtcDestroyProgram(prog)
     return ptx
 
 

@@ -1,0 +1,82 @@
+"""The compile worker's side (``python -m revdiff.runtime.compile_server``): rebuild each requested
+generated function from its files (``loader.rebuild``), compile it for the requested signature,
+which saves it (and every program it compiled on the way) to Numba's disk cache, and reply.
+
+Requests come on stdin and replies go out on what was stdout; anything the compile prints goes to
+stderr. The worker exits at the end of its input, or after a reply once its memory passed
+``compile_worker.recycle_bytes()`` (the reply says so).
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import threading
+import warnings
+
+import numba
+
+from revdiff.runtime import loader
+from revdiff.runtime.compile_worker import receive, recycle_bytes, send
+
+
+def compile_request(request: dict) -> dict:
+    """Compile what ``request`` asks for, in a thread with a deep stack (Numba recurses through a
+    large program); the reply: ok, the error's text, the warnings raised, and whether to exit."""
+    outcome: dict = {"ok": False, "error": "", "warnings": []}
+
+    def work() -> None:
+        saved = numba.core.config.SLP_VECTORIZE
+        numba.core.config.SLP_VECTORIZE = request["slp"]
+        try:
+            with warnings.catch_warnings(record=True) as caught, loader.deep_recursion():
+                warnings.simplefilter("always")
+                loader.rebuild(request["recipe"]).compile(request["signature"])
+                outcome["ok"] = True
+        except BaseException as exc:  # reported; the requesting process compiles and raises it itself
+            outcome["error"] = f"{type(exc).__name__}: {exc}"
+        finally:
+            numba.core.config.SLP_VECTORIZE = saved
+        outcome["warnings"] = [(str(w.message), w.category, w.filename, w.lineno) for w in caught]
+
+    previous = threading.stack_size(loader.COMPILE_STACK)
+    try:
+        thread = threading.Thread(target=work, name="revdiff-compile-worker")
+        thread.start()
+    finally:
+        threading.stack_size(previous)
+    thread.join()
+    outcome["exit"] = _memory() > recycle_bytes()
+    return outcome
+
+
+def _memory() -> int:
+    """This process's largest resident size so far, in bytes (0 where it cannot be read)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return 0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
+
+
+def main() -> None:
+    requests = sys.stdin.buffer
+    replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # printed output must not mix into the replies
+    while True:
+        data = receive(requests)
+        if data is None:
+            return
+        reply = compile_request(pickle.loads(data))
+        try:
+            payload = pickle.dumps(reply)
+        except Exception:  # a warning category that does not travel: leave the warnings out
+            payload = pickle.dumps({**reply, "warnings": []})
+        send(replies, payload)
+        if reply["exit"]:
+            return
+
+
+if __name__ == "__main__":
+    main()

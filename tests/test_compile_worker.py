@@ -1,0 +1,100 @@
+"""Compiling in a worker process (``REVDIFF_COMPILE_WORKER=1``): the results are bit for bit those
+of compiling in the process, the process itself compiles nothing (it loads what the worker put in
+the disk cache), and whenever the worker cannot help the process compiles as it would without it."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+PROGRAM = textwrap.dedent("""
+    import sys
+    import numpy as np
+    import revdiff
+    from revdiff import reversible
+    from revdiff.runtime import compile_worker, loader
+    {setup}
+
+    @reversible
+    def inner(y, x):
+        for i in range(len(x)):
+            y[i] += 2.5 * x[i] * x[i]
+
+    @reversible
+    def outer(y, A, x):
+        inner(y, x)
+        y += A @ x
+
+    rng = np.random.default_rng(0)
+    A, x = rng.standard_normal((5, 5)), rng.standard_normal((300, 5))
+    results = [outer(np.zeros(5), A, x[0].copy())[0]]
+    for layout in ("elements", "lanes"):
+        f = revdiff.batched(outer, ("y", "x"), layout=layout)
+        outs, grads = f.vjp((np.zeros((300, 5)), A, x.copy()), (np.ones((300, 5)), None, None))
+        results += [outs[0], grads[1], grads[2]]
+    print(" ".join(float(v).hex() for r in results for v in np.ravel(r)))
+    compiled_here = sorted(name for (module, name), fn in loader._COMPILED.items()
+                           if sum(getattr(fn, "_cache_misses", {{}}).values()))
+    print("compiled here:", compiled_here)
+    print("worker started:", compile_worker._WORKER[0] is not None)
+""")
+
+
+def run(tmp_path, switch: str, setup: str = "", cache: str = "cache") -> list:
+    script = tmp_path / f"program_{switch}.py"
+    script.write_text(PROGRAM.format(setup=setup))
+    env = dict(os.environ, REVDIFF_CACHE_DIR=str(tmp_path / cache), REVDIFF_COMPILE_WORKER=switch)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip().splitlines()
+
+
+@pytest.fixture(scope="module")
+def in_process(tmp_path_factory):
+    return run(tmp_path_factory.mktemp("in_process"), "0")
+
+
+def test_the_worker_compiles_and_the_process_only_loads(tmp_path, in_process):
+    values, compiled_here, started = run(tmp_path, "1")
+    assert values == in_process[0]  # bit for bit: the same code, compiled elsewhere
+    assert compiled_here == "compiled here: []"
+    assert started == "worker started: True"
+    assert in_process[1] != "compiled here: []" and in_process[2] == "worker started: False"
+
+
+@pytest.mark.parametrize("fault", ["cannot start", "killed", "recycled after every compile"])
+def test_without_a_working_worker_the_process_compiles_itself(tmp_path, in_process, fault):
+    setup = {
+        "cannot start": "sys.executable = '/nonexistent/python'",
+        # the worker dies at its first request: the process compiles that one itself, the next goes to a new worker
+        "killed": textwrap.dedent("""
+            _send = compile_worker.send
+            def send_then_kill(stream, data, _first=[True]):
+                _send(stream, data)
+                if _first:
+                    _first.clear()
+                    compile_worker._WORKER[0].kill()
+            compile_worker.send = send_then_kill
+            """),
+        "recycled after every compile": "import os; os.environ['REVDIFF_COMPILE_WORKER_MB'] = '1'",
+    }[fault]
+    values, compiled_here, started = run(tmp_path, "1", setup)
+    assert values == in_process[0]
+    if fault == "recycled after every compile":
+        assert compiled_here == "compiled here: []"
+
+
+def test_the_worker_refuses_a_generated_file_that_does_not_hold_its_text(tmp_path, monkeypatch):
+    """The worker compiles only the text the requesting process generated; a file changed since
+    is refused (and the process compiles itself)."""
+    from revdiff.runtime import compile_server, loader
+
+    monkeypatch.setenv("REVDIFF_CACHE_DIR", str(tmp_path))
+    source = "def nothing():\n    return 1\n"
+    path = loader.source_file(source, "tampered")
+    module = loader._module(path, source, "numba")
+    recipe = {"modules": {module.__name__: (str(path), "numba", {})}, "target": (module.__name__, "nothing")}
+    path.write_text(source + "\n# edited\n")
+    reply = compile_server.compile_request({"recipe": recipe, "signature": (), "slp": 0})
+    assert not reply["ok"] and "does not hold the text its name promises" in reply["error"]
