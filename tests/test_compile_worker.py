@@ -1,6 +1,6 @@
 """Compiling in a worker process (``REVDIFF_COMPILE_WORKER=1``): the results are bit for bit those
-of compiling in the process, the process itself compiles nothing (it loads what the worker put in
-the disk cache), and whenever the worker cannot help the process compiles as it would without it."""
+of compiling in the process, the process compiles none of its generated programs (it loads what
+the worker put in the disk cache; revdiff's fixed runtime helpers still compile where they are used), and whenever the worker cannot help the process compiles as it would without it."""
 import os
 import subprocess
 import sys
@@ -38,6 +38,7 @@ PROGRAM = textwrap.dedent("""
                            if sum(getattr(fn, "_cache_misses", {{}}).values()))
     print("compiled here:", compiled_here)
     print("worker started:", compile_worker._WORKER[0] is not None)
+    print("given up:", bool(compile_worker._BROKEN))
 """)
 
 
@@ -56,7 +57,7 @@ def in_process(tmp_path_factory):
 
 
 def test_the_worker_compiles_and_the_process_only_loads(tmp_path, in_process):
-    values, compiled_here, started = run(tmp_path, "1")
+    values, compiled_here, started, _ = run(tmp_path, "1")
     assert values == in_process[0]  # bit for bit: the same code, compiled elsewhere
     assert compiled_here == "compiled here: []"
     assert started == "worker started: True"
@@ -79,15 +80,43 @@ def test_without_a_working_worker_the_process_compiles_itself(tmp_path, in_proce
             """),
         "recycled after every compile": "import os; os.environ['REVDIFF_COMPILE_WORKER_MB'] = '1'",
     }[fault]
-    values, compiled_here, started = run(tmp_path, "1", setup)
+    values, compiled_here, started, _ = run(tmp_path, "1", setup)
     assert values == in_process[0]
     if fault == "recycled after every compile":
         assert compiled_here == "compiled here: []"
+    else:  # the process compiled (the first program, or all of them) itself
+        assert compiled_here != "compiled here: []"
+    # after the kill, the next compile went to a new worker, which is still there at the end
+    assert started == f"worker started: {fault == 'killed'}"
 
 
-def test_the_worker_refuses_a_generated_file_that_does_not_hold_its_text(tmp_path, monkeypatch):
-    """The worker compiles only the text the requesting process generated; a file changed since
-    is refused (and the process compiles itself)."""
+def test_a_worker_dying_at_every_request_is_given_up(tmp_path):
+    """A worker that dies at MAX_FAILURES requests in a row is not started again: the process
+    compiles itself instead of paying a worker's start for every program."""
+    setup = textwrap.dedent("""
+        _send = compile_worker.send
+        def send_then_kill(stream, data):
+            _send(stream, data)
+            compile_worker._WORKER[0].kill()
+        compile_worker.send = send_then_kill
+        """)
+    values, compiled_here, started, given_up = run(tmp_path, "1", setup)
+    assert values == run(tmp_path, "0", cache="cache_in_process")[0]
+    assert compiled_here != "compiled here: []" and started == "worker started: False"
+    assert given_up == "given up: True"
+
+
+@pytest.mark.parametrize("switch, on", [("1", True), ("TRUE", True), ("on", True), ("0", False),
+                                        ("false", False), ("no", False), ("", False), ("2", False)])
+def test_the_switch_reads_like_a_boolean(monkeypatch, switch, on):
+    from revdiff.runtime import compile_worker
+    monkeypatch.setenv("REVDIFF_COMPILE_WORKER", switch)
+    assert compile_worker.enabled() == on
+
+
+def test_rebuild_refuses_a_generated_file_that_does_not_hold_its_text(tmp_path, monkeypatch):
+    """The worker compiles only the text the requesting process generated: its rebuild refuses a
+    file changed since (and the requesting process then compiles itself)."""
     from revdiff.runtime import compile_server, loader
 
     monkeypatch.setenv("REVDIFF_CACHE_DIR", str(tmp_path))

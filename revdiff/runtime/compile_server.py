@@ -1,4 +1,4 @@
-"""The compile worker's side (``python -m revdiff.runtime.compile_server``): rebuild each requested
+"""The compile worker's side (``compile_server.main``, started by ``compile_worker``): rebuild each requested
 generated function from its files (``loader.rebuild``), compile it for the requested signature,
 which saves it (and every program it compiled on the way) to Numba's disk cache, and reply.
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import sys
 import threading
 import warnings
@@ -22,7 +23,8 @@ from revdiff.runtime.compile_worker import receive, recycle_bytes, send
 
 def compile_request(request: dict) -> dict:
     """Compile what ``request`` asks for, in a thread with a deep stack (Numba recurses through a
-    large program); the reply: ok, the error's text, the warnings raised, and whether to exit."""
+    large program); the reply: ok, the error's text (for diagnosis: the requesting process compiles
+again and raises the error itself), the warnings raised, and whether to exit."""
     outcome: dict = {"ok": False, "error": "", "warnings": []}
 
     def work() -> None:
@@ -60,7 +62,17 @@ def _memory() -> int:
     return peak if sys.platform == "darwin" else peak * 1024
 
 
+def _travels(value) -> bool:
+    """Whether ``value`` can be sent back (a warning whose category is importable by name)."""
+    try:
+        pickle.dumps(value)
+        return True
+    except Exception:
+        return False
+
+
 def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the requesting process handles Ctrl-C, and ends this one
     requests = sys.stdin.buffer
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # printed output must not mix into the replies
@@ -69,11 +81,11 @@ def main() -> None:
         if data is None:
             return
         reply = compile_request(pickle.loads(data))
+        reply["warnings"] = [w for w in reply["warnings"] if _travels(w)]
         try:
-            payload = pickle.dumps(reply)
-        except Exception:  # a warning category that does not travel: leave the warnings out
-            payload = pickle.dumps({**reply, "warnings": []})
-        send(replies, payload)
+            send(replies, pickle.dumps(reply))
+        except OSError:  # the requesting process is gone
+            return
         if reply["exit"]:
             return
 

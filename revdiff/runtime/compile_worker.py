@@ -1,17 +1,22 @@
-"""Compiling in a helper process, so that this one keeps only the compiled code.
+"""Compiling in a helper process, so that this one keeps only the compiled code: this process's
+side (the helper runs ``revdiff/runtime/compile_server.py``).
 
 LLVM's JIT keeps every module Numba compiled, with the programs it linked in, for the life of the
 process: a cold block-CGS2 gradient leaves about 460 MB behind, the same program loaded from
 Numba's disk cache about 90 MB. With ``REVDIFF_COMPILE_WORKER=1`` a generated program that is not
-in the disk cache is compiled by a worker process (``python -m revdiff.runtime.compile_server``)
+in the disk cache is compiled by a worker process (``compile_server.main``, in a session of its own)
 into that cache, and this process loads it from there. The worker is started at the first such
-compile and replaced when its memory passes ``REVDIFF_COMPILE_WORKER_MB`` megabytes
-(``recycle_bytes``).
+compile, and exits after a compile that took its peak memory past ``REVDIFF_COMPILE_WORKER_MB``
+megabytes (``recycle_bytes``; never on Windows, where the peak is not read): the next compile
+starts a fresh one.
 
 The compiled code is the same: the same generated file, Numba and options (the worker inherits the
-environment, and the SLP vectoriser setting is passed along). Whenever the worker cannot help (it
-cannot start or be sent the request, the compile fails there, no disk cache is writable), Numba
-compiles in this process as it would without the worker, so errors are reported as always.
+environment as it starts, and the SLP vectoriser setting, which the lanes change at run time, goes
+with each request). Whenever the worker cannot help (it cannot start, dies or cannot be sent the
+request, a linked global cannot be named in another process, the compile fails there, its result is
+not in the disk cache), Numba compiles in this process as it would without the worker, so errors and
+warnings are reported as always. A worker that cannot start, or dies at MAX_FAILURES requests in a
+row, is not started again in this process.
 """
 from __future__ import annotations
 
@@ -22,22 +27,26 @@ import struct
 import subprocess
 import sys
 import threading
-import warnings
 from pathlib import Path
 
 import numba
 
 #: the worker exits after a compile that leaves it above this many megabytes (the next one starts afresh)
 RECYCLE_MB = 1000
+#: requests in a row that the worker died at, after which this process compiles everything itself
+MAX_FAILURES = 3
 _SWITCH = "REVDIFF_COMPILE_WORKER"
+_ON = ("1", "true", "yes", "on")
 _LOCK = threading.Lock()
 _WORKER: list = [None]  # the running worker process, or None
-_BROKEN: list = []  # a worker could not be started: compile here for the rest of the process
+_BROKEN: list = []  # a worker could not be started, or kept dying: compile here for the rest of the process
+_FAILURES: list = [0]  # requests in a row the worker died at
 
 
 def enabled() -> bool:
-    """Whether compiles go to the worker (``REVDIFF_COMPILE_WORKER`` set, and not to 0)."""
-    return os.environ.get(_SWITCH, "0").strip() not in ("", "0") and not _BROKEN and bool(sys.executable)
+    """Whether compiles go to the worker: ``REVDIFF_COMPILE_WORKER`` is 1, true, yes or on (any
+    case; anything else is off), and no worker failed for good in this process."""
+    return os.environ.get(_SWITCH, "").strip().lower() in _ON and not _BROKEN and bool(sys.executable)
 
 
 def recycle_bytes() -> int:
@@ -48,33 +57,45 @@ def recycle_bytes() -> int:
         return RECYCLE_MB << 20
 
 
-def compile_elsewhere(recipe: dict, signature) -> bool:
+def compile_elsewhere(recipe: dict, signature) -> list | None:
     """Have the worker compile the function ``recipe`` rebuilds (``loader.recipe``) for
-    ``signature`` into the disk cache; True when it did. Warnings the compile raised are raised
-    here too."""
+    ``signature`` into the disk cache. The warnings the compile raised there, as (message,
+    category, filename, lineno), when it did (none whose category could not be sent back); None
+    when it did not."""
     try:
         request = pickle.dumps({"recipe": recipe, "signature": signature, "slp": numba.core.config.SLP_VECTORIZE})
     except Exception:  # a type that does not travel: compile here
-        return False
+        return None
     with _LOCK:
         worker = _worker()
         if worker is None:
-            return False
+            return None
         try:
             send(worker.stdin, request)
-            reply = pickle.loads(receive(worker.stdout) or b"")
+            data = receive(worker.stdout)
+            if data is None:
+                raise EOFError("the compile worker closed its output")
+            reply = pickle.loads(data)
         except (KeyboardInterrupt, SystemExit):  # interrupted mid-request: the worker's state is unknown
             _stop(worker)
             raise
         except Exception:  # the worker died (killed, out of memory): compile here
             _stop(worker)
-            return False
+            _FAILURES[0] += 1
+            if _FAILURES[0] >= MAX_FAILURES:
+                _BROKEN.append(True)
+            return None
+        _FAILURES[0] = 0
         if reply["exit"]:
             worker.wait()
             _WORKER[0] = None
-    for message, category, filename, lineno in reply["warnings"]:
-        warnings.warn_explicit(message, category, filename, lineno)
-    return reply["ok"]
+    return reply["warnings"] if reply["ok"] else None
+
+
+#: the worker's program: this revdiff's package root where ``python -c`` would put the working
+#: directory first on the path (a ``revdiff`` or ``numba`` there must not be the one it runs)
+_START = (f"import sys; sys.path[0] = {str(Path(__file__).resolve().parent.parent.parent)!r}; "
+          "from revdiff.runtime.compile_server import main; main()")
 
 
 def _worker():
@@ -82,12 +103,10 @@ def _worker():
     worker = _WORKER[0]
     if worker is not None and worker.poll() is None:
         return worker
-    package_root = str(Path(__file__).resolve().parent.parent.parent)  # this revdiff, not another install
     env = dict(os.environ, **{_SWITCH: "0"})
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    try:
-        worker = subprocess.Popen([sys.executable, "-m", "revdiff.runtime.compile_server"], env=env,
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:  # a session of its own: Ctrl-C at the terminal interrupts this process, which ends the worker
+        worker = subprocess.Popen([sys.executable, "-c", _START], env=env, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, start_new_session=True)
     except OSError:
         _BROKEN.append(True)
         return None
@@ -96,10 +115,20 @@ def _worker():
 
 
 def _forget_after_fork() -> None:
-    """A forked child starts its own worker: the parent's pipes are the parent's."""
+    """A forked child starts its own worker, and lets go of its copies of the parent's pipes (the
+    parent's worker must see the end of its input when the parent exits): each is pointed at the
+    null device, so that its file object can still close it, or flush into it, harmlessly."""
     global _LOCK
     _LOCK = threading.Lock()
-    _WORKER[0] = None
+    worker, _WORKER[0] = _WORKER[0], None
+    if worker is not None:
+        try:
+            null = os.open(os.devnull, os.O_RDWR)
+            for stream in (worker.stdin, worker.stdout):
+                os.dup2(null, stream.fileno())
+            os.close(null)
+        except (OSError, ValueError):
+            pass
 
 
 if hasattr(os, "register_at_fork"):

@@ -17,6 +17,7 @@ import hashlib
 import importlib
 import sys
 import threading
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
@@ -59,10 +60,14 @@ def compiler_fingerprint() -> str:
     return _FINGERPRINT[0]
 
 
+def _text_digest(text: str) -> str:
+    """The digest a generated file's name ends with: of the text it holds."""
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
 def source_file(source: str, stem: str) -> Path:
     """The cache file holding ``source``, written (atomically) when missing or not holding it."""
-    digest = hashlib.sha256(source.encode()).hexdigest()[:20]
-    path = cache_dir() / f"{stem}_{digest}.py"
+    path = cache_dir() / f"{stem}_{_text_digest(source)}.py"
     ensure_file(path, source.encode())
     return path
 
@@ -145,8 +150,8 @@ def compiled(module: ModuleType, name: str, backend: str, dependencies: dict, ba
     per division. ``batch_entry``: the workers beside it (``backends/numba/entries.py``) compiled too."""
     link(module, dependencies)
     if batch_entry:  # a batch entry's per-element (or per-chunk) workers
-        link(module, {worker: compiled(module, worker, backend, {})
-                      for worker in (f"{name}_{suffix}" for suffix in BATCH_WORKERS) if hasattr(module, worker)})
+        link(module, {part: compiled(module, part, backend, {})
+                      for part in (f"{name}_{suffix}" for suffix in BATCH_WORKERS) if hasattr(module, part)})
     key = (module.__name__, name)
     fn = _COMPILED.get(key)
     if fn is None:
@@ -155,7 +160,9 @@ def compiled(module: ModuleType, name: str, backend: str, dependencies: dict, ba
             import numba
             fn = numba.njit(cache=True, fastmath=False, nogil=True, boundscheck=False, error_model="numpy")(fn)
             verify_cache(fn)
-            fn.revdiff_origin = key
+            fn.revdiff_key = key
+            # Numba's dispatcher asks its cache (``load_overload(sig, target_context)``, Numba 0.6x)
+            # before it compiles a signature: the one place a compile can be sent elsewhere.
             cache = fn._cache
             if isinstance(getattr(cache, "_cache_file", None), VerifiedCacheFile):  # a disk cache to meet in
                 cache.load_overload = functools.partial(_load_or_compile_elsewhere, fn, cache.load_overload)
@@ -163,15 +170,20 @@ def compiled(module: ModuleType, name: str, backend: str, dependencies: dict, ba
     return fn
 
 
-def _load_or_compile_elsewhere(fn, load, sig, target_context):
+def _load_or_compile_elsewhere(fn, numba_load, sig, target_context):
     """Numba's cache lookup for ``fn``; on a miss with the compile worker on, the worker compiles
     ``fn`` for ``sig`` into the disk cache and the lookup runs again. None (Numba compiles here)
-    when the worker is off or failed: then this process reports whatever error the compile raises."""
-    result = load(sig, target_context)
+    when the worker is off or failed, or its result is not in the cache: then this process
+    compiles, and reports whatever error or warning the compile raises, once."""
+    result = numba_load(sig, target_context)
     if result is None and compile_worker.enabled():
-        request = recipe(fn)
-        if request is not None and compile_worker.compile_elsewhere(request, sig):
-            result = load(sig, target_context)
+        how = recipe(fn)
+        caught = compile_worker.compile_elsewhere(how, sig) if how is not None else None
+        if caught is not None:
+            result = numba_load(sig, target_context)
+            if result is not None:  # compiled there: its warnings are this compile's
+                for message, category, filename, lineno in caught:
+                    warnings.warn_explicit(message, category, filename, lineno)
     return result
 
 
@@ -180,7 +192,7 @@ def recipe(fn) -> dict | None:
     through its globals (file, backend and the globals revdiff linked in, by reference), and its own
     (module, name). None when a linked global is neither generated nor importable by name."""
     modules: dict = {}
-    todo = [fn.revdiff_origin[0]]
+    todo = [fn.revdiff_key[0]]
     while todo:
         name = todo.pop()
         if name in modules:
@@ -194,15 +206,16 @@ def recipe(fn) -> dict | None:
                 todo.append(reference[1])
             references[global_name] = reference
         modules[name] = (*_FILES[name], references)
-    return {"modules": modules, "target": fn.revdiff_origin}
+    return {"modules": modules, "target": fn.revdiff_key}
 
 
 def _reference(value) -> tuple | None:
     """("generated", module, name) for a generated function, ("import", module, name) for one
     importable by name, else None."""
-    origin = getattr(value, "revdiff_origin", None)
-    if origin is not None:
-        return ("generated", *origin)
+    key = getattr(value, "revdiff_key", None)
+    if key is not None:
+        return ("generated", *key)
+    # a Numba dispatcher (py_func), a Numba intrinsic (_defn, its Python definition) or a function
     inner = getattr(value, "py_func", None) or getattr(value, "_defn", None) or value
     module, name = getattr(inner, "__module__", None), getattr(inner, "__name__", None)
     if module and name and getattr(sys.modules.get(module), name, None) is value:
@@ -210,25 +223,28 @@ def _reference(value) -> tuple | None:
     return None
 
 
-def rebuild(request: dict):
+def rebuild(how: dict):
     """The function a ``recipe`` describes, rebuilt in this process from the generated files (each
     checked against the digest its name holds) and the globals' references."""
-    for name, (path, backend, _) in request["modules"].items():
+    for path, backend, _ in how["modules"].values():
         path = Path(path)
         text = path.read_text()
-        if hashlib.sha256(text.encode()).hexdigest()[:20] != path.stem.rpartition("_")[2]:
+        if _text_digest(text) != path.stem.rpartition("_")[2]:
             raise RuntimeError(f"generated file {path} does not hold the text its name promises")
         _module(path, text, backend)
-    for name, (path, backend, references) in request["modules"].items():
-        link(_MODULES[(path, backend)], {g: _resolve(r, request) for g, r in references.items()})
-    module_name, function_name = request["target"]
-    path, backend, _ = request["modules"][module_name]
-    return compiled(_MODULES[(path, backend)], function_name, backend, {})
+    for path, backend, references in how["modules"].values():
+        link(_MODULES[(path, backend)], {g: _resolve(r, how) for g, r in references.items()})
+    return _rebuilt(how, *how["target"])
 
 
-def _resolve(reference: tuple, request: dict):
+def _resolve(reference: tuple, how: dict):
     kind, module_name, name = reference
     if kind == "import":
         return getattr(importlib.import_module(module_name), name)
-    path, backend, _ = request["modules"][module_name]
+    return _rebuilt(how, module_name, name)
+
+
+def _rebuilt(how: dict, module_name: str, name: str):
+    """Generated function ``name`` of the module ``how`` lists as ``module_name``, compiled here."""
+    path, backend, _ = how["modules"][module_name]
     return compiled(_MODULES[(path, backend)], name, backend, {})
