@@ -117,7 +117,7 @@ def test_the_switch_reads_like_a_boolean(monkeypatch, switch, on):
 def test_rebuild_refuses_a_generated_file_that_does_not_hold_its_text(tmp_path, monkeypatch):
     """The worker compiles only the text the requesting process generated: its rebuild refuses a
     file changed since (and the requesting process then compiles itself)."""
-    from revdiff.runtime import compile_server, loader
+    from revdiff.runtime import compile_server, compile_worker, loader
 
     monkeypatch.setenv("REVDIFF_CACHE_DIR", str(tmp_path))
     source = "def nothing():\n    return 1\n"
@@ -125,5 +125,15 @@ def test_rebuild_refuses_a_generated_file_that_does_not_hold_its_text(tmp_path, 
     module = loader._module(path, source, "numba")
     recipe = {"modules": {module.__name__: (str(path), "numba", {})}, "target": (module.__name__, "nothing")}
     path.write_text(source + "\n# edited\n")
-    reply = compile_server.compile_request({"recipe": recipe, "signature": (), "slp": 0})
+    request = {"recipe": recipe, "signature": (), "slp": 0, "code": compile_worker.code_files()}
+    reply = compile_server.compile_request(request)
     assert not reply["ok"] and "does not hold the text its name promises" in reply["error"]
+
+
+def test_the_worker_refuses_a_request_from_another_numba_or_revdiff():
+    from revdiff.runtime import compile_server, compile_worker
+
+    for part in ("numba", "revdiff"):
+        code = {**compile_worker.code_files(), part: "/elsewhere/__init__.py"}
+        reply = compile_server.compile_request({"recipe": {}, "signature": (), "slp": 0, "code": code})
+        assert not reply["ok"] and "/elsewhere/__init__.py" in reply["error"]

@@ -18,14 +18,19 @@ import warnings
 import numba
 
 from revdiff.runtime import loader
-from revdiff.runtime.compile_worker import receive, recycle_bytes, send
+from revdiff.runtime.compile_worker import code_files, receive, recycle_bytes, send
 
 
 def compile_request(request: dict) -> dict:
     """Compile what ``request`` asks for, in a thread with a deep stack (Numba recurses through a
     large program); the reply: ok, the error's text (for diagnosis: the requesting process compiles
-again and raises the error itself), the warnings raised, and whether to exit."""
+    again and raises the error itself), the warnings raised, and whether to exit. A request from a
+    process running another Numba or revdiff is refused."""
     outcome: dict = {"ok": False, "error": "", "warnings": []}
+    if request.get("code") != code_files():
+        outcome["error"] = f"the worker runs {code_files()}, the request comes from {request.get('code')}"
+        outcome["exit"] = False
+        return outcome
 
     def work() -> None:
         saved = numba.core.config.SLP_VECTORIZE

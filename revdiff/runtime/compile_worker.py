@@ -63,7 +63,8 @@ def compile_elsewhere(recipe: dict, signature) -> list | None:
     category, filename, lineno), when it did (none whose category could not be sent back); None
     when it did not."""
     try:
-        request = pickle.dumps({"recipe": recipe, "signature": signature, "slp": numba.core.config.SLP_VECTORIZE})
+        request = pickle.dumps({"recipe": recipe, "signature": signature, "slp": numba.core.config.SLP_VECTORIZE,
+                                "code": code_files()})
     except Exception:  # a type that does not travel: compile here
         return None
     with _LOCK:
@@ -96,6 +97,11 @@ def compile_elsewhere(recipe: dict, signature) -> list | None:
 #: directory first on the path (a ``revdiff`` or ``numba`` there must not be the one it runs)
 _START = (f"import sys; sys.path[0] = {str(Path(__file__).resolve().parent.parent.parent)!r}; "
           "from revdiff.runtime.compile_server import main; main()")
+
+
+def code_files() -> dict:
+    """The files of the Numba and the revdiff this process runs: the worker compiles only with the same."""
+    return {"numba": str(Path(numba.__file__).resolve()), "revdiff": str(Path(__file__).resolve())}
 
 
 def _worker():
