@@ -2,8 +2,8 @@
 side (the helper runs ``revdiff/runtime/compile_server.py``).
 
 LLVM's JIT keeps every module Numba compiled, with the programs it linked in, for the life of the
-process: a cold block-CGS2 gradient leaves about 460 MB behind, the same program loaded from
-Numba's disk cache about 90 MB. With ``REVDIFF_COMPILE_WORKER=1`` a generated program that is not
+process: a cold block-CGS2 gradient of a 70x40 matrix peaks at 598 MB, the same programs loaded
+from Numba's disk cache at 194 MB (``benchmarks/compile_memory.py``). With ``REVDIFF_COMPILE_WORKER=1`` a generated program that is not
 in the disk cache is compiled by a worker process (``compile_server.main``, in a session of its own)
 into that cache, and this process loads it from there. The worker is started at the first such
 compile, and exits after a compile that took its peak memory past ``REVDIFF_COMPILE_WORKER_MB``
