@@ -70,7 +70,6 @@ def run(fn, args: tuple, batch_errors: np.ndarray | None = None, partial: str = 
 
 
 ERROR_RECORD = checks.RECORD_SIZE
-_STACK_LOCK = threading.Lock()
 
 
 def _failed_allocation(record: np.ndarray, exc: Exception) -> bool:
@@ -174,16 +173,8 @@ def interruptible(calls: list, record: np.ndarray, loops: bool, compiling: bool 
 def _start(task, compiling: bool) -> bool:
     """Start ``task`` on a thread: a fresh one with a deep stack to compile, else a worker."""
     if not compiling:
-        return workers.start(task, _STACK_LOCK)
-    with _STACK_LOCK:  # the call compiles, recursively: a thread's default stack can be small
-        previous = threading.stack_size(loader.COMPILE_STACK)
-        try:
-            threading.Thread(target=task, name="revdiff-compile", daemon=True).start()
-            return True
-        except RuntimeError:  # no memory left for the thread's stack
-            return False
-        finally:
-            threading.stack_size(previous)
+        return workers.start(task)
+    return workers.start_compile_thread(task) is not None
 
 
 def raise_failure(record: np.ndarray, batch_element: int | None = None, partial: str = "") -> None:

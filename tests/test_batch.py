@@ -71,7 +71,7 @@ def test_a_batch_split_among_threads_gives_the_same_bits_and_names_the_element(m
     started = []
     start = workers.start
     monkeypatch.setattr(revdiff.calls, "batch_threads", lambda: threads)
-    monkeypatch.setattr(workers, "start", lambda task, lock: started.append(task) or start(task, lock))
+    monkeypatch.setattr(workers, "start", lambda task: started.append(task) or start(task))
     B = 37  # lanes: 5 groups of 8, one chunk; elements: parts of 12 or 13 elements
     x, y = rng.standard_normal(B), rng.standard_normal(B)
     bf = revdiff.batched(divide, ("x", "y"), layout=layout)

@@ -12,12 +12,11 @@ import os
 import pickle
 import signal
 import sys
-import threading
 import warnings
 
 import numba
 
-from revdiff.runtime import loader
+from revdiff.runtime import loader, workers
 from revdiff.runtime.compile_worker import code_files, receive, recycle_bytes, send
 
 
@@ -46,13 +45,11 @@ def compile_request(request: dict) -> dict:
             numba.core.config.SLP_VECTORIZE = saved
         outcome["warnings"] = [(str(w.message), w.category, w.filename, w.lineno) for w in caught]
 
-    previous = threading.stack_size(loader.COMPILE_STACK)
-    try:
-        thread = threading.Thread(target=work, name="revdiff-compile-worker")
-        thread.start()
-    finally:
-        threading.stack_size(previous)
-    thread.join()
+    thread = workers.start_compile_thread(work, "revdiff-compile-worker")
+    if thread is None:
+        outcome["error"] = "no memory for the compile thread's stack"
+    else:
+        thread.join()
     outcome["exit"] = _memory() > recycle_bytes()
     return outcome
 

@@ -116,8 +116,6 @@ def link(module: ModuleType, functions: dict) -> None:
 
 _DEPTH_LOCK = threading.Lock()
 _DEPTH: list = [0, 0]  # calls inside ``deep_recursion``, and the limit they saved
-#: the stack of a thread that compiles: room for Numba's recursive compilation of a large program
-COMPILE_STACK = 256 << 20
 #: the recursion limit while generated code runs: Numba compiles a callee inside its caller's type
 #: inference, about 30 Python frames per level of calls, so a chain of 40 reversible functions
 #: already passes Python's default of 1000 (measured: 300 levels compile within this limit)
