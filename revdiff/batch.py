@@ -8,17 +8,19 @@ real elements run in SIMD lanes (``revdiff/backends/lanes/rewrite.py``: groups o
 float32 elements side by side, one vector instruction per scalar operation of the program),
 bit-identical to one element at a time. A batch
 of one runs the ordinary programs (no parallel entry to compile); GPU arrays run as CUDA kernels
-(``revdiff.backends.cuda``).
+(``revdiff.backends.cuda``): calls, vjps, jvps and Hessian-vector products alike.
 """
 from __future__ import annotations
 
+import functools
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from revdiff.backends.numba.entries import batch_source, lane_records
-from revdiff.calls import ERROR_RECORD, blas_for, checked_tangents, cotangent, loss_index, run
+from revdiff.calls import (ERROR_RECORD, blas_for, checked_tangents, cotangent, cotangent_value, loss_index, run,
+                           zero_like)
 from revdiff.compiler.cuda import run_on_device
 from revdiff.compiler.entries import check_names, entry_signature
 from revdiff.ir.entries import EntrySignature
@@ -267,21 +269,11 @@ class BatchedFunction:
         tenth of its gradient's time copying A otherwise); afterwards those of parameters ``f``
         modifies hold scratch values (the final values are in ``outs``, also after a failure), the
         others are unchanged."""
-        xp, args = _array_module(self.f.bind(tuple(args)))
-        types = self._element_types(args)
+        xp, args, types = self._bound(args)
         if len(cotangents) != len(args):
             raise TypeError(f"vjp of {self.f.__qualname__} takes {len(args)} cotangents, got {len(cotangents)}")
         copies = _copies(args, donate)
-        size = next(a.shape[0] for p, a in zip(self.f.params, copies) if p in self.batched)
-        grads = []
-        for p, a, c, t in zip(self.f.params, copies, cotangents, types):
-            if t.differentiable:
-                g = cotangent(p, a, c) if xp is np else _device_cotangent(xp, p, a, c)
-                if p not in self.batched:  # element 0 carries the cotangent of the unchanged final value
-                    per_element = xp.zeros((size,) + np.shape(g), np.dtype(getattr(g, "dtype", type(g))))
-                    per_element[0] = g
-                    g = per_element
-                grads.append(g)
+        grads = self._seeds(xp, copies, cotangents, types)
         saved = self.signature("vjp", types).saved
         out_arrays = tuple(xp.empty_like(copies[self.f.params.index(p)]) for p in saved)
         result = self._execute("vjp", types, copies + tuple(grads) + out_arrays, xp)
@@ -302,12 +294,17 @@ class BatchedFunction:
 
     def jvp(self, args: Sequence, tangents: Sequence) -> tuple:
         """``(outs, out_tangents)``: ``revdiff.jvp`` of every element, tangents shaped like their
-        arguments (None: zero; None for integer parameters). CPU arrays, in SIMD lanes where calls run in them."""
-        args, types = self._host_arguments(args, "jvp")
-        dargs = checked_tangents(self.f, args, types, tangents, "jvp")
-        result = self._execute("jvp", types, _copies(args, False) + dargs, np)
-        rest = iter(result[len(args):])
-        return tuple(result[:len(args)]), tuple(next(rest) if t.differentiable else None for t in types)
+        arguments (None: zero; None for integer parameters). In SIMD lanes where calls run in them; GPU
+        arrays as CUDA kernels."""
+        xp, args, types = self._bound(args)
+        dargs = self._tangents(xp, args, types, tangents, "jvp")
+        result = self._execute("jvp", types, _copies(args, False) + dargs, xp)
+        n = len(args)
+        # a shared parameter is never modified: it ends as it began, in the type it came in
+        outs = tuple(r if p in self.batched else a for p, a, r in zip(self.f.params, args, result[:n]))
+        differentiable = [p for p, t in zip(self.f.params, types) if t.differentiable]
+        out_tangents = {p: r if p in self.batched else d for p, d, r in zip(differentiable, dargs, result[n:])}
+        return outs, tuple(out_tangents.get(p) for p in self.f.params)
 
     def vjp_jvp(self, args: Sequence, cotangents: Sequence, tangents: Sequence) -> tuple:
         """``(outs, grads, out_tangents, grad_tangents)``: ``vjp(args, cotangents)``, and the
@@ -315,26 +312,17 @@ class BatchedFunction:
         fixed), in one run of the tangent of the fused vjp per element. With the cotangent of a loss,
         ``grad_tangents`` is its Hessian times the tangents; a second derivative's backward pass
         reads both (``revdiff.torch``)."""
-        args, types = self._host_arguments(args, "vjp_jvp")
+        xp, args, types = self._bound(args)
         if len(cotangents) != len(args):
             raise TypeError(f"vjp_jvp of {self.f.__qualname__} takes {len(args)} cotangents, got {len(cotangents)}")
         copies = _copies(args, False)
-        size = self._size(copies)
-        seeds = []
-        for p, a, c, t in zip(self.f.params, copies, cotangents, types):
-            if t.differentiable:
-                g = cotangent(p, a, c)
-                if p not in self.batched:  # element 0 carries the cotangent of the unchanged final value
-                    per_element = np.zeros((size,) + np.shape(g), t.dtype)
-                    per_element[0] = g
-                    g = per_element
-                seeds.append(g)
+        seeds = self._seeds(xp, copies, cotangents, types)
         sig = self.signature("hvp", types)
-        saved = tuple(np.empty_like(copies[self.f.params.index(p)]) for p in sig.saved)
-        dsaved = tuple(np.zeros_like(copies[self.f.params.index(p)]) for p in sig.tangent_saved)
-        dargs = checked_tangents(self.f, args, types, tangents, "vjp_jvp")
+        saved = tuple(xp.empty_like(copies[self.f.params.index(p)]) for p in sig.saved)
+        dsaved = tuple(xp.zeros_like(copies[self.f.params.index(p)]) for p in sig.tangent_saved)
+        dargs = self._tangents(xp, args, types, tangents, "vjp_jvp")
         result = self._execute("hvp", types, copies + tuple(seeds) + saved + dargs +
-                               tuple(np.zeros_like(g) for g in seeds) + dsaved, np)
+                               tuple(xp.zeros_like(g) for g in seeds) + dsaved, xp)
         outs, out_tangents = list(copies), list(dargs)  # what is not modified ends as it began
         for p, value in zip(sig.saved, saved):
             outs[self.f.params.index(p)] = value
@@ -358,17 +346,37 @@ class BatchedFunction:
         real scalar) times ``v``, per parameter (shared ones: summed over the batch, as the Hessian
         of the summed loss)."""
         k = loss_index(self.f, loss)
-        args, types = self._host_arguments(args, "hvp")
+        xp, args, types = self._bound(args)
         if self.f.params[k] not in self.batched or types[k].kind != "float" or types[k].ndim:
             raise TypeError(f"hvp: the loss '{self.f.params[k]}' must be a batched real scalar (one loss per element)")
-        seeds = [np.ones(self._size(args), types[k].dtype) if j == k else None for j in range(len(args))]
+        seeds = [xp.ones(self._size(args), types[k].dtype) if j == k else None for j in range(len(args))]
         return self.vjp_jvp(args, seeds, v)[3]
 
-    def _host_arguments(self, args: Sequence, what: str) -> tuple:
+    def _bound(self, args: Sequence) -> tuple:
+        """(array module, the arguments bound to the parameters, on the GPU if any is, their element types)."""
         xp, args = _array_module(self.f.bind(tuple(args)))
-        if xp is not np:
-            raise TypeError(f"{what} of a batch runs on the CPU: pass NumPy arrays (GPU arrays have vjp only)")
-        return args, self._element_types(args)
+        return xp, args, self._element_types(args)
+
+    def _seeds(self, xp, copies: tuple, cotangents: Sequence, types: tuple) -> list:
+        """The checked cotangent of each float parameter's final value, per element: a shared
+        parameter's on element 0, zeros on the others (its gradient is the sum over the batch; for
+        an empty batch, which runs nothing, its one row holds that gradient: the cotangent itself)."""
+        size = max(self._size(copies), 1)
+        seeds = []
+        for p, a, c, t in zip(self.f.params, copies, cotangents, types):
+            if t.differentiable:
+                g = cotangent(p, a, c) if xp is np else _device_cotangent(xp, p, a, c)
+                if p not in self.batched:  # element 0 carries the cotangent of the unchanged final value
+                    per_element = xp.zeros((size,) + tuple(np.shape(g)), t.dtype)
+                    per_element[0] = g
+                    g = per_element
+                seeds.append(g)
+        return seeds
+
+    def _tangents(self, xp, args: tuple, types: tuple, tangents: Sequence, what: str) -> tuple:
+        """``checked_tangents``, on the GPU for GPU arguments."""
+        convert = cotangent if xp is np else functools.partial(_device_cotangent, xp)
+        return checked_tangents(self.f, args, types, tangents, what, convert)
 
 
 def is_array(a: Any) -> bool:
@@ -383,21 +391,30 @@ def _array_module(args: tuple) -> tuple:
     return cp, tuple(cp.asarray(a) if is_array(a) else a for a in args)
 
 
-def _device_cotangent(xp, name: str, out: Any, ct: Any) -> Any:
+def _device_cotangent(xp, name: str, out: Any, ct: Any, what: str = "cotangent") -> Any:
+    """``cotangent`` where the arguments live on the GPU: ``ct`` checked against the value ``out``
+    (shape; complex into real refused) and given its type, a fresh copy (on the GPU for an array)."""
     if ct is None:
-        return xp.zeros(out.shape, out.dtype) if is_array(out) else type(out)(0)
-    if is_array(out):
-        ct = xp.asarray(ct)
-        if ct.shape != out.shape:
-            raise ValueError(f"cotangent for '{name}' has shape {ct.shape}, expected {out.shape}")
-        return ct.astype(out.dtype, copy=True)
-    return type(out)(ct)
+        return xp.zeros(out.shape, out.dtype) if is_array(out) else zero_like(out)
+    if not is_array(out):  # a scalar: the host's rules
+        return cotangent(name, out, xp.asnumpy(ct) if hasattr(ct, "__cuda_array_interface__") else ct, what)
+    if not is_array(ct):
+        cotangent_value(name, ct, what)
+    ct = xp.asarray(ct)
+    if ct.shape != out.shape:
+        raise ValueError(f"{what} for '{name}' has shape {ct.shape}, expected {out.shape}")
+    if ct.dtype.kind == "c" and out.dtype.kind != "c":
+        raise TypeError(f"{what} for '{name}' is complex but '{name}' is real")
+    return ct.astype(out.dtype, copy=True)
 
 
-def _shared_sum(per_element: np.ndarray, like: Any) -> Any:
+def _shared_sum(per_element, like: Any) -> Any:
+    """A shared parameter's gradient: the per-element gradients summed, in the type of its value ``like``."""
     total = per_element.sum(axis=0)
-    return total if isinstance(like, np.ndarray) else type(like)(total) if isinstance(like, (float, complex)) \
-        else np.asarray(like).dtype.type(total)
+    if is_array(like):
+        return total
+    value = total.item()
+    return type(like)(value) if isinstance(like, (float, complex)) else np.asarray(like).dtype.type(value)
 
 
 def _copied_back(given, final):

@@ -232,9 +232,10 @@ def loss_index(f, loss: "str | int") -> int:
     return loss % len(f.params)
 
 
-def checked_tangents(f, args: tuple, types: tuple, tangents, what: str) -> tuple:
+def checked_tangents(f, args: tuple, types: tuple, tangents, what: str, convert=cotangent) -> tuple:
     """One checked tangent per float or complex parameter of ``f`` (None: zero), a fresh copy in
-    its argument's type; TypeError for a tangent of an integer parameter or a wrong count."""
+    its argument's type (``convert``: ``cotangent``, or its GPU version); TypeError for a tangent
+    of an integer parameter or a wrong count."""
     if not isinstance(tangents, (tuple, list)) or len(tangents) != len(args):
         raise TypeError(f"{what}: tangents must be a tuple with one entry per argument of {f.__qualname__} "
                         f"({', '.join(f.params)}), got {tangents!r}")
@@ -244,5 +245,5 @@ def checked_tangents(f, args: tuple, types: tuple, tangents, what: str) -> tuple
             if d is not None:
                 raise TypeError(f"{what}: '{name}' is {t.describe()}, which has no tangent; pass None for it")
             continue
-        out.append(cotangent(name, a, d, "tangent"))
+        out.append(convert(name, a, d, "tangent"))
     return tuple(out)

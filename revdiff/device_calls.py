@@ -1,10 +1,14 @@
-"""One call of a reversible function on GPU arrays (``f(*args)``, ``revdiff.vjp``): run as a batch of
-one by the batched CUDA entries, so every program on the GPU is a batched kernel."""
+"""One call of a reversible function on GPU arrays (``f(*args)``, ``revdiff.vjp``, ``revdiff.jvp``,
+``revdiff.vjp_jvp``): run as a batch of one by the batched CUDA entries, so every program on the GPU
+is a batched kernel."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from revdiff.batch import BatchedFunction, is_array
+from revdiff.calls import cotangent_value
 from revdiff.runtime.device import cupy_module
 
 if TYPE_CHECKING:
@@ -29,9 +33,34 @@ def _as_batch_of_one(f: ReversibleFunction, args: tuple) -> tuple:
     return BatchedFunction(f, names), tuple(wrapped)
 
 
+def _one_element(bf: BatchedFunction, args: tuple, values, what: str) -> tuple:
+    """Per-parameter cotangents or tangents (``what``) of a call as the batch of one reads them: those
+    of batched parameters gain the leading axis of length one (None stays None). A sequence of the
+    wrong length is passed on as it is, for the batched function to refuse by name."""
+    if not isinstance(values, (tuple, list)) or len(values) != len(args):
+        return values
+    out = []
+    for p, a, v in zip(bf.f.params, args, values):
+        if v is not None and p in bf.batched:
+            if is_array(a):
+                v = (v if is_array(v) else np.asarray(cotangent_value(p, v, what)))[None]
+            elif is_array(v) or isinstance(v, (list, tuple)):
+                raise TypeError(f"{what} for the scalar '{p}' must be a scalar")
+            else:
+                v = np.asarray(cotangent_value(p, v, what)).reshape(1)
+        out.append(v)
+    return tuple(out)
+
+
 def _first(values: tuple, args: tuple) -> tuple:
-    return tuple(None if v is None else (v[0] if is_array(a) else v[0].item()) if is_array(v) else v
-                 for v, a in zip(values, args))
+    """Element 0 of each batched value, as its argument came: an array, or a scalar of its type."""
+    def first(v, a):
+        if not is_array(v):
+            return v
+        if is_array(a):
+            return v[0]
+        return type(a)(v[0].item()) if isinstance(a, np.generic) else v[0].item()
+    return tuple(first(v, a) for v, a in zip(values, args))
 
 
 def device_call(f: ReversibleFunction, args: tuple) -> tuple:
@@ -46,11 +75,22 @@ def device_vjp(f: ReversibleFunction, args: tuple) -> tuple:
     outs = _first(bf(*wrapped), args)
 
     def pullback(*cotangents):
-        cts = []
-        for p, a, c in zip(f.params, args, cotangents):
-            if c is not None and p in bf.batched:
-                c = c[None] if is_array(a) else [c]  # the leading batch axis of length one
-            cts.append(c)
-        return _first(bf.vjp(wrapped, tuple(cts))[1], args)
+        return _first(bf.vjp(wrapped, _one_element(bf, args, cotangents, "cotangent"))[1], args)
 
     return outs, pullback
+
+
+def device_jvp(f: ReversibleFunction, args: tuple, tangents) -> tuple:
+    """``revdiff.jvp`` on GPU arrays: (outs, out_tangents), from the batched tangent kernel."""
+    bf, wrapped = _as_batch_of_one(f, args)
+    outs, out_tangents = bf.jvp(wrapped, _one_element(bf, args, tangents, "tangent"))
+    return _first(outs, args), _first(out_tangents, args)
+
+
+def device_vjp_jvp(f: ReversibleFunction, args: tuple, cotangents, tangents) -> tuple:
+    """``revdiff.vjp_jvp`` on GPU arrays: (outs, grads, out_tangents, grad_tangents), from the batched
+    kernel of the tangent of the fused vjp."""
+    bf, wrapped = _as_batch_of_one(f, args)
+    values = bf.vjp_jvp(wrapped, _one_element(bf, args, cotangents, "cotangent"),
+                        _one_element(bf, args, tangents, "tangent"))
+    return tuple(_first(v, args) for v in values)

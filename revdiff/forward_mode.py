@@ -15,7 +15,9 @@ import numpy as np
 from revdiff.ad import _loss_index, _real_loss
 from revdiff.calls import blas_for, checked_tangents, copy_value, cotangent, run, zero_like
 from revdiff.compiler.specialization import TANGENTS
+from revdiff.device_calls import device_jvp, device_vjp_jvp
 from revdiff.function import ReversibleFunction
+from revdiff.runtime.device import cupy_module
 
 
 def _function(f: Any, what: str) -> ReversibleFunction:
@@ -28,10 +30,12 @@ def _arguments(f: ReversibleFunction, primals: Sequence, what: str) -> tuple:
     if not isinstance(primals, (tuple, list)):
         raise TypeError(f"{what}: primals must be a tuple of the arguments of {f.__qualname__}, "
                         f"got {type(primals).__name__}")
-    args = f.bind(tuple(primals))
-    if any(hasattr(a, "__cuda_array_interface__") for a in args):
-        raise TypeError(f"{what} runs on the CPU: pass NumPy arrays (GPU arrays have vjp only)")
-    return args
+    return f.bind(tuple(primals))
+
+
+def _on_device(args: tuple) -> bool:
+    """Whether any argument lives on a GPU: then the call runs as a batch of one on it (``device_calls``)."""
+    return any(hasattr(a, "__cuda_array_interface__") for a in args)
 
 
 def _from_one_element(value, like):
@@ -50,6 +54,8 @@ def jvp(f: ReversibleFunction, primals: Sequence, tangents: Sequence) -> tuple:
     tangent program (``f.source("jvp")``). The shape of ``jax.jvp``."""
     f = _function(f, "jvp")
     args = _arguments(f, primals, "jvp")
+    if _on_device(args):
+        return device_jvp(f, args, tangents)
     types = f.argument_types(args)
     dargs = checked_tangents(f, args, types, tangents, "jvp")
     f.validate(args)
@@ -67,9 +73,11 @@ def vjp_jvp(f: ReversibleFunction, args: Sequence, cotangents: Sequence, tangent
     Hessian times the tangents. One run of the tangent of the fused vjp (``f.source("hvp")``)."""
     f = _function(f, "vjp_jvp")
     args = _arguments(f, args, "vjp_jvp")
-    types = f.argument_types(args)
     if not isinstance(cotangents, (tuple, list)) or len(cotangents) != len(args):
         raise TypeError(f"vjp_jvp: cotangents must be a tuple with one entry per argument of {f.__qualname__}")
+    if _on_device(args):
+        return device_vjp_jvp(f, args, cotangents, tangents)
+    types = f.argument_types(args)
     dargs = checked_tangents(f, args, types, tangents, "vjp_jvp")
     f.validate(args)
     spec = f.forward_function.specialize(types, blas_for(args))
@@ -122,13 +130,15 @@ def hessian(f: ReversibleFunction, loss: str | int, *args: Any) -> tuple:
         if t.kind == "complex":
             raise TypeError(f"hessian: '{name}' is complex; the Hessian of a real loss of a complex variable "
                             "is real-linear, not a complex matrix: use revdiff.hvp with directions")
-    shapes = [np.shape(a) if t.differentiable else None for a, t in zip(args, types)]
+    xp = cupy_module() if _on_device(args) else np  # on the GPU: one batched kernel per column
+    shapes = [tuple(np.shape(a)) if t.differentiable else None for a, t in zip(args, types)]
     columns: list = [[] for _ in args]  # per input i, the hvps of its unit directions
     for i, shape in enumerate(shapes):
         if shape is None:
             continue
         for flat in range(int(np.prod(shape, dtype=np.int64))):
-            direction = [zero_like(a) if s is not None else None for a, s in zip(args, shapes)]
+            direction = [(xp.zeros(s, a.dtype) if s else zero_like(a)) if s is not None else None
+                         for a, s in zip(args, shapes)]
             if shape:
                 direction[i].reshape(-1)[flat] = 1
             else:
@@ -142,8 +152,8 @@ def hessian(f: ReversibleFunction, loss: str | int, *args: Any) -> tuple:
                 row.append(None)
                 continue
             # H[j][i][a, b] = d^2 L / dx_j[a] dx_i[b] = (hvp along e_i[b])[j][a]
-            block = np.stack([np.asarray(c[j]) for c in columns[i]], axis=-1) if columns[i] else \
-                np.zeros(sj + (0,), types[j].dtype)
+            block = xp.stack([xp.asarray(c[j]) for c in columns[i]], axis=-1) if columns[i] else \
+                xp.zeros(sj + (0,), types[j].dtype)
             row.append(block.reshape(sj + si))
         rows.append(tuple(row))
     return tuple(rows)

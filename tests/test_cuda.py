@@ -278,6 +278,34 @@ def test_gpu_projection_gradient_matches_cpu():
     np.testing.assert_allclose(cupy.asnumpy(dy), gy, atol=1e-11)
 
 
+@gpu_only
+def test_gpu_tangents_and_hessian_vector_products_match_cpu():
+    """The tangent kernels launched: the projection's jvp and vjp-jvp (the kernel an hvp runs),
+    through the program and through a batched entry."""
+    import cupy
+    A, y, gz = rand((64, 32, 16)), rand((64, 32)), rand((64, 32))
+    dA, dy = rand((64, 32, 16)), rand((64, 32))
+    on_gpu = lambda *a: tuple(cupy.asarray(x) for x in a)
+    (z, dz), (z_gpu, dz_gpu) = P.project_jvp(A, y, dA, dy), P.project_jvp(*on_gpu(A, y, dA, dy))
+    assert isinstance(dz_gpu, cupy.ndarray)
+    np.testing.assert_allclose(cupy.asnumpy(z_gpu), z, atol=1e-11)
+    np.testing.assert_allclose(cupy.asnumpy(dz_gpu), dz, atol=1e-10)
+    (gA, gy), (dgA, dgy), dz = P.project_vjp_jvp(A, y, gz, dA, dy)
+    (gA_, gy_), (dgA_, dgy_), dz_ = P.project_vjp_jvp(*on_gpu(A, y, gz, dA, dy))
+    for w, g in zip((gA, gy, dgA, dgy, dz), (gA_, gy_, dgA_, dgy_, dz_)):
+        np.testing.assert_allclose(cupy.asnumpy(g), w, atol=1e-10)
+    program, batched, args = CASES["project_cgs2"]()
+    bf = revdiff.batched(program, batched)
+    directions = tuple(rand(np.shape(a)) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else None for a in args)
+    cotangents = tuple(rand(np.shape(a)) if d is not None else None for a, d in zip(args, directions))
+    to_gpu = lambda values: tuple(cupy.asarray(v) if isinstance(v, np.ndarray) else v for v in values)
+    for w, g in zip(bf.vjp_jvp(args, cotangents, directions), bf.vjp_jvp(to_gpu(args), to_gpu(cotangents),
+                                                                          to_gpu(directions))):
+        for wi, gi in zip(w, g):
+            if isinstance(wi, np.ndarray):
+                np.testing.assert_allclose(cupy.asnumpy(gi), wi, rtol=1e-10, atol=1e-10)
+
+
 def _tangent_entry(bf, method, *args):
     """(kind, element types, the argument list of the batched entry ``bf.<method>(*args)`` runs,
     what the Numba entry leaves in it)."""

@@ -55,11 +55,12 @@ def kind_of_dtype(dtype: np.dtype) -> str:
 
 
 def type_of_value(value: object) -> VarType:
-    """The VarType of a runtime argument; raises TypeError for anything the language cannot hold."""
-    if isinstance(value, np.ndarray):
+    """The VarType of a runtime argument (a GPU array's as a NumPy array's); raises TypeError for
+    anything the language cannot hold."""
+    if isinstance(value, np.ndarray) or hasattr(value, "__cuda_array_interface__"):
         if value.ndim == 0:
             raise TypeError("0-d arrays are not supported; pass a Python or NumPy scalar")
-        return VarType(kind_of_dtype(value.dtype), value.ndim, value.dtype.name)
+        return VarType(kind_of_dtype(np.dtype(value.dtype)), value.ndim, np.dtype(value.dtype).name)
     if isinstance(value, np.generic):
         kind_of_dtype(value.dtype)  # NumPy scalars of unsupported types (float16, longdouble) refused
     if isinstance(value, (bool, np.bool_)):

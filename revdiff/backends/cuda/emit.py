@@ -181,8 +181,10 @@ class CudaEmitter:
             self.out(d, "}")
         elif isinstance(s, AugAssign):
             target = self.expr(s.target)
-            spelled = FUNCTIONS[s.op].cuda
-            if spelled == f"{{0}} {s.op} {{1}}":  # a C operator: its compound assignment
+            # a C operator has its compound assignment, as has the xor instruction's ^ (no function entry:
+            # it is no expression users write), which C spells as Python does on integers and bools
+            spelled = FUNCTIONS[s.op].cuda if s.op in FUNCTIONS else f"{{0}} {s.op} {{1}}"
+            if spelled == f"{{0}} {s.op} {{1}}":
                 self.out(d, f"{target} {s.op}= {self.expr(s.expr)};")
             else:
                 self.out(d, f"{target} = {spelled.format(target, self.expr(s.expr))};")

@@ -61,8 +61,15 @@ def _meta(a: np.ndarray) -> np.ndarray:
     return np.array(list(a.shape) + [s // a.itemsize for s in a.strides], dtype=np.int64)
 
 
+def _complex_ctype(part):
+    """``rd_complex<T>`` by value: (re, im), as CuPy passes a complex scalar to a kernel."""
+    struct = type(f"rd_complex_{part.__name__}", (ctypes.Structure,), {"_fields_": [("re", part), ("im", part)]})
+    return lambda z: struct(z.real, z.imag)
+
+
 _SCALAR_CTYPES = {"float64": ctypes.c_double, "float32": ctypes.c_float, "int64": ctypes.c_longlong,
-                  "int32": ctypes.c_int, "bool": ctypes.c_bool}
+                  "int32": ctypes.c_int, "bool": ctypes.c_bool, "complex128": _complex_ctype(ctypes.c_double),
+                  "complex64": _complex_ctype(ctypes.c_float)}
 
 
 def launch(run: Callable[[int], tuple], arrays: list, is_array: Callable[[Any], bool], entry: str,

@@ -86,6 +86,37 @@ template <typename T> RD_FN rd_complex<T> exp(rd_complex<T> z) {
 template <typename T> RD_FN rd_complex<T> log(rd_complex<T> z) {
     return rd_complex<T>(log(hypot(z.re, z.im)), atan2(z.im, z.re));
 }
+template <typename T> RD_FN rd_complex<T> sin(rd_complex<T> z) {
+    return rd_complex<T>(sin(z.re) * cosh(z.im), cos(z.re) * sinh(z.im));
+}
+template <typename T> RD_FN rd_complex<T> cos(rd_complex<T> z) {
+    return rd_complex<T>(cos(z.re) * cosh(z.im), -(sin(z.re) * sinh(z.im)));
+}
+template <typename T> RD_FN rd_complex<T> sinh(rd_complex<T> z) {
+    return rd_complex<T>(sinh(z.re) * cos(z.im), cosh(z.re) * sin(z.im));
+}
+template <typename T> RD_FN rd_complex<T> cosh(rd_complex<T> z) {
+    return rd_complex<T>(cosh(z.re) * cos(z.im), sinh(z.re) * sin(z.im));
+}
+template <typename T> RD_FN rd_complex<T> tanh(rd_complex<T> z) {  // Kahan's formula: no overflow of sinh, cosh
+    if (fabs(z.re) > 22) {  // tanh(x) rounds to +-1; the imaginary part is 4 sin y cos y e^(-2|x|)
+        return rd_complex<T>(copysign((T)1, z.re), 4 * sin(z.im) * cos(z.im) * exp(-2 * fabs(z.re)));
+    }
+    T t = tan(z.im), beta = 1 + t * t, s = sinh(z.re), rho = sqrt(1 + s * s), d = 1 + beta * s * s;
+    return rd_complex<T>(beta * rho * s / d, t / d);
+}
+template <typename T> RD_FN rd_complex<T> tan(rd_complex<T> z) {  // tan z = -i tanh(i z)
+    rd_complex<T> h = tanh(rd_complex<T>(-z.im, z.re));
+    return rd_complex<T>(h.im, -h.re);
+}
+template <typename T> RD_FN rd_complex<T> atan(rd_complex<T> z) {  // principal branch, as NumPy's arctan
+    T x = z.re, y = z.im;
+    if (fabs(x) > (T)1e18 || fabs(y) > (T)1e18) {  // atan z = +-pi/2 - 1/z, to every digit; x*x would overflow
+        T h = hypot(x, y);
+        return rd_complex<T>(copysign((T)1.5707963267948966, x), y / h / h);
+    }
+    return rd_complex<T>(atan2(2 * x, (1 - y) * (1 + y) - x * x) / 2, log1p(4 * y / (x * x + (1 - y) * (1 - y))) / 4);
+}
 
 // ---------------------------------------------------------------- Python semantics
 
@@ -128,6 +159,19 @@ RD_FN double rd_pow(rd_int x, double y) { return pow((double)x, y); }
 RD_FN double rd_pow(double x, int n) { return rd_pow(x, (rd_int)n); }
 RD_FN float rd_pow(float x, int n) { return rd_pow(x, (rd_int)n); }
 RD_FN float rd_pow(float x, double y) { return (float)pow((double)x, y); }
+template <typename T> RD_FN rd_complex<T> rd_pow(rd_complex<T> z, rd_complex<T> w) {  // exp(w log z)
+    if (z.re == 0 && z.im == 0) return rd_complex<T>(w.re == 0 && w.im == 0 ? 1 : 0);  // 0 ** w, Re w > 0
+    return exp(w * log(z));
+}
+template <typename T> RD_FN rd_complex<T> rd_pow(rd_complex<T> z, double y) {
+    if (z.re == 0 && z.im == 0) return rd_complex<T>(y == 0 ? 1 : 0);
+    rd_complex<T> l = log(z);
+    return exp(rd_complex<T>((T)(l.re * y), (T)(l.im * y)));
+}
+template <typename T> RD_FN rd_complex<T> rd_pow(rd_complex<T> z, float y) { return rd_pow(z, (double)y); }
+template <typename T> RD_FN rd_complex<T> rd_pow(rd_complex<T> z, int n) { return rd_pow(z, (rd_int)n); }
+template <typename T> RD_FN rd_complex<T> rd_pow(double x, rd_complex<T> w) { return rd_pow(rd_complex<T>((T)x), w); }
+template <typename T> RD_FN rd_complex<T> rd_pow(float x, rd_complex<T> w) { return rd_pow(rd_complex<T>((T)x), w); }
 
 // ---------------------------------------------------------------- runtime checks
 

@@ -1,0 +1,196 @@
+"""The GPU path of the Python API without a GPU: CuPy replaced by a strict host stand-in
+(``emulated_gpu``) and the CUDA kernels run as host C++. Every derivative a GPU array can ask for
+(``vjp``, ``jvp``, ``vjp_jvp``, ``hvp``, ``hessian``, batched and single calls, the high-level
+programs) must give what the CPU gives, as arrays of the GPU, and refuse what the CPU refuses."""
+import shutil
+
+import numpy as np
+import pytest
+
+import revdiff
+from revdiff import programs as P
+
+import emulated_gpu
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to run the kernel source")
+
+rng = np.random.default_rng(5)
+TOL = dict(rtol=1e-11, atol=1e-12)
+
+
+@revdiff.reversible
+def weighted(loss, y, x, w, c):
+    """Per element: y += sin(x) w c, loss += |y|²; w and c are shared by the batch."""
+    for i in range(x.shape[0]):
+        y[i] += np.sin(x[i]) * w[i] * c
+    for i in range(y.shape[0]):
+        loss += y[i] * y[i]
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+    return emulated_gpu.install(monkeypatch)
+
+
+def _batch(b=3, n=4):
+    return (rng.standard_normal(b), rng.standard_normal((b, n)), rng.standard_normal((b, n)),
+            rng.standard_normal(n), 0.7)
+
+
+def _on(gpu, values):
+    return tuple(gpu.asarray(v) if isinstance(v, np.ndarray) else v for v in values)
+
+
+def assert_same(got, want, gpu, tol=TOL):
+    """``got`` (from the GPU) equals ``want`` (from the CPU) entry by entry, arrays staying on the GPU."""
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        if w is None:
+            assert g is None
+        elif isinstance(w, tuple):
+            assert_same(g, w, gpu, tol)
+        elif isinstance(w, np.ndarray):
+            assert isinstance(g, gpu.ndarray), f"{type(g)} where a GPU array was expected"
+            assert g.dtype == w.dtype and g.shape == w.shape
+            np.testing.assert_allclose(gpu.asnumpy(g), w, **tol)
+        else:
+            assert type(g) is type(w), f"{type(g)} where {type(w)} was expected"
+            np.testing.assert_allclose(g, w, **tol)
+
+
+def test_batched_derivatives_on_the_gpu_match_the_cpu(gpu):
+    bf = revdiff.batched(weighted, ("loss", "y", "x"))
+    args = _batch()
+    directions = (rng.standard_normal(3), rng.standard_normal((3, 4)), rng.standard_normal((3, 4)),
+                  rng.standard_normal(4), 0.3)
+    cotangents = (rng.standard_normal(3), None, rng.standard_normal((3, 4)), rng.standard_normal(4), 1.5)
+    want = bf.jvp(args, directions)
+    got = bf.jvp(_on(gpu, args), _on(gpu, directions))
+    for g, w in zip(got, want):
+        assert_same(g, w, gpu)
+    want = bf.vjp_jvp(args, cotangents, directions)
+    got = bf.vjp_jvp(_on(gpu, args), _on(gpu, cotangents), _on(gpu, directions))
+    for g, w in zip(got, want):
+        assert_same(g, w, gpu)
+    assert_same(bf.hvp("loss", _on(gpu, args), _on(gpu, directions)), bf.hvp("loss", args, directions), gpu)
+    want = bf.vjp(args, cotangents)
+    got = bf.vjp(_on(gpu, args), _on(gpu, cotangents))
+    for g, w in zip(got, want):
+        assert_same(g, w, gpu)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128])
+@pytest.mark.parametrize("b", [0, 1, 5])
+def test_batched_tangents_on_the_gpu_in_every_dtype_and_batch_size(gpu, dtype, b):
+    bf = revdiff.batched(weighted, ("loss", "y", "x"))
+    scalar = np.dtype(dtype).type
+    args = tuple(a.astype(dtype) for a in _batch(b)[:4]) + (scalar(0.7),)
+    directions = tuple(a.astype(dtype) for a in _batch(b)[:4]) + (scalar(0.3),)
+    cotangents = tuple(a.astype(dtype) for a in _batch(b)[:4]) + (scalar(-1.0),)
+    tol = dict(rtol=2e-5, atol=2e-5) if dtype == np.float32 else TOL
+    for got, want in ((bf.jvp(_on(gpu, args), _on(gpu, directions)), bf.jvp(args, directions)),
+                      (bf.vjp_jvp(_on(gpu, args), _on(gpu, cotangents), _on(gpu, directions)),
+                       bf.vjp_jvp(args, cotangents, directions))):
+        for g, w in zip(got, want):
+            assert_same(g, w, gpu, tol)
+
+
+def test_host_tangents_of_gpu_arguments_are_moved_to_the_gpu(gpu):
+    bf = revdiff.batched(weighted, ("loss", "y", "x"))
+    args = _batch()
+    directions = (None, None, rng.standard_normal((3, 4)), None, None)
+    assert_same(bf.jvp(_on(gpu, args), directions)[1], bf.jvp(args, directions)[1], gpu)
+
+
+def test_single_calls_on_the_gpu_match_the_cpu(gpu):
+    x, w = rng.standard_normal(4), rng.standard_normal(4)
+    args = (0.0, np.zeros(4), x, w, 0.7)
+    d = (0.5, rng.standard_normal(4), rng.standard_normal(4), rng.standard_normal(4), -0.25)
+    ct = (1.0, rng.standard_normal(4), None, None, 0.0)
+    for g, w_ in zip(revdiff.jvp(weighted, _on(gpu, args), _on(gpu, d)), revdiff.jvp(weighted, args, d)):
+        assert_same(g, w_, gpu)
+    for g, w_ in zip(revdiff.vjp_jvp(weighted, _on(gpu, args), _on(gpu, ct), _on(gpu, d)),
+                     revdiff.vjp_jvp(weighted, args, ct, d)):
+        assert_same(g, w_, gpu)
+    assert_same(revdiff.hvp(weighted, "loss", _on(gpu, args), _on(gpu, d)), revdiff.hvp(weighted, "loss", args, d),
+                gpu)
+    want = revdiff.hessian(weighted, "loss", *args)
+    got = revdiff.hessian(weighted, "loss", *_on(gpu, args))
+    for g, w_ in zip(got, want):
+        assert_same(g, w_, gpu)
+
+
+def _normal(*shape):
+    return rng.standard_normal(shape)
+
+
+PROGRAM_TANGENTS = {  # the shapes of the PyTorch operation tests, whose CPU programs the disk cache then holds
+    "qr_jvp": lambda: (_normal(2, 5, 3), _normal(2, 5, 3)),
+    "qr_vjp_jvp": lambda: (_normal(5, 3), _normal(5, 3), np.triu(_normal(3, 3)), _normal(5, 3), "householder"),
+    "project_jvp": lambda: (_normal(6, 3), _normal(6), _normal(6, 3), _normal(6)),
+    "project_vjp_jvp": lambda: (_normal(2, 6, 3), _normal(2, 6), _normal(2, 6), _normal(2, 6, 3), _normal(2, 6)),
+    "lstsq_jvp": lambda: (_normal(6, 3), _normal(6), _normal(6, 3), _normal(6)),
+    "lstsq_vjp_jvp": lambda: (_normal(2, 6, 3), _normal(2, 6), _normal(2, 3), _normal(2, 6, 3), _normal(2, 6)),
+    "normalize_jvp": lambda: (_normal(4, 5), _normal(4, 5)),
+    "normalize_vjp_jvp": lambda: (_normal(4, 5), _normal(4, 5), _normal(4, 5)),
+    "tangent_project_jvp": lambda: (_normal(3, 4), _normal(3, 4), _normal(3, 4), _normal(3, 4)),
+    "tangent_project_vjp_jvp": lambda: (_normal(3, 4), _normal(3, 4), _normal(3, 4), _normal(3, 4), _normal(3, 4)),
+}
+
+
+@pytest.mark.parametrize("name", PROGRAM_TANGENTS)
+def test_the_programs_run_their_tangents_on_the_gpu(gpu, name):
+    args = PROGRAM_TANGENTS[name]()
+    program = getattr(P, name)
+    assert_same(program(*_on(gpu, args)), program(*args), gpu)
+
+
+@pytest.mark.parametrize("bad, error", [
+    ((None, None, np.zeros((3, 5)), None, None), ValueError),  # the shape of a tangent
+    ((None, None, np.zeros((3, 4), complex), None, None), TypeError),  # complex into real
+    ((None, None, None, None, "x"), TypeError),  # not a number
+    ((None, None, None), TypeError),  # one per argument
+])
+def test_the_gpu_refuses_the_tangents_the_cpu_refuses(gpu, bad, error):
+    bf = revdiff.batched(weighted, ("loss", "y", "x"))
+    args = _batch()
+    with pytest.raises(error) as cpu:
+        bf.jvp(args, bad)
+    with pytest.raises(error) as on_gpu:
+        bf.jvp(_on(gpu, args), _on(gpu, bad))
+    assert str(on_gpu.value) == str(cpu.value)
+
+
+
+from test_tables import EXAMPLES, CASES, HVP_CASES  # noqa: E402
+
+
+def _stacked(results):
+    """Per-element results (tuples of per-parameter values) stacked as a batch computes them."""
+    return tuple(None if r[0] is None else np.stack([np.asarray(x) for x in r]) for r in zip(*results))
+
+
+@pytest.mark.parametrize("name, cplx", CASES, ids=[f"{n}-{'complex' if c else 'real'}" for n, c in CASES])
+def test_every_table_entry_runs_on_the_gpu_as_on_the_cpu(gpu, name, cplx):
+    """Each example of the instruction and function tables, batched, through the CUDA kernels of its
+    call, gradient, tangent and (for a real scalar loss) Hessian-vector product: what the Numba
+    programs compute element by element, in real and complex. The references are the programs the
+    table tests compile (same types), so the disk cache serves them."""
+    f, make, _ = EXAMPLES[name]
+    bf = revdiff.batched(f, f.params)
+    draws = [make(cplx) for _ in range(2)]
+    floats = [isinstance(a, (float, complex, np.inexact)) or np.asarray(a).dtype.kind in "fc" for a in draws[0]]
+    directions = [tuple(v if fl else None for v, fl in zip(make(cplx), floats)) for _ in draws]
+    cotangents = [tuple(v if fl else None for v, fl in zip(make(cplx), floats)) for _ in draws]
+    args, dirs, cts = _stacked(draws), _stacked(directions), _stacked(cotangents)
+    copy = lambda d: tuple(a.copy() if isinstance(a, np.ndarray) else a for a in d)
+    tol = dict(rtol=1e-10, atol=1e-12)
+    assert_same(bf(*_on(gpu, args)), _stacked([f(*copy(d)) for d in draws]), gpu, tol)
+    want = _stacked([revdiff.vjp(f, *d)[1](*c) for d, c in zip(draws, cotangents)])
+    assert_same(bf.vjp(_on(gpu, args), _on(gpu, cts))[1], want, gpu, tol)
+    outs, douts = zip(*(revdiff.jvp(f, d, v) for d, v in zip(draws, directions)))
+    for got, want in zip(bf.jvp(_on(gpu, args), _on(gpu, dirs)), (_stacked(outs), _stacked(douts))):
+        assert_same(got, want, gpu, tol)
+    if (name, cplx) in HVP_CASES:
+        want = _stacked([revdiff.hvp(f, 0, d, v) for d, v in zip(draws, directions)])
+        assert_same(bf.hvp(0, _on(gpu, args), _on(gpu, dirs)), want, gpu, tol)
