@@ -8,6 +8,7 @@ import numpy as np
 from revdiff.device_calls import device_vjp
 from revdiff.calls import blas_for, copy_value, cotangent, loss_index, run
 from revdiff.function import ReversibleFunction
+from revdiff.runtime.device import any_on_device
 
 
 def vjp(f: ReversibleFunction, /, *args: Any, **kwargs: Any) -> tuple:
@@ -22,7 +23,7 @@ def vjp(f: ReversibleFunction, /, *args: Any, **kwargs: Any) -> tuple:
     if not isinstance(f, ReversibleFunction):
         raise TypeError(f"vjp differentiates reversible functions (decorated with @revdiff.reversible), got {f!r}")
     args = f.bind(args, kwargs)
-    if any(hasattr(a, "__cuda_array_interface__") for a in args):
+    if any_on_device(args):
         return device_vjp(f, args)
     forward = f.forward_function
     types = f.argument_types(args)

@@ -28,7 +28,7 @@ from revdiff.compiler.graph import symbol
 from revdiff.compiler.lane_modules import LANE_MIN_BATCH, NotLaneable, compile_lanes, lane_module_source, lane_width
 from revdiff.ir.types import VarType, kind_of_dtype, type_of_value
 from revdiff.runtime import loader
-from revdiff.runtime.device import cupy_module
+from revdiff.runtime.device import any_on_device, cupy_module, on_device
 from revdiff.runtime.lane_buffers import slp_vectorized
 from revdiff.runtime.program_calls import call_at
 from revdiff.runtime.threads import blas_single_threaded
@@ -380,12 +380,12 @@ class BatchedFunction:
 
 
 def is_array(a: Any) -> bool:
-    return isinstance(a, np.ndarray) or hasattr(a, "__cuda_array_interface__")
+    return isinstance(a, np.ndarray) or on_device(a)
 
 
 def _array_module(args: tuple) -> tuple:
     """NumPy, or CuPy when any argument lives on a GPU (then host arrays are moved there too)."""
-    if not any(hasattr(a, "__cuda_array_interface__") for a in args):
+    if not any_on_device(args):
         return np, args
     cp = cupy_module()
     return cp, tuple(cp.asarray(a) if is_array(a) else a for a in args)
@@ -397,7 +397,7 @@ def _device_cotangent(xp, name: str, out: Any, ct: Any, what: str = "cotangent")
     if ct is None:
         return xp.zeros(out.shape, out.dtype) if is_array(out) else zero_like(out)
     if not is_array(out):  # a scalar: the host's rules
-        return cotangent(name, out, xp.asnumpy(ct) if hasattr(ct, "__cuda_array_interface__") else ct, what)
+        return cotangent(name, out, xp.asnumpy(ct) if on_device(ct) else ct, what)
     if not is_array(ct):
         cotangent_value(name, ct, what)
     ct = xp.asarray(ct)

@@ -17,7 +17,7 @@ from revdiff.calls import blas_for, checked_tangents, copy_value, cotangent, run
 from revdiff.compiler.specialization import TANGENTS
 from revdiff.device_calls import device_jvp, device_vjp_jvp
 from revdiff.function import ReversibleFunction
-from revdiff.runtime.device import cupy_module
+from revdiff.runtime.device import any_on_device, cupy_module
 
 
 def _function(f: Any, what: str) -> ReversibleFunction:
@@ -31,11 +31,6 @@ def _arguments(f: ReversibleFunction, primals: Sequence, what: str) -> tuple:
         raise TypeError(f"{what}: primals must be a tuple of the arguments of {f.__qualname__}, "
                         f"got {type(primals).__name__}")
     return f.bind(tuple(primals))
-
-
-def _on_device(args: tuple) -> bool:
-    """Whether any argument lives on a GPU: then the call runs as a batch of one on it (``device_calls``)."""
-    return any(hasattr(a, "__cuda_array_interface__") for a in args)
 
 
 def _from_one_element(value, like):
@@ -54,7 +49,7 @@ def jvp(f: ReversibleFunction, primals: Sequence, tangents: Sequence) -> tuple:
     tangent program (``f.source("jvp")``). The shape of ``jax.jvp``."""
     f = _function(f, "jvp")
     args = _arguments(f, primals, "jvp")
-    if _on_device(args):
+    if any_on_device(args):  # a batch of one on the GPU (device_calls)
         return device_jvp(f, args, tangents)
     types = f.argument_types(args)
     dargs = checked_tangents(f, args, types, tangents, "jvp")
@@ -75,7 +70,7 @@ def vjp_jvp(f: ReversibleFunction, args: Sequence, cotangents: Sequence, tangent
     args = _arguments(f, args, "vjp_jvp")
     if not isinstance(cotangents, (tuple, list)) or len(cotangents) != len(args):
         raise TypeError(f"vjp_jvp: cotangents must be a tuple with one entry per argument of {f.__qualname__}")
-    if _on_device(args):
+    if any_on_device(args):  # a batch of one on the GPU (device_calls)
         return device_vjp_jvp(f, args, cotangents, tangents)
     types = f.argument_types(args)
     dargs = checked_tangents(f, args, types, tangents, "vjp_jvp")
@@ -130,7 +125,7 @@ def hessian(f: ReversibleFunction, loss: str | int, *args: Any) -> tuple:
         if t.kind == "complex":
             raise TypeError(f"hessian: '{name}' is complex; the Hessian of a real loss of a complex variable "
                             "is real-linear, not a complex matrix: use revdiff.hvp with directions")
-    xp = cupy_module() if _on_device(args) else np  # on the GPU: one batched kernel per column
+    xp = cupy_module() if any_on_device(args) else np  # on the GPU: one batched kernel per column
     shapes = [tuple(np.shape(a)) if t.differentiable else None for a, t in zip(args, types)]
     columns: list = [[] for _ in args]  # per input i, the hvps of its unit directions
     for i, shape in enumerate(shapes):

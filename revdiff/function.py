@@ -25,6 +25,7 @@ from revdiff.ir.options import Options
 from revdiff.ir.types import VarType, type_of_value
 from revdiff.passes.analysis import modified_names
 from revdiff.primitives import INSTRUCTIONS
+from revdiff.runtime.device import any_on_device
 
 BACKENDS = ("numba", "python")
 _MISSING = object()
@@ -266,7 +267,7 @@ class ReversibleFunction:
 
     def __call__(self, *args: Any, **kwargs: Any) -> tuple:
         args = self.bind(args, kwargs)
-        if any(hasattr(a, "__cuda_array_interface__") for a in args):
+        if any_on_device(args):
             return device_call(self, args)
         types = self.argument_types(args)
         self.validate(args)

@@ -17,7 +17,7 @@ import numbers
 import numpy as np
 
 from revdiff.errors import RankDeficientError, ResultOverflowError
-from revdiff.runtime.device import cupy_module
+from revdiff.runtime.device import cupy_module, on_device
 from revdiff.programs.scan import largest_per_column, largest_per_element, rank_ratios
 
 DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
@@ -25,7 +25,7 @@ DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
 
 def array_module(a):
     """The array module of ``a``: CuPy for GPU arrays (the programs then run as CUDA kernels), else NumPy."""
-    if hasattr(a, "__cuda_array_interface__"):
+    if on_device(a):
         return cupy_module()
     return np
 

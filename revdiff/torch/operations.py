@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch.autograd import forward_ad
 
-from revdiff.runtime.device import cupy_module
+from revdiff.runtime.device import cupy_module, on_device
 
 _SUPPORTED = (torch.float32, torch.float64, torch.complex64, torch.complex128, torch.bool, torch.uint8, torch.int8,
               torch.int16, torch.int32, torch.int64)
@@ -53,7 +53,7 @@ def _numpy(t: Any, name: str) -> Any:
 
 def _tensor(a: Any, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """A fresh tensor of a NumPy or CuPy result (scalars become 0-d tensors), in ``dtype``."""
-    if hasattr(a, "__cuda_array_interface__"):
+    if on_device(a):
         out = torch.as_tensor(a, device=device)
     else:
         out = torch.from_numpy(np.array(a, copy=True, order="C"))  # an operation's result aliases nothing
