@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from revdiff.backends.numba.entries import batch_source, lane_records
-from revdiff.calls import (ERROR_RECORD, blas_for, checked_tangents, cotangent, cotangent_value, loss_index, run,
-                           zero_like)
+from revdiff.calls import (ERROR_RECORD, blas_for, check_array_cotangent, checked_tangents, cotangent,
+                           cotangent_value, loss_index, run, zero_like)
 from revdiff.compiler.cuda import run_on_device
 from revdiff.compiler.entries import check_names, entry_signature
 from revdiff.ir.entries import EntrySignature
@@ -142,7 +142,8 @@ class BatchedFunction:
         return ValueError(f"{self.f.__qualname__} cannot run in SIMD lanes: {exc}")
 
     def entry(self, kind: str, types: tuple, blas: bool = True):
-        """The compiled batched entry ``kind`` ("call" or "vjp") for element types ``types``, one
+        """The compiled batched entry ``kind`` ("call", "vjp", "jvp" or "hvp": the tangent of the
+        fused vjp) for element types ``types``, one
         element per iteration; ``blas``: programs with BLAS branches (``calls.blas_for``)."""
         key = (kind, types, blas, self.f.forward_function.version())  # a changed global compiles anew
         fn = self._entries.get(key)
@@ -166,7 +167,8 @@ class BatchedFunction:
 
     def source(self, kind: str, types: tuple, with_dependencies: bool = False, blas: bool = True):
         """Generated source of the batched entry (one element per iteration): "call" runs the
-        function, "vjp" runs it and its adjoint."""
+        function, "vjp" runs it and its adjoint, "jvp" its tangent program and "hvp" the tangent of
+        the fused vjp."""
         spec = self.f.forward_function.specialize(types, blas)
         sig = self.signature(kind, types)
         name = symbol(spec, sig.program)
@@ -401,10 +403,7 @@ def _device_cotangent(xp, name: str, out: Any, ct: Any, what: str = "cotangent")
     if not is_array(ct):
         cotangent_value(name, ct, what)
     ct = xp.asarray(ct)
-    if ct.shape != out.shape:
-        raise ValueError(f"{what} for '{name}' has shape {ct.shape}, expected {out.shape}")
-    if ct.dtype.kind == "c" and out.dtype.kind != "c":
-        raise TypeError(f"{what} for '{name}' is complex but '{name}' is real")
+    check_array_cotangent(name, out, ct, what)
     return ct.astype(out.dtype, copy=True)
 
 

@@ -201,19 +201,30 @@ def cotangent_value(name: str, ct: Any, what: str = "cotangent") -> Any:
     return ct
 
 
+def check_array_cotangent(name: str, out: Any, ct: Any, what: str = "cotangent") -> None:
+    """ValueError or TypeError naming the parameter for an array cotangent (or tangent) that does not
+    fit the array ``out``: another shape, or complex into real. NumPy or GPU arrays alike."""
+    if ct.shape != out.shape:
+        raise ValueError(f"{what} for '{name}' has shape {ct.shape}, expected {out.shape}")
+    if ct.dtype.kind == "c" and out.dtype.kind != "c":
+        raise TypeError(f"{what} for '{name}' is complex but '{name}' is real")
+
+
+def scalar_expected(name: str, what: str = "cotangent") -> TypeError:
+    """The error for an array given as the cotangent (or tangent) of a scalar parameter."""
+    return TypeError(f"{what} for the scalar '{name}' must be a scalar")
+
+
 def cotangent(name: str, out: Any, ct: Any, what: str = "cotangent") -> Any:
     """Check one cotangent (or tangent: ``what``) against its value and give it the value's type (a fresh copy)."""
     if cotangent_value(name, ct, what) is None:
         return zero_like(out)
     if isinstance(out, np.ndarray):
         ct = np.asarray(ct)
-        if ct.shape != out.shape:
-            raise ValueError(f"{what} for '{name}' has shape {ct.shape}, expected {out.shape}")
-        if np.iscomplexobj(ct) and not np.iscomplexobj(out):
-            raise TypeError(f"{what} for '{name}' is complex but '{name}' is real")
+        check_array_cotangent(name, out, ct, what)
         return np.array(ct, dtype=out.dtype, copy=True)
     if isinstance(ct, np.ndarray):
-        raise TypeError(f"{what} for the scalar '{name}' must be a scalar")
+        raise scalar_expected(name, what)
     if isinstance(ct, complex) and not isinstance(out, complex):
         raise TypeError(f"{what} for '{name}' is complex but '{name}' is real")
     return type(out)(ct) if not isinstance(out, np.generic) else out.dtype.type(ct)

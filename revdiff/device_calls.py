@@ -8,11 +8,23 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from revdiff.batch import BatchedFunction, is_array
-from revdiff.calls import cotangent_value
+from revdiff.calls import check_array_cotangent, cotangent_value, scalar_expected
 from revdiff.runtime.device import cupy_module
 
 if TYPE_CHECKING:
     from revdiff.function import ReversibleFunction
+
+
+#: (function, batched parameters) -> its BatchedFunction, so that repeated calls (and a Hessian's
+#: columns) reuse one compiled kernel module: the modules are cached per BatchedFunction
+_BATCHES: dict = {}
+
+
+def _batch_of(f: ReversibleFunction, names: tuple) -> BatchedFunction:
+    key = (f, names)
+    if key not in _BATCHES:
+        _BATCHES[key] = BatchedFunction(f, names)
+    return _BATCHES[key]
 
 
 def _as_batch_of_one(f: ReversibleFunction, args: tuple) -> tuple:
@@ -30,10 +42,10 @@ def _as_batch_of_one(f: ReversibleFunction, args: tuple) -> tuple:
             wrapped.append(cp.asarray([a]))
         else:
             wrapped.append(a)
-    return BatchedFunction(f, names), tuple(wrapped)
+    return _batch_of(f, tuple(names)), tuple(wrapped)
 
 
-def _one_element(bf: BatchedFunction, args: tuple, values, what: str) -> tuple:
+def _as_batch_values(bf: BatchedFunction, args: tuple, values, what: str) -> tuple:
     """Per-parameter cotangents or tangents (``what``) of a call as the batch of one reads them: those
     of batched parameters gain the leading axis of length one (None stays None). A sequence of the
     wrong length is passed on as it is, for the batched function to refuse by name."""
@@ -42,10 +54,12 @@ def _one_element(bf: BatchedFunction, args: tuple, values, what: str) -> tuple:
     out = []
     for p, a, v in zip(bf.f.params, args, values):
         if v is not None and p in bf.batched:
-            if is_array(a):
-                v = (v if is_array(v) else np.asarray(cotangent_value(p, v, what)))[None]
+            if is_array(a):  # checked against the element, so that errors name its shape
+                v = v if is_array(v) else np.asarray(cotangent_value(p, v, what))
+                check_array_cotangent(p, a, v, what)
+                v = v[None]
             elif is_array(v) or isinstance(v, (list, tuple)):
-                raise TypeError(f"{what} for the scalar '{p}' must be a scalar")
+                raise scalar_expected(p, what)
             else:
                 v = np.asarray(cotangent_value(p, v, what)).reshape(1)
         out.append(v)
@@ -75,7 +89,7 @@ def device_vjp(f: ReversibleFunction, args: tuple) -> tuple:
     outs = _first(bf(*wrapped), args)
 
     def pullback(*cotangents):
-        return _first(bf.vjp(wrapped, _one_element(bf, args, cotangents, "cotangent"))[1], args)
+        return _first(bf.vjp(wrapped, _as_batch_values(bf, args, cotangents, "cotangent"))[1], args)
 
     return outs, pullback
 
@@ -83,7 +97,7 @@ def device_vjp(f: ReversibleFunction, args: tuple) -> tuple:
 def device_jvp(f: ReversibleFunction, args: tuple, tangents) -> tuple:
     """``revdiff.jvp`` on GPU arrays: (outs, out_tangents), from the batched tangent kernel."""
     bf, wrapped = _as_batch_of_one(f, args)
-    outs, out_tangents = bf.jvp(wrapped, _one_element(bf, args, tangents, "tangent"))
+    outs, out_tangents = bf.jvp(wrapped, _as_batch_values(bf, args, tangents, "tangent"))
     return _first(outs, args), _first(out_tangents, args)
 
 
@@ -91,6 +105,6 @@ def device_vjp_jvp(f: ReversibleFunction, args: tuple, cotangents, tangents) -> 
     """``revdiff.vjp_jvp`` on GPU arrays: (outs, grads, out_tangents, grad_tangents), from the batched
     kernel of the tangent of the fused vjp."""
     bf, wrapped = _as_batch_of_one(f, args)
-    values = bf.vjp_jvp(wrapped, _one_element(bf, args, cotangents, "cotangent"),
-                        _one_element(bf, args, tangents, "tangent"))
+    values = bf.vjp_jvp(wrapped, _as_batch_values(bf, args, cotangents, "cotangent"),
+                        _as_batch_values(bf, args, tangents, "tangent"))
     return tuple(_first(v, args) for v in values)

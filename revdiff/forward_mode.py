@@ -4,7 +4,8 @@
 fused vjp program, forward over reverse: no tape, so its memory does not grow with the number of
 executed instructions. Complex values follow the gradients' convention (PyTorch's, README
 "Differentiation"): a tangent is a complex direction dz = dx + i dy, and ``hvp`` is the derivative of the
-gradient dL/dx + i dL/dy along it, a real-linear map of dz.
+gradient dL/dx + i dL/dy along it, a real-linear map of dz. On GPU arrays each call runs as a batch of one through the batched CUDA
+kernels (``device_calls``); ``hessian`` launches one kernel per column.
 """
 from __future__ import annotations
 

@@ -170,5 +170,6 @@ def install(monkeypatch) -> types.ModuleType:
     import revdiff.batch
     fake = _Cupy()
     monkeypatch.setitem(sys.modules, "cupy", fake)
-    monkeypatch.setattr(revdiff.batch, "run_on_device", host_run_on_device({}))
+    fake.host_modules = {}  # (batched function, element types) -> its host-built kernel module
+    monkeypatch.setattr(revdiff.batch, "run_on_device", host_run_on_device(fake.host_modules))
     return fake

@@ -293,6 +293,7 @@ def test_gpu_tangents_and_hessian_vector_products_match_cpu():
     (gA, gy), (dgA, dgy), dz = P.project_vjp_jvp(A, y, gz, dA, dy)
     (gA_, gy_), (dgA_, dgy_), dz_ = P.project_vjp_jvp(*on_gpu(A, y, gz, dA, dy))
     for w, g in zip((gA, gy, dgA, dgy, dz), (gA_, gy_, dgA_, dgy_, dz_)):
+        assert isinstance(g, cupy.ndarray)
         np.testing.assert_allclose(cupy.asnumpy(g), w, atol=1e-10)
     program, batched, args = CASES["project_cgs2"]()
     bf = revdiff.batched(program, batched)
@@ -301,9 +302,13 @@ def test_gpu_tangents_and_hessian_vector_products_match_cpu():
     to_gpu = lambda values: tuple(cupy.asarray(v) if isinstance(v, np.ndarray) else v for v in values)
     for w, g in zip(bf.vjp_jvp(args, cotangents, directions), bf.vjp_jvp(to_gpu(args), to_gpu(cotangents),
                                                                           to_gpu(directions))):
+        assert len(w) == len(g)
         for wi, gi in zip(w, g):
             if isinstance(wi, np.ndarray):
+                assert isinstance(gi, cupy.ndarray)
                 np.testing.assert_allclose(cupy.asnumpy(gi), wi, rtol=1e-10, atol=1e-10)
+            else:
+                assert gi is None if wi is None else type(gi) is type(wi)
 
 
 def _tangent_entry(bf, method, *args):

@@ -64,19 +64,31 @@ def test_batched_derivatives_on_the_gpu_match_the_cpu(gpu):
     directions = (rng.standard_normal(3), rng.standard_normal((3, 4)), rng.standard_normal((3, 4)),
                   rng.standard_normal(4), 0.3)
     cotangents = (rng.standard_normal(3), None, rng.standard_normal((3, 4)), rng.standard_normal(4), 1.5)
-    want = bf.jvp(args, directions)
-    got = bf.jvp(_on(gpu, args), _on(gpu, directions))
-    for g, w in zip(got, want):
-        assert_same(g, w, gpu)
-    want = bf.vjp_jvp(args, cotangents, directions)
-    got = bf.vjp_jvp(_on(gpu, args), _on(gpu, cotangents), _on(gpu, directions))
-    for g, w in zip(got, want):
-        assert_same(g, w, gpu)
+    assert_same(bf.jvp(_on(gpu, args), _on(gpu, directions)), bf.jvp(args, directions), gpu)
+    assert_same(bf.vjp_jvp(_on(gpu, args), _on(gpu, cotangents), _on(gpu, directions)),
+                bf.vjp_jvp(args, cotangents, directions), gpu)
     assert_same(bf.hvp("loss", _on(gpu, args), _on(gpu, directions)), bf.hvp("loss", args, directions), gpu)
-    want = bf.vjp(args, cotangents)
-    got = bf.vjp(_on(gpu, args), _on(gpu, cotangents))
-    for g, w in zip(got, want):
-        assert_same(g, w, gpu)
+    assert_same(bf.vjp(_on(gpu, args), _on(gpu, cotangents)), bf.vjp(args, cotangents), gpu)
+
+
+def test_batched_gradients_and_their_tangents_are_the_single_calls(gpu):
+    """Independently of the batched CPU code: per element, the single CPU call's gradients and their
+    tangents; for the shared w and c, their sum over the batch."""
+    bf = revdiff.batched(weighted, ("loss", "y", "x"))
+    args = _batch()
+    directions = (rng.standard_normal(3), rng.standard_normal((3, 4)), rng.standard_normal((3, 4)),
+                  rng.standard_normal(4), 0.3)
+    cotangents = (rng.standard_normal(3), rng.standard_normal((3, 4)), None, None, None)
+    element = lambda values, i: tuple(v if v is None or k >= 3 else v[i] for k, v in enumerate(values))
+    singles = [revdiff.vjp_jvp(weighted, element(args, i), element(cotangents, i), element(directions, i))
+               for i in range(3)]
+    got = bf.vjp_jvp(_on(gpu, args), _on(gpu, cotangents), _on(gpu, directions))
+    for part in (1, 3):  # the gradients, their tangents
+        for k in range(5):
+            per_element = [single[part][k] for single in singles]
+            want = np.stack(per_element) if k < 3 else sum(per_element)
+            value = got[part][k]
+            np.testing.assert_allclose(gpu.asnumpy(value) if k != 4 else value, want, **TOL)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.complex128])
@@ -88,11 +100,13 @@ def test_batched_tangents_on_the_gpu_in_every_dtype_and_batch_size(gpu, dtype, b
     directions = tuple(a.astype(dtype) for a in _batch(b)[:4]) + (scalar(0.3),)
     cotangents = tuple(a.astype(dtype) for a in _batch(b)[:4]) + (scalar(-1.0),)
     tol = dict(rtol=2e-5, atol=2e-5) if dtype == np.float32 else TOL
-    for got, want in ((bf.jvp(_on(gpu, args), _on(gpu, directions)), bf.jvp(args, directions)),
-                      (bf.vjp_jvp(_on(gpu, args), _on(gpu, cotangents), _on(gpu, directions)),
-                       bf.vjp_jvp(args, cotangents, directions))):
-        for g, w in zip(got, want):
-            assert_same(g, w, gpu, tol)
+    assert_same(bf.jvp(_on(gpu, args), _on(gpu, directions)), bf.jvp(args, directions), gpu, tol)
+    got = bf.vjp_jvp(_on(gpu, args), _on(gpu, cotangents), _on(gpu, directions))
+    assert_same(got, bf.vjp_jvp(args, cotangents, directions), gpu, tol)
+    if b == 0:  # nothing to differentiate: the shared parameters' gradients are their cotangents
+        np.testing.assert_array_equal(gpu.asnumpy(got[1][3]), cotangents[3])
+        assert got[1][4] == cotangents[4] and got[3][4] == 0
+        assert got[1][0].shape == (0,) and got[3][2].shape == (0, 4)
 
 
 def test_host_tangents_of_gpu_arguments_are_moved_to_the_gpu(gpu):
@@ -107,17 +121,17 @@ def test_single_calls_on_the_gpu_match_the_cpu(gpu):
     args = (0.0, np.zeros(4), x, w, 0.7)
     d = (0.5, rng.standard_normal(4), rng.standard_normal(4), rng.standard_normal(4), -0.25)
     ct = (1.0, rng.standard_normal(4), None, None, 0.0)
-    for g, w_ in zip(revdiff.jvp(weighted, _on(gpu, args), _on(gpu, d)), revdiff.jvp(weighted, args, d)):
-        assert_same(g, w_, gpu)
-    for g, w_ in zip(revdiff.vjp_jvp(weighted, _on(gpu, args), _on(gpu, ct), _on(gpu, d)),
-                     revdiff.vjp_jvp(weighted, args, ct, d)):
-        assert_same(g, w_, gpu)
+    assert_same(revdiff.jvp(weighted, _on(gpu, args), _on(gpu, d)), revdiff.jvp(weighted, args, d), gpu)
+    assert_same(revdiff.vjp_jvp(weighted, _on(gpu, args), _on(gpu, ct), _on(gpu, d)),
+                revdiff.vjp_jvp(weighted, args, ct, d), gpu)
     assert_same(revdiff.hvp(weighted, "loss", _on(gpu, args), _on(gpu, d)), revdiff.hvp(weighted, "loss", args, d),
                 gpu)
     want = revdiff.hessian(weighted, "loss", *args)
     got = revdiff.hessian(weighted, "loss", *_on(gpu, args))
+    assert len(got) == len(want)
     for g, w_ in zip(got, want):
         assert_same(g, w_, gpu)
+    assert len(gpu.host_modules) == 1, "every single call and Hessian column reuses one kernel module"
 
 
 def _normal(*shape):
@@ -145,21 +159,43 @@ def test_the_programs_run_their_tangents_on_the_gpu(gpu, name):
     assert_same(program(*_on(gpu, args)), program(*args), gpu)
 
 
-@pytest.mark.parametrize("bad, error", [
+BAD_TANGENTS = [  # (tangents or cotangents of the batch of 3 x 4, error)
     ((None, None, np.zeros((3, 5)), None, None), ValueError),  # the shape of a tangent
     ((None, None, np.zeros((3, 4), complex), None, None), TypeError),  # complex into real
     ((None, None, None, None, "x"), TypeError),  # not a number
+    ((None, None, np.zeros(3), None, None), ValueError),  # an array missing an axis
+    ((np.zeros((3, 2)), None, None, None, None), (ValueError, TypeError)),  # an array for a (batched) scalar
     ((None, None, None), TypeError),  # one per argument
-])
-def test_the_gpu_refuses_the_tangents_the_cpu_refuses(gpu, bad, error):
-    bf = revdiff.batched(weighted, ("loss", "y", "x"))
+]
+
+
+def _single(values):
+    """Element 0 of batch values: the single call's tangents, as malformed as the batch's."""
+    if len(values) != 5:
+        return values
+    element = lambda v: v[0] if np.ndim(v) > 1 else v[0].item()  # a batched scalar: a Python number
+    return tuple(element(v) if np.ndim(v) and k < 3 else v for k, v in enumerate(values))
+
+
+CALLS = {  # how a malformed sequence reaches the GPU: as tangents or as cotangents, batched or single
+    "batched jvp": lambda args, bad: revdiff.batched(weighted, ("loss", "y", "x")).jvp(args, bad),
+    "batched vjp_jvp cotangents": lambda args, bad: revdiff.batched(weighted, ("loss", "y", "x")).vjp_jvp(
+        args, bad, (None,) * 5),
+    "single jvp": lambda args, bad: revdiff.jvp(weighted, _single(args), _single(bad)),
+    "single vjp_jvp cotangents": lambda args, bad: revdiff.vjp_jvp(weighted, _single(args), _single(bad),
+                                                                      (None,) * 5),
+}
+
+
+@pytest.mark.parametrize("call", CALLS)
+@pytest.mark.parametrize("bad, error", BAD_TANGENTS)
+def test_the_gpu_refuses_what_the_cpu_refuses(gpu, call, bad, error):
     args = _batch()
     with pytest.raises(error) as cpu:
-        bf.jvp(args, bad)
+        CALLS[call](args, bad)
     with pytest.raises(error) as on_gpu:
-        bf.jvp(_on(gpu, args), _on(gpu, bad))
+        CALLS[call](_on(gpu, args), _on(gpu, bad))
     assert str(on_gpu.value) == str(cpu.value)
-
 
 
 from test_tables import EXAMPLES, CASES, HVP_CASES  # noqa: E402
