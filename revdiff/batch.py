@@ -86,6 +86,9 @@ class BatchedFunction:
                 types.append(VarType(kind_of_dtype(dtype), a.ndim - 1, dtype.name) if a.ndim > 1
                              else type_of_value(dtype.type(0)))
             elif is_array(a):
+                if a.ndim == 0:  # as a single call refuses it (``type_of_value``): a kernel takes a scalar by value
+                    raise TypeError(f"argument '{name}' of {f.__qualname__}(): 0-d arrays are not supported; "
+                                    "pass a Python or NumPy scalar")
                 dtype = np.dtype(a.dtype)
                 types.append(VarType(kind_of_dtype(dtype), a.ndim, dtype.name))
             else:
@@ -272,8 +275,7 @@ class BatchedFunction:
         modifies hold scratch values (the final values are in ``outs``, also after a failure), the
         others are unchanged."""
         xp, args, types = self._bound(args)
-        if len(cotangents) != len(args):
-            raise TypeError(f"vjp of {self.f.__qualname__} takes {len(args)} cotangents, got {len(cotangents)}")
+        _count(self.f, "vjp", cotangents, len(args))
         copies = _copies(args, donate)
         grads = self._seeds(xp, copies, cotangents, types)
         saved = self.signature("vjp", types).saved
@@ -315,8 +317,7 @@ class BatchedFunction:
         ``grad_tangents`` is its Hessian times the tangents; a second derivative's backward pass
         reads both (``revdiff.torch``)."""
         xp, args, types = self._bound(args)
-        if len(cotangents) != len(args):
-            raise TypeError(f"vjp_jvp of {self.f.__qualname__} takes {len(args)} cotangents, got {len(cotangents)}")
+        _count(self.f, "vjp_jvp", cotangents, len(args))
         copies = _copies(args, False)
         seeds = self._seeds(xp, copies, cotangents, types)
         sig = self.signature("hvp", types)
@@ -391,6 +392,15 @@ def _array_module(args: tuple) -> tuple:
         return np, args
     cp = cupy_module()
     return cp, tuple(cp.asarray(a) if is_array(a) else a for a in args)
+
+
+def _count(f, what: str, cotangents: Any, n: int) -> None:
+    """TypeError unless ``cotangents`` is a sequence of one entry per parameter."""
+    if not isinstance(cotangents, (tuple, list)):
+        raise TypeError(f"{what} of {f.__qualname__} takes a tuple of {n} cotangents (None for zero), "
+                        f"got {type(cotangents).__name__}")
+    if len(cotangents) != n:
+        raise TypeError(f"{what} of {f.__qualname__} takes {n} cotangents, got {len(cotangents)}")
 
 
 def _device_cotangent(xp, name: str, out: Any, ct: Any, what: str = "cotangent") -> Any:

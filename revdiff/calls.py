@@ -14,6 +14,7 @@ from revdiff.errors import ReversibilityError
 from revdiff.ir import checks
 from revdiff.primitives.vector import BLAS_MIN_ELEMENTS
 from revdiff.runtime import loader, program_calls, workers
+from revdiff.runtime.device import on_device
 from revdiff.runtime.threads import batch_threads
 
 
@@ -203,7 +204,9 @@ def cotangent_value(name: str, ct: Any, what: str = "cotangent") -> Any:
 
 def check_array_cotangent(name: str, out: Any, ct: Any, what: str = "cotangent") -> None:
     """ValueError or TypeError naming the parameter for an array cotangent (or tangent) that does not
-    fit the array ``out``: another shape, or complex into real. NumPy or GPU arrays alike."""
+    fit the array ``out``: not numeric, another shape, or complex into real. NumPy or GPU arrays alike."""
+    if ct.dtype.kind not in "biufc":  # strings, objects (an array of None would become NaN)
+        raise TypeError(f"{what} for '{name}' must be a numeric array, got dtype {ct.dtype}")
     if ct.shape != out.shape:
         raise ValueError(f"{what} for '{name}' has shape {ct.shape}, expected {out.shape}")
     if ct.dtype.kind == "c" and out.dtype.kind != "c":
@@ -223,7 +226,7 @@ def cotangent(name: str, out: Any, ct: Any, what: str = "cotangent") -> Any:
         ct = np.asarray(ct)
         check_array_cotangent(name, out, ct, what)
         return np.array(ct, dtype=out.dtype, copy=True)
-    if isinstance(ct, np.ndarray):
+    if isinstance(ct, (np.ndarray, list, tuple)) or on_device(ct):
         raise scalar_expected(name, what)
     if isinstance(ct, complex) and not isinstance(out, complex):
         raise TypeError(f"{what} for '{name}' is complex but '{name}' is real")

@@ -30,6 +30,7 @@ def _batch_of(f: ReversibleFunction, names: tuple) -> BatchedFunction:
 def _as_batch_of_one(f: ReversibleFunction, args: tuple) -> tuple:
     """(BatchedFunction, arguments) running one call of ``f`` as a batch of one on the GPU: arrays
     gain a leading axis of length 1, and so do the scalars ``f`` modifies."""
+    f.argument_types(args)  # what the CPU refuses (0-d arrays, unsupported dtypes), refused alike
     cp = cupy_module()
     modified = f.forward_function.modified_positions()
     names, wrapped = [], []
@@ -67,13 +68,12 @@ def _as_batch_values(bf: BatchedFunction, args: tuple, values, what: str) -> tup
 
 
 def _first(values: tuple, args: tuple) -> tuple:
-    """Element 0 of each batched value, as its argument came: an array, or a scalar of its type."""
+    """Element 0 of each batched value: an array for an array argument, else a Python number (as
+    the CPU's single calls return scalars, NumPy scalar arguments included)."""
     def first(v, a):
         if not is_array(v):
             return v
-        if is_array(a):
-            return v[0]
-        return type(a)(v[0].item()) if isinstance(a, np.generic) else v[0].item()
+        return v[0] if is_array(a) else v[0].item()
     return tuple(first(v, a) for v, a in zip(values, args))
 
 

@@ -27,6 +27,12 @@ def weighted(loss, y, x, w, c):
         loss += y[i] * y[i]
 
 
+@revdiff.reversible
+def picked(y, x, k):
+    """y[0] += x[k]²: an index from the data, negative ones counting from the end."""
+    y[0] += x[k] * x[k]
+
+
 @pytest.fixture
 def gpu(monkeypatch):
     return emulated_gpu.install(monkeypatch)
@@ -166,6 +172,8 @@ BAD_TANGENTS = [  # (tangents or cotangents of the batch of 3 x 4, error)
     ((None, None, np.zeros(3), None, None), ValueError),  # an array missing an axis
     ((np.zeros((3, 2)), None, None, None, None), (ValueError, TypeError)),  # an array for a (batched) scalar
     ((None, None, None), TypeError),  # one per argument
+    ((None, None, np.full((3, 4), None), None, None), TypeError),  # not numeric (would become NaN)
+    ((None, None, np.full((3, 4), "x"), None, None), TypeError),  # not numeric
 ]
 
 
@@ -196,6 +204,33 @@ def test_the_gpu_refuses_what_the_cpu_refuses(gpu, call, bad, error):
     with pytest.raises(error) as on_gpu:
         CALLS[call](_on(gpu, args), _on(gpu, bad))
     assert str(on_gpu.value) == str(cpu.value)
+
+
+@pytest.mark.parametrize("single", [False, True])
+def test_a_0d_array_for_a_scalar_parameter_is_refused_by_name(gpu, single):
+    """A kernel takes a shared scalar by value: a 0-d array there is refused, as a single call refuses it."""
+    loss, y, x, w, _ = _batch()
+    args = (loss[0], y[0], x[0], w) if single else (loss, y, x, w)
+    run = (lambda a: revdiff.jvp(weighted, a, (None,) * 5)) if single else \
+        (lambda a: revdiff.batched(weighted, ("loss", "y", "x")).jvp(a, (None,) * 5))
+    with pytest.raises(TypeError, match="argument 'c' of weighted\\(\\): 0-d arrays are not supported") as cpu:
+        run(args + (np.array(0.7),))
+    with pytest.raises(TypeError) as on_gpu:
+        run(_on(gpu, args) + (gpu.asarray(np.array(0.7)),))
+    assert str(on_gpu.value) == str(cpu.value)
+
+
+def test_negative_indices_count_from_the_end_on_the_gpu_as_on_the_cpu(gpu):
+    bf = revdiff.batched(picked, ("y", "x", "k"))
+    args = (np.zeros((3, 1)), rng.standard_normal((3, 4)), np.array([1, -1, -4]))
+    directions = (None, rng.standard_normal((3, 4)), None)
+    assert_same(bf.jvp(_on(gpu, args), _on(gpu, directions)), bf.jvp(args, directions), gpu)
+    args = args[:2] + (np.array([0, -5, 2]),)  # -5 is out of bounds for 4
+    with pytest.raises(IndexError, match=r"line \d+, column 4, in picked: .*\(index = -5, size = 4\)") as cpu:
+        bf(*args)
+    with pytest.raises(IndexError) as on_gpu:
+        bf(*_on(gpu, args))
+    assert str(cpu.value).startswith(str(on_gpu.value))  # file, line, index, size, batch element
 
 
 from test_tables import EXAMPLES, CASES, HVP_CASES  # noqa: E402

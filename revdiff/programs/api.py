@@ -14,7 +14,7 @@ from revdiff.errors import RankDeficientError, ReversibilityError
 from revdiff.programs import givens, gram_schmidt, householder, projection, sphere
 from revdiff.programs.arguments import Matrices, Vectors
 from revdiff.programs.inputs import (DTYPES, array_module, as_array, batch_index, check_rank, check_result, flat,
-                                     negated, rank_tolerance, require_finite, scale_exponents)
+                                     negated, one_device, rank_tolerance, require_finite, scale_exponents)
 from revdiff.programs.pivoting import column_pivots
 from revdiff.programs.scan import largest_per_element
 
@@ -120,6 +120,7 @@ def _largest(*arrays):
     return big
 
 
+@one_device
 def qr(A, method: str = "cgs2", rank_tol: float | None = None, mode: str = "reduced", pivoting: bool = False):
     """Q, R of A (..., m, n) with diag(R) real nonnegative, p = min(m, n):
 
@@ -163,6 +164,7 @@ def _empty_qr(M: Matrices, q: int, outputs: tuple) -> tuple:
     return Q, R
 
 
+@one_device
 def qr_vjp(A, gQ, gR, method: str = "cgs2", rank_tol: float | None = None, mode: str = "reduced",
            pivoting: bool = False) -> np.ndarray:
     """Cotangent of A given those of Q and R (None: zero), by running the QR program backwards.
@@ -283,6 +285,7 @@ class _Kept:
         return xp.take_along_axis(g, index, axis=-1)
 
 
+@one_device
 def rank(A, rank_tol: float | None = None):
     """The numerical rank of each matrix of A (..., m, n), int64 (...): the number of columns that
     ``rank_deficient="truncate"`` keeps, from Householder QR with column pivoting (|R[k, k]| >
@@ -296,6 +299,7 @@ def rank(A, rank_tol: float | None = None):
     return _Kept(M, tol).rank.reshape(M.batch)
 
 
+@one_device
 def project(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_deficient: str = "raise"):
     """z = Q Q^H y, the orthogonal projection of y (..., m) onto the column space of A (..., m, n);
     a matrix without columns projects onto {0}.
@@ -324,6 +328,7 @@ def project(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_defi
     return (M.unflat(z, M.m), kept.rank.reshape(M.batch)) if truncate else M.unflat(z, M.m)
 
 
+@one_device
 def project_vjp(A, y, gz, method: str = "cgs2", rank_tol: float | None = None, rank_deficient: str = "raise") -> tuple:
     """(gA, gy): cotangents of A and y given that of z = Q Q^H y. With ``rank_deficient="truncate"``
     (see ``project``), the gradient of the projection onto the kept columns, zero for the columns
@@ -365,6 +370,7 @@ def _least_squares(A, y, method: str, rank_tol, rank_deficient):
     return program, M, Y, rank_tolerance(rank_tol, M.dtype), truncate
 
 
+@one_device
 def lstsq(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_deficient: str = "raise"):
     """x minimising |A x - y| for A (..., m, n), through the QR program.
 
@@ -396,6 +402,7 @@ def _solution_cotangent(G: Vectors, M: Matrices) -> tuple:
     return M.scaled(g, negated(h)), h
 
 
+@one_device
 def lstsq_vjp(A, y, gx, method: str = "cgs2", rank_tol: float | None = None, rank_deficient: str = "raise") -> tuple:
     """(gA, gy) given the cotangent of the least-squares solution x (``rank_deficient`` as in
     ``lstsq``: the basic solution's gradient with the kept columns fixed, zero for those left out)."""
@@ -434,6 +441,7 @@ def _normalized(x) -> Vectors:
     return Vectors("x", x, _Dtype(x), direction=True)
 
 
+@one_device
 def normalize(x) -> np.ndarray:
     """x / |x| along the last axis (ValueError for a zero vector, which has no direction)."""
     X = _normalized(x)
@@ -442,6 +450,7 @@ def normalize(x) -> np.ndarray:
     return _batched(sphere.normalize)(X.xp.zeros_like(X.flat), X.v, donate=True)[0].reshape(X.shape)
 
 
+@one_device
 def normalize_vjp(x, gy) -> np.ndarray:
     """The cotangent of x given that of y = x / |x|."""
     X = _normalized(x)
@@ -464,6 +473,7 @@ def _tangent_arguments(g, z) -> tuple:
     return G, Z
 
 
+@one_device
 def tangent_project(g, z) -> np.ndarray:
     """g - (z_hat^H g) z_hat along the last axis, z_hat = z / |z| (ValueError for a zero z)."""
     G, Z = _tangent_arguments(g, z)
@@ -475,6 +485,7 @@ def tangent_project(g, z) -> np.ndarray:
     return out.reshape(Z.shape)
 
 
+@one_device
 def tangent_project_vjp(g, z, gout) -> tuple:
     """(gg, gz) given the cotangent of the tangent projection."""
     G, Z = _tangent_arguments(g, z)

@@ -12,12 +12,13 @@ range are left as they are. Cotangents are scaled the same way (gradients are li
 """
 from __future__ import annotations
 
+import functools
 import numbers
 
 import numpy as np
 
 from revdiff.errors import RankDeficientError, ResultOverflowError
-from revdiff.runtime.device import cupy_module, on_device
+from revdiff.runtime.device import any_on_device, cupy_module, on_device
 from revdiff.programs.scan import largest_per_column, largest_per_element, rank_ratios
 
 DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
@@ -28,6 +29,20 @@ def array_module(a):
     if on_device(a):
         return cupy_module()
     return np
+
+
+def one_device(program):
+    """``program`` (a public high-level function) with its arguments on one device: NumPy arrays
+    move to the GPU when any argument lives there, as ``revdiff.batched`` moves them, so a host
+    direction or cotangent for GPU values is accepted everywhere."""
+    @functools.wraps(program)
+    def on_one_device(*args, **kwargs):
+        if any_on_device(args) or any_on_device(kwargs.values()):
+            cp = cupy_module()
+            move = lambda a: cp.asarray(a) if isinstance(a, np.ndarray) else a
+            args, kwargs = tuple(move(a) for a in args), {k: move(v) for k, v in kwargs.items()}
+        return program(*args, **kwargs)
+    return on_one_device
 
 
 def as_array(name: str, value, min_ndim: int, dtype=None, cotangent_of=None, core: str = "",

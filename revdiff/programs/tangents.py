@@ -13,7 +13,7 @@ from revdiff.programs.api import (PROJECT_METHODS, QrCotangents, _as_given, _Kep
                                   _solution_cotangent, _tangent_arguments, _truncating, _with_vector)
 from revdiff.programs.arguments import Matrices, Vectors
 from revdiff.programs.inputs import (as_array, check_rank, check_result, direction_exponents, flat, negated,
-                                     rank_tolerance, require_finite)
+                                     one_device, rank_tolerance, require_finite)
 
 
 def _matrix_direction(dA, M: Matrices):
@@ -49,6 +49,7 @@ def _kept_direction(D, kept: _Kept, xp):
     return xp.where(kept.left_out[:, None, :], 0, xp.take_along_axis(D, kept.columns[:, None, :], axis=2))
 
 
+@one_device
 def qr_jvp(A, dA, method: str = "cgs2", rank_tol: float | None = None, mode: str = "reduced",
            pivoting: bool = False) -> tuple:
     """``(qr(A, ...), (dQ, dR))``: the factors and their derivatives along dA (None: zero), in one
@@ -77,6 +78,7 @@ def qr_jvp(A, dA, method: str = "cgs2", rank_tol: float | None = None, mode: str
     return (values[0] if len(values) == 1 else values), (tangents[0] if len(tangents) == 1 else tangents)
 
 
+@one_device
 def project_jvp(A, y, dA, dy, method: str = "cgs2", rank_tol: float | None = None,
                 rank_deficient: str = "raise") -> tuple:
     """``(project(A, y, ...), dz)``: the projection and its derivative along (dA, dy) (None: zero),
@@ -118,6 +120,7 @@ def _scaled_direction(D, M: Matrices, perm):
     return M.scaled(D, negated(M.e), negated(h)), h
 
 
+@one_device
 def qr_vjp_jvp(A, gQ, gR, dA, method: str = "cgs2", rank_tol: float | None = None, mode: str = "reduced",
                pivoting: bool = False) -> tuple:
     """``(gA, dgA, tangents)``: ``qr_vjp(A, gQ, gR, ...)``, its derivative along dA (the cotangents
@@ -143,6 +146,7 @@ def qr_vjp_jvp(A, gQ, gR, dA, method: str = "cgs2", rank_tol: float | None = Non
     return gA, dgA, tangents[1] if mode == "r" else tangents
 
 
+@one_device
 def project_vjp_jvp(A, y, gz, dA, dy, method: str = "cgs2", rank_tol: float | None = None,
                     rank_deficient: str = "raise") -> tuple:
     """``((gA, gy), (dgA, dgy), dz)``: ``project_vjp(A, y, gz, ...)``, its derivatives along
@@ -184,6 +188,7 @@ def project_vjp_jvp(A, y, gz, dA, dy, method: str = "cgs2", rank_tol: float | No
     return values[0], values[1], M.unflat(dz, M.m)
 
 
+@one_device
 def lstsq_jvp(A, y, dA, dy, method: str = "cgs2", rank_tol: float | None = None,
               rank_deficient: str = "raise") -> tuple:
     """``(lstsq(A, y, ...), dx)``: the least-squares solution and its derivative along (dA, dy)
@@ -213,6 +218,7 @@ def lstsq_jvp(A, y, dA, dy, method: str = "cgs2", rank_tol: float | None = None,
     return ((x, kept.rank.reshape(M.batch)) if truncate else x), dx
 
 
+@one_device
 def lstsq_vjp_jvp(A, y, gx, dA, dy, method: str = "cgs2", rank_tol: float | None = None,
                   rank_deficient: str = "raise") -> tuple:
     """``((gA, gy), (dgA, dgy), dx)``: ``lstsq_vjp(A, y, gx, ...)``, its derivatives along (dA, dy)
@@ -266,6 +272,7 @@ def _normalized_with_direction(x, dx) -> tuple:
     return X, _sphere_direction("dx", dx, X, "as the tangent of x it needs the shape of x,"), X.xp.zeros_like(X.flat)
 
 
+@one_device
 def normalize_jvp(x, dx) -> tuple:
     """``(normalize(x), dy)``: x / |x| and its derivative along dx (None: zero), in one run of the
     tangent of the normalisation program (complex x: the real derivative, as ``jax.jvp``)."""
@@ -279,6 +286,7 @@ def normalize_jvp(x, dx) -> tuple:
     return outs[0].reshape(X.shape), dy.reshape(X.shape)
 
 
+@one_device
 def normalize_vjp_jvp(x, gy, dx) -> tuple:
     """``(gx, dgx, dy)``: ``normalize_vjp(x, gy)``, its derivative along dx with gy held fixed (the
     Hessian of <y, gy> times dx) and ``normalize_jvp``'s dy, in one run of the tangent of the fused
@@ -308,6 +316,7 @@ def _tangent_directions(dg, dz, G: Vectors, Z: Vectors) -> tuple:
     return G.scaled(Dg, negated(G.e), negated(h)), Z.scaled(Dz, negated(Z.e), negated(h)), h
 
 
+@one_device
 def tangent_project_jvp(g, z, dg, dz) -> tuple:
     """``(tangent_project(g, z), dout)``: the projection and its derivative along (dg, dz) (None:
     zero), in one run of the tangent of the tangent-projection program."""
@@ -322,6 +331,7 @@ def tangent_project_jvp(g, z, dg, dz) -> tuple:
     return out.reshape(Z.shape), dout.reshape(Z.shape)
 
 
+@one_device
 def tangent_project_vjp_jvp(g, z, gout, dg, dz) -> tuple:
     """``((gg, gz), (dgg, dgz), dout)``: ``tangent_project_vjp(g, z, gout)``, its derivatives along
     (dg, dz) with gout held fixed and ``tangent_project_jvp``'s dout, in one run of the tangent of the

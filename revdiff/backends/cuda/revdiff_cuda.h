@@ -226,24 +226,27 @@ struct rd_array {
     rd_status* st;     // where an out-of-bounds index is reported (checked builds)
 
     RD_FN T& at(rd_int offset) const { return data[offset]; }
+    // a negative index counts from the end, as in Python and the Numba backend (one select each)
+    RD_FN rd_int wrap(int k, rd_int i) const { return i < 0 ? i + shape[k] : i; }
 #ifdef RD_BOUNDSCHECK
-    RD_FN bool out(int k, rd_int i) const {
-        if (i >= 0 && i < shape[k]) return false;
+    RD_FN bool out(int k, rd_int i) const {  // the index as written: -shape..shape-1 is in bounds
+        if (i >= -shape[k] && i < shape[k]) return false;
         rd_fail(st, RD_INDEX_OUT_OF_BOUNDS, 0, k, (double)i, (double)shape[k]);
         return true;
     }
-    RD_FN T& operator()(rd_int i) const { return out(0, i) ? data[0] : data[i * stride[0]]; }
+    RD_FN T& operator()(rd_int i) const { return out(0, i) ? data[0] : data[wrap(0, i) * stride[0]]; }
     RD_FN T& operator()(rd_int i, rd_int j) const {
-        return (out(0, i) || out(1, j)) ? data[0] : data[i * stride[0] + j * stride[1]];
+        return (out(0, i) || out(1, j)) ? data[0] : data[wrap(0, i) * stride[0] + wrap(1, j) * stride[1]];
     }
     RD_FN T& operator()(rd_int i, rd_int j, rd_int k) const {
-        return (out(0, i) || out(1, j) || out(2, k)) ? data[0] : data[i * stride[0] + j * stride[1] + k * stride[2]];
+        return (out(0, i) || out(1, j) || out(2, k)) ? data[0]
+            : data[wrap(0, i) * stride[0] + wrap(1, j) * stride[1] + wrap(2, k) * stride[2]];
     }
 #else
-    RD_FN T& operator()(rd_int i) const { return data[i * stride[0]]; }
-    RD_FN T& operator()(rd_int i, rd_int j) const { return data[i * stride[0] + j * stride[1]]; }
+    RD_FN T& operator()(rd_int i) const { return data[wrap(0, i) * stride[0]]; }
+    RD_FN T& operator()(rd_int i, rd_int j) const { return data[wrap(0, i) * stride[0] + wrap(1, j) * stride[1]]; }
     RD_FN T& operator()(rd_int i, rd_int j, rd_int k) const {
-        return data[i * stride[0] + j * stride[1] + k * stride[2]];
+        return data[wrap(0, i) * stride[0] + wrap(1, j) * stride[1] + wrap(2, k) * stride[2]];
     }
 #endif
 };
