@@ -1,10 +1,8 @@
-"""High-level functions over the reversible programs: check the arguments, allocate the outputs,
-run every batch element (leading axes) in parallel, and differentiate by running the programs
-backwards. Every input gets the right answer or a named error (``inputs.py``): NaN or Inf inputs,
-rank deficiency (``RankDeficientError``, with the batch element and column) and results that
-overflow (``ResultOverflowError``) are refused; extreme magnitudes are scaled by powers of two;
-empty matrices and batches give empty results, as in NumPy.
-"""
+"""High-level functions over the reversible programs: check the arguments, run every batch element
+in parallel, differentiate by running the programs backwards. Every input gets the right answer or
+a named error (``inputs.py``): NaN, Inf, rank deficiency (``RankDeficientError``, with the batch
+element and column) and overflowing results are refused; extreme magnitudes are scaled by powers
+of two; empty matrices and batches give empty results, as in NumPy."""
 from __future__ import annotations
 
 import numpy as np
