@@ -120,6 +120,9 @@ def hessian(f: ReversibleFunction, loss: str | int, *args: Any) -> tuple:
     parameters are refused: the Hessian of a real loss of z is real-linear in dz, not a complex matrix
     (use ``hvp``)."""
     f = _function(f, "hessian")
+    if len(args) == 1 and isinstance(args[0], (tuple, list)) and len(f.params) > 1:
+        raise TypeError(f"hessian takes the arguments of {f.__qualname__} spread, hessian(f, loss, *args) "
+                        "(jvp and hvp take a tuple of primals), got one tuple")
     args = f.bind(args)
     types = f.argument_types(args)
     for name, t in zip(f.params, types):

@@ -13,8 +13,9 @@ callback it cannot (``pure_callback`` has no transpose rule, and in JAX 0.10 nei
 forward mode is its own functions: ``qr_jvp``, ``project_jvp``, ``lstsq_jvp``, ``normalize_jvp`` and
 ``tangent_project_jvp`` (the tangent programs, under ``jit`` and ``vmap``; tangents are tangents, in
 no conjugated convention; None is a zero tangent). They are not differentiable themselves
-(``jax.grad`` through them raises by name); second derivatives: ``revdiff.programs``' ``*_vjp_jvp``
-on NumPy arrays.
+(``jax.grad`` through them raises by name), nor are the gradients of the others (``jax.grad`` of
+``jax.grad`` raises by name; ``jax.hessian``, forward over reverse, raises JAX's custom_vjp error
+above); second derivatives: ``revdiff.programs``' ``*_vjp_jvp`` on NumPy arrays.
 """
 from __future__ import annotations
 
@@ -43,9 +44,10 @@ def _struct(shape, dtype) -> jax.ShapeDtypeStruct:
     return jax.ShapeDtypeStruct(tuple(shape), jnp.dtype(dtype))
 
 
-def _differentiable(forward: Callable, backward: Callable, output_shapes: Callable) -> Callable:
+def _differentiable(name: str, forward: Callable, backward: Callable, output_shapes: Callable) -> Callable:
     """A custom_vjp function of arrays: ``forward`` (NumPy, returns a tuple), ``backward(*inputs,
-    *cotangents)`` (NumPy, revdiff convention) and ``output_shapes(*inputs)``."""
+    *cotangents)`` (NumPy, revdiff convention) and ``output_shapes(*inputs)``; differentiating its
+    backward (grad of grad, ``jax.hessian``) raises by name, as ``_no_derivative`` says."""
 
     @jax.custom_vjp
     def f(*args):
@@ -59,23 +61,25 @@ def _differentiable(forward: Callable, backward: Callable, output_shapes: Callab
             inputs, cts = arrays[:len(args)], arrays[len(args):]
             grads = backward(*inputs, *(np.conj(c) for c in cts))
             return tuple(np.conj(g) for g in grads)
-        return _callback(host, [_struct(a.shape, a.dtype) for a in args], *args, *cotangents)
+        guard = _no_derivative(f"{name}'s gradient")
+        return _callback(host, [_struct(a.shape, a.dtype) for a in args], *(guard(a) for a in (*args, *cotangents)))
 
     f.defvjp(f_fwd, f_bwd)
     return f
 
 
 def _no_derivative(name: str) -> Callable:
-    """The identity, whose derivative raises: a ``*_jvp`` function's value and tangent come from a
-    host callback, which JAX cannot differentiate (zeros would be silently wrong)."""
+    """The identity, whose derivative raises: a ``*_jvp`` function's value and tangent, and the
+    gradients of the others, come from a host callback, which JAX cannot differentiate (JAX's own
+    error would point at ``custom_jvp``; zeros would be silently wrong)."""
     @jax.custom_jvp
     def guard(x):
         return x
 
     @guard.defjvp
     def _(primals, tangents):
-        raise TypeError(f"revdiff.jax.{name} is not differentiable: its value and tangent come from revdiff's "
-                        "tangent program on the host; second derivatives are revdiff.programs' *_vjp_jvp")
+        raise TypeError(f"revdiff.jax.{name} is not differentiable: it comes from a revdiff program run on the "
+                        "host; second derivatives are revdiff.programs' *_vjp_jvp")
     return guard
 
 
@@ -114,10 +118,10 @@ def qr(A, method: str = "cgs2", rank_tol: float | None = None, mode: str = "redu
     P.api._method(P.QR_METHODS, method)  # checked while tracing, as project's options are
     P.api.rank_tolerance(rank_tol, jnp.result_type(A))
     if mode == "r":
-        f = _differentiable(lambda a: (P.qr(a, method, rank_tol, mode),),
+        f = _differentiable("qr", lambda a: (P.qr(a, method, rank_tol, mode),),
                             lambda a, gR: (P.qr_vjp(a, None, gR, method, rank_tol, mode),), lambda a: shapes(a)[1:])
         return f(*_inexact(A))[0]
-    f = _differentiable(lambda a: P.qr(a, method, rank_tol, mode),
+    f = _differentiable("qr", lambda a: P.qr(a, method, rank_tol, mode),
                         lambda a, gQ, gR: (P.qr_vjp(a, gQ, gR, method, rank_tol, mode),), shapes)
     return f(*_inexact(A))
 
@@ -157,7 +161,7 @@ def project(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_defi
     """Q Q^H y, the orthogonal projection of y (..., m) onto the column space of A (..., m, n);
     ``rank_deficient="truncate"``: onto the numerical column space, returning (z, rank), as
     ``revdiff.programs.project``."""
-    f = _differentiable(lambda a, b: (_value(P.project(a, b, method, rank_tol, rank_deficient)),),
+    f = _differentiable("project", lambda a, b: (_value(P.project(a, b, method, rank_tol, rank_deficient)),),
                         lambda a, b, gz: P.project_vjp(a, b, gz, method, rank_tol, rank_deficient), _vector_result)
     A, y = _inexact(A, y)
     _checked_options(A, method, rank_tol, rank_deficient, PROJECT_METHODS)
@@ -168,7 +172,7 @@ def project(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_defi
 def lstsq(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_deficient: str = "raise"):
     """argmin_x |A x - y| for A (..., m, n) of full column rank; ``rank_deficient="truncate"``: the
     basic solution and the rank, as ``revdiff.programs.lstsq``."""
-    f = _differentiable(lambda a, b: (_value(P.lstsq(a, b, method, rank_tol, rank_deficient)),),
+    f = _differentiable("lstsq", lambda a, b: (_value(P.lstsq(a, b, method, rank_tol, rank_deficient)),),
                         lambda a, b, gx: P.lstsq_vjp(a, b, gx, method, rank_tol, rank_deficient),
                         _solution_result)
     A, y = _inexact(A, y)
@@ -179,15 +183,15 @@ def lstsq(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_defici
 
 def normalize(x):
     """x / |x| along the last axis."""
-    f = _differentiable(lambda a: (P.normalize(a),), lambda a, gy: (P.normalize_vjp(a, gy),),
+    f = _differentiable("normalize", lambda a: (P.normalize(a),), lambda a, gy: (P.normalize_vjp(a, gy),),
                         lambda a: [_struct(a.shape, a.dtype)])
     return f(*_inexact(x))[0]
 
 
 def tangent_project(g, z):
     """g - (z_hat^H g) z_hat along the last axis, z_hat = z / |z|."""
-    f = _differentiable(lambda a, b: (P.tangent_project(a, b),), lambda a, b, go: P.tangent_project_vjp(a, b, go),
-                        lambda a, b: [_struct(a.shape, _promoted(a, b))])
+    f = _differentiable("tangent_project", lambda a, b: (P.tangent_project(a, b),),
+                        lambda a, b, go: P.tangent_project_vjp(a, b, go), lambda a, b: [_struct(a.shape, _promoted(a, b))])
     return f(*_inexact(g, z))[0]
 
 

@@ -115,6 +115,8 @@ def test_hvp_and_hessian_errors():
         revdiff.hvp(poly, "x", (0.0, x, 1), (0.0, x, None))
     with pytest.raises(ValueError, match="not a parameter"):
         revdiff.hvp(poly, "nope", (0.0, x, 1), (0.0, x, None))
+    with pytest.raises(TypeError, match="hessian takes the arguments of poly spread"):
+        revdiff.hessian(poly, "loss", (0.0, x, 1))
 
     @reversible
     def cplx(loss, z):

@@ -271,5 +271,9 @@ def test_jax_forward_mode_is_its_own_functions(jax, rj):
     np.testing.assert_allclose(dz0, jax.jvp(lambda b: theirs(A[0], b), (y[0],), (dy[0],))[1], atol=1e-12)
     with pytest.raises(TypeError, match="revdiff.jax.normalize_jvp is not differentiable"):
         jax.grad(lambda a: jnp.sum(rj.normalize_jvp(a, dy[0].real)[1]))(y[0].real)  # not zeros, silently
+    with pytest.raises(TypeError, match="revdiff.jax.normalize's gradient is not differentiable"):
+        jax.grad(lambda a: jnp.sum(jax.grad(lambda b: jnp.sum(rj.normalize(b) ** 3))(a)))(y[0].real)
+    with pytest.raises(TypeError, match="revdiff.jax.project's gradient is not differentiable"):
+        jax.jacrev(jax.grad(lambda a: jnp.sum(rj.project(a, y[0].real) ** 3)))(A[0].real)
     with pytest.raises(TypeError, match="custom_vjp"):
         jax.jvp(rj.project, (A, y), (dA, dy))

@@ -1,4 +1,5 @@
-"""``revdiff.torch.function``: any reversible function as a pair of PyTorch custom operations."""
+"""``revdiff.torch.function``: any reversible function as PyTorch custom operations (its call, vjp,
+jvp and vjp_jvp)."""
 from __future__ import annotations
 
 import re
@@ -30,7 +31,8 @@ def _as_tensor(value: Any, name: str) -> torch.Tensor:
 
 class _FunctionOps:
     """The custom operations of one reversible function: its call (the final values of
-    ``outputs``) and its vjp (the cotangents of its floating-point parameters). ``batch_dims``
+    ``outputs``), its vjp (the cotangents of its floating-point parameters), its jvp (forward mode)
+    and its vjp_jvp (a second backward). ``batch_dims``
     counts leading axes that vmap added: the call then runs as ``revdiff.batched`` over them."""
 
     def __init__(self, f: ReversibleFunction, outputs: tuple):
@@ -209,12 +211,14 @@ def _function_call(ops: _FunctionOps) -> Callable:
 def function(f: ReversibleFunction, outputs: Sequence[str] | str) -> Callable:
     """A torch function of all of ``f``'s parameters returning the final values of ``outputs``
     (a tensor, or a tuple when there are several); gradients flow to every floating-point tensor
-    argument, numbers become 0-d tensors (in NumPy's dtypes: a Python float is float64). It is a pair
-    of custom operations (``torch.ops.revdiff.function_<name>_<k>`` and its vjp), so it works as the module's functions
-    do under ``torch.compile``, ``torch.func.grad`` and ``vmap`` (which runs ``f`` as
-    ``revdiff.batched`` over the mapped axis).
+    argument, numbers become 0-d tensors (in NumPy's dtypes: a Python float is float64). It is a set
+    of custom operations (``torch.ops.revdiff.function_<name>_<k>``, its vjp, jvp and vjp_jvp), so it
+    works as the module's functions do under ``torch.compile``, ``torch.func.grad``, ``vmap`` (which
+    runs ``f`` as ``revdiff.batched`` over the mapped axis), ``torch.func.jvp`` and double backward
+    (``gradgradcheck``, ``torch.func.hessian``); a third derivative raises by name.
 
-    The backward runs ``f`` forward on the saved inputs and then backwards (no tape)."""
+    The backward runs ``f`` forward on the saved inputs and then backwards (no tape); a second
+    backward runs the tangent of that fused vjp (``f.source("hvp")``)."""
     if not isinstance(f, ReversibleFunction):
         raise TypeError(f"function takes a reversible function (decorated with @revdiff.reversible), got {f!r}")
     outputs = (outputs,) if isinstance(outputs, str) else tuple(outputs)
