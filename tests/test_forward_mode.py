@@ -321,3 +321,53 @@ def test_sphere_jvps_and_second_derivatives_against_central_differences(dtype):
             P.normalize_jvp(x, dx + 1j)
     with pytest.raises(TypeError, match="'gy' is None; pass an array"):
         P.normalize_vjp_jvp(x, None, dx)
+
+
+@reversible
+def power_of(loss, x, e):
+    loss += x ** e
+
+
+@reversible
+def roots(loss, x):
+    for i in range(x.shape[0]):
+        loss += np.sqrt(x[i]) * x[i] + np.hypot(x[i], x[i])
+
+
+@reversible
+def length(loss, v):
+    loss += np.linalg.norm(v)
+
+
+def test_tangents_at_singular_points_are_zero_along_zero_directions_and_raise_along_others():
+    """A tangent term that divides by zero or leaves a domain the statement's checks let through
+    counts only along a direction that moves it, and raises by name there, as the gradient does."""
+    assert revdiff.jvp(power_of, (0.0, -1.5, 3.0), (None, 1.0, None))[1][0] == 6.75  # e fixed: no log(x)
+    assert revdiff.jvp(power_of, (0.0, 2.0, 3.0), (None, 1.0, 1.0))[1][0] == pytest.approx(12 + 8 * np.log(2))
+    with pytest.raises(ValueError, match=r"test_forward_mode.py\", line \d+.*math domain error: np.log"):
+        revdiff.jvp(power_of, (0.0, -1.5, 3.0), (None, 0.0, 1.0))
+    with pytest.raises(ValueError, match="math domain error"):
+        revdiff.grad(power_of, "loss")(0.0, -1.5, 3.0)
+    # x ** 1.5 at 0: a gradient (0), no second derivative; held fixed, none is needed
+    assert revdiff.hvp(power_of, "loss", (0.0, 0.0, 1.5), (None, 0.0, None))[1] == 0.0
+    with pytest.raises(ValueError, match=r"math domain error: x \*\* "):
+        revdiff.hvp(power_of, "loss", (0.0, 0.0, 1.5), (None, 1.0, None))
+
+    x = np.array([0.0, 4.0, 9.0])
+    moving = np.array([0.0, 1.0, -1.0])  # x[0] = 0 held fixed: sqrt and hypot are singular only there
+    _, (dloss, _) = revdiff.jvp(roots, (0.0, x), (None, moving))
+    assert dloss == pytest.approx(1.5 * 2 + np.sqrt(2) - (1.5 * 3 + np.sqrt(2)), rel=1e-14)
+    for call in (lambda: revdiff.jvp(roots, (0.0, x), (None, np.ones(3))),
+                 lambda: revdiff.hvp(roots, "loss", (0.0, x), (None, np.ones(3))),
+                 lambda: revdiff.batched(roots, ["loss", "x"]).jvp((np.zeros(2), np.stack([x + 1, x])),
+                                                                  (None, np.ones((2, 3))))):
+        with pytest.raises(ZeroDivisionError, match=r"line \d+.*division by zero: np.sqrt\(x\[i\]\) is 0"):
+            call()
+    with pytest.raises(ZeroDivisionError, match="in batch element 1"):
+        revdiff.batched(roots, ["loss", "x"]).jvp((np.zeros(2), np.stack([x + 1, x])), (None, np.ones((2, 3))))
+
+    # the norm's gradient is 0 at 0 (PyTorch's convention), and so is its Hessian (PyTorch's is NaN)
+    np.testing.assert_array_equal(revdiff.hessian(length, "loss", 0.0, np.zeros(2))[1][1], np.zeros((2, 2)))
+    v = np.array([3.0, 4.0])
+    np.testing.assert_allclose(revdiff.hessian(length, "loss", 0.0, v)[1][1], (np.eye(2) - np.outer(v, v) / 25) / 5,
+                               rtol=1e-14, atol=1e-16)

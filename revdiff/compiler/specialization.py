@@ -136,7 +136,8 @@ class Specialization:
         plan = self.plan(program)
         if plan.lowering == "tangent":
             base = self.low_function(plan.tangent_of, inline=inline, hoist=False, fuse=False)
-            return tangent_function(base, self.local_name(program), self._tangent_symbol)
+            return tangent_function(base, self.local_name(program), self._tangent_symbol,
+                                    self.fkey * 8 + list(PROGRAMS).index(plan.tangent_of), self.options.check)
         env = TypeEnv(self.env.types)
         body = invert_block(self.func.body) if plan.inverted else self.func.body
         params = list(self.rf.params)

@@ -1,6 +1,7 @@
 """The table of runtime checks of generated code, and their translation into user errors."""
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 
 from revdiff.errors import ReversibilityError, SourceLocation
@@ -40,6 +41,21 @@ def register(fkey: int, idx: int, info: CheckInfo) -> None:
         raise ValueError(f"{info.loc}: a generated function cannot have more than {(1 << _CHECK_BITS) - 1} "
                          "runtime checks; split the reversible function")
     _CHECKS[(fkey, idx)] = info
+
+
+#: checks the tangent pass adds to a program's (``passes/tangent.py``) are numbered from here, by their
+#: content, so that every variant of the program (its callees inlined or not) numbers them alike
+DERIVED = 1 << (_CHECK_BITS - 1)
+
+
+def register_derived(fkey: int, info: CheckInfo) -> int:
+    """The number of the check ``info`` of function ``fkey`` in the range of derived checks, taken
+    from a digest of its description (the next free one where two descriptions meet)."""
+    idx = DERIVED + zlib.crc32(repr(info).encode()) % DERIVED
+    while _CHECKS.get((fkey, idx), info) != info:
+        idx = DERIVED + (idx - DERIVED + 1) % DERIVED
+    _CHECKS[(fkey, idx)] = info
+    return idx
 
 
 #: the failure code of an exception raised inside a batch element's program other than a tracked

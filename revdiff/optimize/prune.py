@@ -80,6 +80,10 @@ class _Facts:
                 return True
         if c.op == "!=" and c.right == Const(0) and self._positive(c.left):
             return True
+        if c.op == "!=" and c.right == Const(0) and isinstance(c.left, Call) and (
+                c.left.fn == "sqrt" and Compare(">", c.left.args[0], Const(0)) in self.conds or  # root of a positive
+                c.left.fn == "abs" and Compare("!=", c.left.args[0], Const(0)) in self.conds):  # |a| of a nonzero a
+            return True
         if c.op == "<" and isinstance(c.left, Name):  # i < s
             r = self.ranges.get(c.left.id)
             return r is not None and r.upper is not None and (r.upper == c.right or
@@ -165,6 +169,11 @@ def _unproven(cond, facts: _Facts):
     if len(kept) == len(conds):
         return cond
     return kept[0] if len(kept) == 1 else BoolOp("and", tuple(kept))
+
+
+def implied(cond, known: set) -> bool:
+    """Whether check condition ``cond`` holds wherever the conditions ``known`` do."""
+    return _unproven(cond, _Facts({}, {c for k in known for c in _conjuncts(k)})) is None
 
 
 def written_names(s) -> set:

@@ -15,6 +15,7 @@ from revdiff.ir import algebra as A
 from revdiff.ir.high import BinOp, BoolOp, Call, Compare, Const, Index, Select, Shape, Slice, Unary, children
 from revdiff.ir.low import Assign, AugAssign, Branch, Invoke, Local, Loop, Repeat
 from revdiff.primitives.functions import FUNCTIONS
+from revdiff.primitives.printer import expr_source
 
 
 def index_conditions(stmt) -> list:
@@ -80,6 +81,33 @@ def domain_conditions(stmt, kind_of) -> list:
                 seen.add(ok)
                 out.append((ok, node, text))
     return out
+
+
+def arithmetic_checks(stmt, kind_of) -> list:
+    """(condition, message, values, labels, error) of every division and domain check ``stmt``
+    needs: what lowering emits before a statement and the tangent pass before a tangent's singular
+    terms. ``values`` (at most two) are reported with the error under ``labels`` (None: one value)."""
+    out = [(ok, f"division by zero: {expr_source(divisor)} is 0", (), None, ZeroDivisionError)
+           for ok, divisor in division_conditions(stmt)]
+    for ok, call, domain in domain_conditions(stmt, kind_of):
+        args = call.args if isinstance(call, Call) else (call.left, call.right)
+        values = [a for a in args if not isinstance(a, Const)][:2]
+        if any(kind_of(v) == "complex" for v in values):  # one complex value: its two parts
+            values = values[:1]
+        labels = tuple(expr_source(a) for a in values) if len(values) > 1 else None
+        message = f"math domain error: {expr_source(call)} needs {domain.format(*(expr_source(a) for a in args))}"
+        out.append((ok, message, tuple(values), labels, ValueError))
+    return out
+
+
+def reported_values(values: tuple, labels, kind_of) -> tuple:
+    """(values, labels) as a check's record holds them: without labels one value, named "value",
+    whose two parts are reported where it is complex."""
+    if labels is not None:
+        return tuple(values), labels
+    if values and kind_of(values[0]) == "complex":
+        return (Call("real", (values[0],)), Call("imag", (values[0],))), ("value",)
+    return tuple(values), ("value",) if values else ()
 
 
 def _function(e) -> str:

@@ -19,8 +19,8 @@ from revdiff.ir.low import Assign, Branch, Check, Comment, HostCall, Invoke, Loc
 from revdiff.ir.types import VarType
 from revdiff.passes.aliasing import AliasChecks
 from revdiff.passes.analysis import ancilla_names, restores_only_freed
-from revdiff.passes.bounds import (division_conditions, domain_conditions, element_conditions, in_bounds,
-                                   index_conditions)
+from revdiff.passes.bounds import (arithmetic_checks, element_conditions, in_bounds, index_conditions,
+                                   reported_values)
 from revdiff.passes.infer import TypeEnv, alloc_type, expr_type
 from revdiff.passes.invert import invert_block
 from revdiff.primitives import INSTRUCTIONS
@@ -55,17 +55,8 @@ class Lowerer(AliasChecks):
         if self.options.check:
             if not self.proven_in_bounds:
                 self.index_checks(stmt)
-            for ok, divisor in division_conditions(stmt):
-                self.require(ok, f"division by zero: {expr_source(divisor)} is 0", error=ZeroDivisionError)
-            for ok, call, domain in domain_conditions(stmt, self.kind):
-                args = call.args if isinstance(call, Call) else (call.left, call.right)
-                values = [a for a in args if not isinstance(a, Const)][:2]
-                if any(self.kind(v) == "complex" for v in values):  # one complex value: its two parts
-                    values = values[:1]
-                self.require(ok, f"math domain error: {expr_source(call)} needs "
-                             f"{domain.format(*(expr_source(a) for a in args))}", *values,
-                             labels=tuple(expr_source(a) for a in values) if len(values) > 1 else None,
-                             error=ValueError)
+            for ok, message, values, labels, error in arithmetic_checks(stmt, self.kind):
+                self.require(ok, message, *values, labels=labels, error=error)
         self.out.append(stmt)
 
     def index_checks(self, stmt) -> None:
@@ -102,11 +93,7 @@ class Lowerer(AliasChecks):
             return
         self.counter[0] += 1
         idx = self.counter[0]
-        vals = tuple(values)
-        if labels is None:
-            labels = ("value",) if vals else ()
-            if vals and self.kind(vals[0]) == "complex":
-                vals = (Call("real", (vals[0],)), Call("imag", (vals[0],)))
+        vals, labels = reported_values(values, labels, self.kind)
         kwargs = {"error": error} if error is not None else {}
         register(self.fkey, idx, CheckInfo(message, self.loc, labels, **kwargs))
         self.emit(Check(ok, self.fkey, idx, vals))

@@ -11,6 +11,12 @@ Loops, branches and checks keep their primal conditions. Nothing here is a rule 
   f that is f'(x) dx; conj, real, imag and abs come out as what they are;
 - the tangent of an instruction is the tangent of the statements its forward rule lowers to.
 
+Singular points. A term of a tangent that divides or calls a function with a domain beyond what
+the statement's own checks cover (sqrt's rule at 0, log(x) in the rule of ``x ** e`` for x < 0)
+counts only where its direction is nonzero, and is checked there as lowering checks a gradient's
+rule: a zero direction contributes zero (``x ** e`` with e held fixed at x < 0), a nonzero one at
+a singular point raises by name (``checks.register_derived`` numbers those checks).
+
 So forward mode reads the table entries reverse mode reads, and the tangent of the fused vjp program
 (forward over reverse) is a Hessian-vector product without a tape: its memory is that of the vjp
 program twice over, whatever the number of executed instructions.
@@ -24,22 +30,30 @@ from __future__ import annotations
 from typing import Callable
 
 from revdiff.ir import algebra as A
-from revdiff.ir.high import BinOp, Call, Const, Index, Name, Select, Shape, Unary
+from revdiff.ir.checks import CheckInfo, register_derived
+from revdiff.ir.high import BinOp, BoolOp, Call, Compare, Const, Index, Name, Select, Shape, Unary
 from revdiff.ir.low import (Assign, AugAssign, Branch, Check, Comment, HostCall, Invoke, Local, Loop, LowFunction,
                             Repeat, Zero, nested_blocks)
 from revdiff.ir.types import VarType, is_real, kind_of_dtype
+from revdiff.passes.bounds import arithmetic_checks, reported_values
+from revdiff.optimize.prune import implied
 from revdiff.passes.infer import TypeEnv, expr_type
 from revdiff.primitives import applied
 
 #: the name a cotangent rule is called with: the result's cotangent, which its output is linear in
 _COTANGENT = "_rd_cotangent"
+#: the name a tangent term's direction stands in as while its checks are found
+_DIRECTION = "_rd_direction"
 
 
-def tangent_function(fn: LowFunction, name: str, callee: Callable[[str], str]) -> LowFunction:
+def tangent_function(fn: LowFunction, name: str, callee: Callable[[str], str], fkey: int,
+                     check: bool = True) -> LowFunction:
     """The tangent program of ``fn``, called ``name``: ``fn``'s parameters, then ``d_<p>`` for each
     float or complex parameter ``p`` (its tangent in, the tangent of its final value out); it returns
-    its scalar parameters in that order. ``callee(symbol)``: the tangent program of a called program."""
-    return _Tangent(fn, callee).function(name)
+    its scalar parameters in that order. ``callee(symbol)``: the tangent program of a called program;
+    ``fkey``: the key of ``fn``'s checks, under which the tangent's own are registered (``check``:
+    whether there are any)."""
+    return _Tangent(fn, callee, fkey, check).function(name)
 
 
 def _names(fn: LowFunction) -> set:
@@ -59,9 +73,14 @@ def _names(fn: LowFunction) -> set:
 
 
 class _Tangent:
-    def __init__(self, fn: LowFunction, callee: Callable[[str], str]):
+    def __init__(self, fn: LowFunction, callee: Callable[[str], str], fkey: int, check: bool):
         self.fn = fn
         self.callee = callee
+        self.fkey, self.check = fkey, check
+        self.loc = None  # the user's line being differentiated (from the low IR's comments)
+        self.known: set = set()  # conditions the checks of the statement being differentiated hold
+        self.pending: list = []  # checks of the current statement's tangent, emitted before it
+        self.guards: tuple = ()  # the conditions of the Select arms whose tangent is being built
         self.env = TypeEnv(fn.param_types)
         taken = _names(fn)
         self.prefix = "d_"
@@ -105,7 +124,8 @@ class _Tangent:
         if isinstance(e, (Const, Shape)):
             return None
         if isinstance(e, Select):
-            a, b = self.tangent(e.a), self.tangent(e.b)
+            a, b = (self._under(cond, lambda: self.tangent(arm)) for cond, arm in
+                    ((e.cond, e.a), (Unary("not", e.cond), e.b)))
             if a is None and b is None:
                 return None
             return Select(e.cond, a if a is not None else self.zero(t), b if b is not None else self.zero(t))
@@ -123,7 +143,7 @@ class _Tangent:
                 continue
             darg = self.tangent(arg)
             if darg is not None:
-                total = A.add(total, self._transpose(rule, darg))
+                total = A.add(total, self._at_singular_points(rule, darg))
         if total is not None and is_real(t.kind) and self.type_of(total).kind == "complex":
             total = A.real_part(total)
         return total
@@ -156,6 +176,41 @@ class _Tangent:
             return self._transpose(rule.left, A.div(d, self._conj(rule.right)))
         raise AssertionError(f"cannot transpose the cotangent rule term {rule!r}")
 
+    def _at_singular_points(self, rule, d):
+        """The term of a tangent along direction ``d`` that cotangent rule ``rule`` gives, where it
+        may divide by zero or leave a function's domain at points the statement's checks let
+        through: zero there, with checks (pending, for ``block`` to emit) that raise unless ``d`` is
+        zero. The conditions read only primal values (``d`` stands in as a name while they are
+        found), so ``d`` appears once in the term, however deeply tangents nest."""
+        term = self._transpose(rule, d)
+        if not self.check:
+            return term
+        kind = lambda e: self.type_of(e).kind
+        self.env.types[_DIRECTION] = self.type_of(d)
+        known = set(self.guards) | self.known | {ok.values[1] for ok in self.known if _guarded_by(ok, self.guards)}
+        conditions = [c for c in arithmetic_checks(Local("_", self._transpose(rule, Name(_DIRECTION))), kind)
+                      if not implied(c[0], known)]
+        if not conditions:
+            return term
+        still = Compare("==", d, self.zero(self.type_of(d)))
+        if self.guards:  # the term is evaluated only in its Select arms
+            still = BoolOp("or", (Unary("not", self.guards[0] if len(self.guards) == 1 else
+                                        BoolOp("and", self.guards)), still))
+        for ok, message, values, labels, error in conditions:
+            values, labels = reported_values(values, labels, kind)
+            idx = register_derived(self.fkey, CheckInfo(message, self.loc, labels, error))
+            self.pending.append(Check(BoolOp("or", (still, ok)), self.fkey, idx, values))
+        regular = conditions[0][0] if len(conditions) == 1 else BoolOp("and", tuple(c[0] for c in conditions))
+        return Select(regular, term, self.zero(self.type_of(term)))
+
+    def _under(self, cond, build):
+        """``build()`` with ``cond`` among the guards of the terms it builds."""
+        self.guards = self.guards + (cond,)
+        try:
+            return build()
+        finally:
+            self.guards = self.guards[:-1]
+
     def _conj(self, e):
         return A.conj_if(e, self.type_of(e).kind == "complex")
 
@@ -175,7 +230,14 @@ class _Tangent:
     def block(self, body: list) -> list:
         out: list = []
         for s in body:
-            out.extend(self.statement(s))
+            if isinstance(s, Comment):
+                self.loc = s.loc if s.loc is not None else self.loc
+            # what lowering checked for the statement (before it, before its loop, or proven)
+            self.known = {ok for ok, *_ in arithmetic_checks(s, lambda e: self.type_of(e).kind)}
+            tangent = self.statement(s)
+            out.extend(self.pending)
+            self.pending = []
+            out.extend(tangent)
         return out
 
     def statement(self, s) -> list:
@@ -240,6 +302,15 @@ class _Tangent:
             dargs.append(d if d is not None else self.zero(t))
             dresults.append(None if r is None or t.is_array else self.dvar(r))
         return Invoke(self.callee(s.fn), tuple(s.args) + tuple(dargs), tuple(s.results) + tuple(dresults))
+
+
+def _guarded_by(ok, guards: tuple) -> bool:
+    """Whether check condition ``ok`` is ``not g or c`` with every conjunct of g among ``guards``."""
+    if not (isinstance(ok, BoolOp) and ok.op == "or" and len(ok.values) == 2 and isinstance(ok.values[0], Unary)
+            and ok.values[0].op == "not"):
+        return False
+    g = ok.values[0].operand
+    return set(g.values if isinstance(g, BoolOp) and g.op == "and" else (g,)) <= set(guards)
 
 
 def _reads_cotangent(e) -> bool:

@@ -45,7 +45,9 @@ def _norm_forward(sign: int):
 
 
 def _norm_gradient(sign: int):
-    # s += ||x||:  gx_i += gs x_i / ||x|| (0 at x = 0, where the norm has no derivative: PyTorch's choice)
+    # s += ||x||:  gx_i += gs x_i / ||x|| (0 at x = 0, where the norm has no derivative: PyTorch's choice;
+    # written x_i - x_i, a zero whose tangent is zero too: the Hessian there is 0 by the same convention,
+    # where PyTorch's double backward gives NaN; x_i itself would make it the identity)
     def rule(ops, ctx):
         s, x = ops
         gs = ctx.grad(s)
@@ -54,8 +56,12 @@ def _norm_gradient(sign: int):
         nrm = _norm(ctx, x)
         positive = Compare(">", nrm, Const(0))
         g = ctx.temp(_signed(sign, gs), "gs")  # s is real
-        ctx.loop(Const(0), _len(ctx, x), lambda i: ctx.push(
-            _at(ctx, x, i), A.mul(g, Select(positive, A.div(_at(ctx, x, i), nrm), _at(ctx, x, i)))), "i")
+
+        def push(i):
+            xi = _at(ctx, x, i)
+            ctx.push(xi, A.mul(g, Select(positive, A.div(xi, nrm), A.sub(xi, xi))))
+
+        ctx.loop(Const(0), _len(ctx, x), push, "i")
 
     return rule
 
