@@ -13,9 +13,10 @@ Loops, branches and checks keep their primal conditions. Nothing here is a rule 
 
 Singular points. A term of a tangent that divides or calls a function with a domain beyond what
 the statement's own checks cover (sqrt's rule at 0, log(x) in the rule of ``x ** e`` for x < 0)
-counts only where its direction is nonzero, and is checked there as lowering checks a gradient's
-rule: a zero direction contributes zero (``x ** e`` with e held fixed at x < 0), a nonzero one at
-a singular point raises by name (``checks.register_derived`` numbers those checks).
+is zero where it is singular, and a check raises there by name unless the term's direction is
+zero, as lowering checks a gradient's rule: ``x ** e`` at x < 0 with e held fixed has the tangent
+e x^(e-1) dx, the tangent of sqrt at 0 along a nonzero direction raises (``checks.register_derived``
+numbers those checks).
 
 So forward mode reads the table entries reverse mode reads, and the tangent of the fused vjp program
 (forward over reverse) is a Hessian-vector product without a tape: its memory is that of the vjp
@@ -35,8 +36,8 @@ from revdiff.ir.high import BinOp, BoolOp, Call, Compare, Const, Index, Name, Se
 from revdiff.ir.low import (Assign, AugAssign, Branch, Check, Comment, HostCall, Invoke, Local, Loop, LowFunction,
                             Repeat, Zero, nested_blocks)
 from revdiff.ir.types import VarType, is_real, kind_of_dtype
-from revdiff.passes.bounds import arithmetic_checks, reported_values
 from revdiff.optimize.prune import implied
+from revdiff.passes.bounds import arithmetic_checks, reported_values
 from revdiff.passes.infer import TypeEnv, expr_type
 from revdiff.primitives import applied
 
