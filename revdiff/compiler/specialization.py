@@ -18,7 +18,7 @@ from revdiff.ir.low import LowFunction
 from revdiff.optimize.fuse_loops import fuse_loops
 from revdiff.optimize.hoist import hoist_allocations
 from revdiff.optimize.inline import inline_single_calls
-from revdiff.optimize.prune import prune_checks
+from revdiff.optimize.prune import implied, prune_checks
 from revdiff.passes.adjoint import AdjointLowerer
 from revdiff.passes.analysis import ancilla_names
 from revdiff.passes.fuse import lower_fused_vjp
@@ -137,7 +137,8 @@ class Specialization:
         if plan.lowering == "tangent":
             base = self.low_function(plan.tangent_of, inline=inline, hoist=False, fuse=False)
             return tangent_function(base, self.local_name(program), self._tangent_symbol,
-                                    self.fkey * 8 + list(PROGRAMS).index(plan.tangent_of), self.options.check)
+                                    self.fkey * 8 + list(PROGRAMS).index(plan.tangent_of), implied,
+                                    self.options.check)
         env = TypeEnv(self.env.types)
         body = invert_block(self.func.body) if plan.inverted else self.func.body
         params = list(self.rf.params)

@@ -36,7 +36,6 @@ from revdiff.ir.high import BinOp, BoolOp, Call, Compare, Const, Index, Name, Se
 from revdiff.ir.low import (Assign, AugAssign, Branch, Check, Comment, HostCall, Invoke, Local, Loop, LowFunction,
                             Repeat, Zero, nested_blocks)
 from revdiff.ir.types import VarType, is_real, kind_of_dtype
-from revdiff.optimize.prune import implied
 from revdiff.passes.bounds import arithmetic_checks, reported_values
 from revdiff.passes.infer import TypeEnv, expr_type
 from revdiff.primitives import applied
@@ -48,13 +47,14 @@ _DIRECTION = "_rd_direction"
 
 
 def tangent_function(fn: LowFunction, name: str, callee: Callable[[str], str], fkey: int,
-                     check: bool = True) -> LowFunction:
+                     implied: Callable[[object, set], bool], check: bool = True) -> LowFunction:
     """The tangent program of ``fn``, called ``name``: ``fn``'s parameters, then ``d_<p>`` for each
     float or complex parameter ``p`` (its tangent in, the tangent of its final value out); it returns
     its scalar parameters in that order. ``callee(symbol)``: the tangent program of a called program;
     ``fkey``: the key of ``fn``'s checks, under which the tangent's own are registered (``check``:
-    whether there are any)."""
-    return _Tangent(fn, callee, fkey, check).function(name)
+    whether there are any); ``implied(condition, known)``: whether a check's condition holds where
+    the conditions ``known`` do (the check pruner's reasoning, ``optimize/prune.py``)."""
+    return _Tangent(fn, callee, fkey, implied, check).function(name)
 
 
 def _names(fn: LowFunction) -> set:
@@ -74,10 +74,11 @@ def _names(fn: LowFunction) -> set:
 
 
 class _Tangent:
-    def __init__(self, fn: LowFunction, callee: Callable[[str], str], fkey: int, check: bool):
+    def __init__(self, fn: LowFunction, callee: Callable[[str], str], fkey: int,
+                 implied: Callable[[object, set], bool], check: bool):
         self.fn = fn
         self.callee = callee
-        self.fkey, self.check = fkey, check
+        self.fkey, self.implied, self.check = fkey, implied, check
         self.loc = None  # the user's line being differentiated (from the low IR's comments)
         self.known: set = set()  # conditions the checks of the statement being differentiated hold
         self.pending: list = []  # checks of the current statement's tangent, emitted before it
@@ -190,7 +191,7 @@ class _Tangent:
         self.env.types[_DIRECTION] = self.type_of(d)
         known = set(self.guards) | self.known | {ok.values[1] for ok in self.known if _guarded_by(ok, self.guards)}
         conditions = [c for c in arithmetic_checks(Local("_", self._transpose(rule, Name(_DIRECTION))), kind)
-                      if not implied(c[0], known)]
+                      if not self.implied(c[0], known)]
         if not conditions:
             return term
         still = Compare("==", d, self.zero(self.type_of(d)))
