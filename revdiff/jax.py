@@ -191,7 +191,8 @@ def normalize(x):
 def tangent_project(g, z):
     """g - (z_hat^H g) z_hat along the last axis, z_hat = z / |z|."""
     f = _differentiable("tangent_project", lambda a, b: (P.tangent_project(a, b),),
-                        lambda a, b, go: P.tangent_project_vjp(a, b, go), lambda a, b: [_struct(a.shape, _promoted(a, b))])
+                        lambda a, b, go: P.tangent_project_vjp(a, b, go),
+                        lambda a, b: [_struct(a.shape, _promoted(a, b))])
     return f(*_inexact(g, z))[0]
 
 

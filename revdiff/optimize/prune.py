@@ -156,8 +156,7 @@ def _unproven(cond, facts: _Facts):
     is proven when ``c`` follows from the facts together with ``g``: the index check of
     ``v[i] / n if abs(v[i]) > 1 else ...`` inside ``for i in range(len(v))``, or ``t != 0`` under
     ``t > 0``. Kept conjuncts keep their order, so the error a failing check reports is unchanged."""
-    if isinstance(cond, BoolOp) and cond.op == "or" and len(cond.values) == 2 \
-            and isinstance(cond.values[0], Unary) and cond.values[0].op == "not":
+    if _guarded(cond):
         guarded = facts.copy()
         guarded.conds |= {guarded.canonical(c) for c in _conjuncts(cond.values[0].operand)}
         rest = _unproven(cond.values[1], guarded)
@@ -171,9 +170,19 @@ def _unproven(cond, facts: _Facts):
     return kept[0] if len(kept) == 1 else BoolOp("and", tuple(kept))
 
 
+def _guarded(cond) -> bool:
+    """Whether a check's condition is ``not g or c``: c, checked only where g holds."""
+    return (isinstance(cond, BoolOp) and cond.op == "or" and len(cond.values) == 2
+            and isinstance(cond.values[0], Unary) and cond.values[0].op == "not")
+
+
 def implied(cond, known: set) -> bool:
-    """Whether check condition ``cond`` holds wherever the conditions ``known`` do."""
-    return _unproven(cond, _Facts({}, {c for k in known for c in _conjuncts(k)})) is None
+    """Whether check condition ``cond`` holds wherever the conditions ``known`` do (a known
+    ``not g or c`` gives c where the others give g)."""
+    facts = {c for k in known for c in _conjuncts(k)}
+    facts |= {c for k in known if _guarded(k) and set(_conjuncts(k.values[0].operand)) <= facts
+              for c in _conjuncts(k.values[1])}
+    return _unproven(cond, _Facts({}, facts)) is None
 
 
 def written_names(s) -> set:
@@ -289,9 +298,7 @@ def _hoisted(check: Check, var: str, written: set, extremes: tuple) -> list | No
     if not any(var in _names(e) for e in exprs):
         return [check]
     guard, cond = None, check.ok
-    if (isinstance(cond, BoolOp) and cond.op == "or" and len(cond.values) == 2
-            and isinstance(cond.values[0], Unary) and cond.values[0].op == "not"
-            and var not in _names(cond.values[0])):  # hoisted from an inner loop: "not runs or c"
+    if _guarded(cond) and var not in _names(cond.values[0]):  # hoisted from an inner loop: "not runs or c"
         guard, cond = cond.values
     by_extreme: dict = {}  # 0 (smallest value) or 1 (largest) -> the conjuncts that fail first there
     for c in _conjuncts(cond):

@@ -189,7 +189,7 @@ class _Tangent:
             return term
         kind = lambda e: self.type_of(e).kind
         self.env.types[_DIRECTION] = self.type_of(d)
-        known = set(self.guards) | self.known | {ok.values[1] for ok in self.known if _guarded_by(ok, self.guards)}
+        known = set(self.guards) | self.known
         conditions = [c for c in arithmetic_checks(Local("_", self._transpose(rule, Name(_DIRECTION))), kind)
                       if not self.implied(c[0], known)]
         if not conditions:
@@ -304,15 +304,6 @@ class _Tangent:
             dargs.append(d if d is not None else self.zero(t))
             dresults.append(None if r is None or t.is_array else self.dvar(r))
         return Invoke(self.callee(s.fn), tuple(s.args) + tuple(dargs), tuple(s.results) + tuple(dresults))
-
-
-def _guarded_by(ok, guards: tuple) -> bool:
-    """Whether check condition ``ok`` is ``not g or c`` with every conjunct of g among ``guards``."""
-    if not (isinstance(ok, BoolOp) and ok.op == "or" and len(ok.values) == 2 and isinstance(ok.values[0], Unary)
-            and ok.values[0].op == "not"):
-        return False
-    g = ok.values[0].operand
-    return set(g.values if isinstance(g, BoolOp) and g.op == "and" else (g,)) <= set(guards)
 
 
 def _reads_cotangent(e) -> bool:
