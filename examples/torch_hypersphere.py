@@ -1,6 +1,10 @@
 """Seed 003 in a PyTorch training loop: the network's outputs are normalised onto the unit sphere
 (revdiff.torch.normalize), so the gradients reaching the network are tangent to the sphere without
-hooks. The loss pulls each output towards a target direction."""
+hooks. The loss pulls each output towards a target direction.
+
+    python examples/torch_hypersphere.py [cuda]    (the device: cpu by default)"""
+import sys
+
 import torch
 
 import revdiff.torch as rt
@@ -8,11 +12,12 @@ import revdiff.torch as rt
 DIM, BATCH, STEPS = 8, 32, 80
 
 if __name__ == "__main__":
+    device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
     torch.manual_seed(3)
-    net = torch.nn.Sequential(torch.nn.Linear(4, 32), torch.nn.Tanh(), torch.nn.Linear(32, DIM)).double()
+    net = torch.nn.Sequential(torch.nn.Linear(4, 32), torch.nn.Tanh(), torch.nn.Linear(32, DIM)).double().to(device)
     opt = torch.optim.Adam(net.parameters(), lr=1e-2)
-    inputs = torch.randn(BATCH, 4, dtype=torch.float64)
-    targets = rt.normalize(torch.randn(BATCH, DIM, dtype=torch.float64)).detach()
+    inputs = torch.randn(BATCH, 4, dtype=torch.float64).to(device)
+    targets = rt.normalize(torch.randn(BATCH, DIM, dtype=torch.float64).to(device)).detach()
     first = None
     for step in range(STEPS):
         z = net(inputs)

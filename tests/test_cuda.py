@@ -1,10 +1,14 @@
 """The CUDA backend without a GPU: every program's kernels compile with NVRTC (sm_90 and sm_80),
 and the very kernel source, compiled as host C++ and run one thread after another, agrees with
 the Numba backend (forward, inverse and both adjoints). GPU tests run only where a GPU is."""
+import ctypes
 import functools
 import math
+import os
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -119,10 +123,21 @@ def _tolerance(args):
     return 2e-5 if single else 1e-11
 
 
+def _in_both_layouts(module, bf, kind, arrays, types):
+    """Run the kernel in place on ``arrays`` in the interleaved layout, and on copies in the element
+    layout: the two must agree bit for bit (the same arithmetic at other addresses)."""
+    copies = [a.copy() if isinstance(a, np.ndarray) else a for a in arrays]
+    kernels.run_on_host(module, bf, kind, arrays, types, layout="interleaved")
+    kernels.run_on_host(module, bf, kind, copies, types, layout="element")
+    for k, (a, c) in enumerate(zip(arrays, copies)):
+        if isinstance(a, np.ndarray):
+            np.testing.assert_array_equal(a, c, err_msg=f"argument {k} of {kind} in the two layouts")
+
+
 def _check_call(module, bf, types, args, tol):
     want = _per_element_call(bf, args)
     got = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
-    kernels.run_on_host(module, bf, "call", got, types)
+    _in_both_layouts(module, bf, "call", got, types)
     for w, g in zip(want, got):
         if isinstance(w, np.ndarray):
             np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
@@ -143,7 +158,7 @@ def _check_vjp(module, bf, types, args, tol):
             gbufs.append(c.copy() if c is not None else np.zeros((B,) + np.shape(a[0] if p in bf.batched else a),
                                                                   np.asarray(a).dtype))
     saved = [np.empty_like(args[bf.f.params.index(p)]) for p in bf.signature("vjp", types).saved]
-    kernels.run_on_host(module, bf, "vjp", copies + gbufs + saved, types)
+    _in_both_layouts(module, bf, "vjp", copies + gbufs + saved, types)
     k = 0
     for i, (p, t) in enumerate(zip(bf.f.params, types)):
         if t.differentiable:
@@ -167,6 +182,101 @@ def test_host_emulation_of_kernel_source_matches_numba(case):
     tol = _tolerance(args)
     for bf, kind, types, inputs in entries:
         (_check_call if kind == "call" else _check_vjp)(module, bf, types, inputs, tol)
+
+
+SCRATCH_PROBE = r"""
+template <typename T, int N>
+int mark(const rd_array<T, N>& a, const char* scratch, rd_int total, int* owner, int id) {
+    int bad = 0;
+    rd_int size = 1;
+    for (int d = 0; d < N; ++d) size *= a.shape[d];
+    for (rd_int flat = 0; flat < size; ++flat) {
+        rd_int rest = flat, offset = 0;
+        for (int d = N - 1; d >= 0; --d) {
+            offset += rest % a.shape[d] * a.stride[d];
+            rest /= a.shape[d];
+        }
+        if (!(a.data[offset] == T(0))) ++bad;  // zero-filled
+        for (rd_int k = 0; k < (rd_int)sizeof(T); ++k) {
+            rd_int at = (const char*)(a.data + offset) - scratch + k;
+            if (at < 0 || at >= total || (owner[at] && owner[at] != id)) ++bad;
+            else owner[at] = id;
+        }
+    }
+    return bad;
+}
+
+// every thread allocates ancillas of several types and ranks, releases some and allocates again, as
+// device functions do; returns the bytes touched outside the scratch, by two ancillas at once, or
+// not zero-filled, and writes each ancilla's first-element address for each thread to `first`
+extern "C" int probe(rd_int threads, rd_int capacity, int interleaved, char* scratch, int* owner, long long* first) {
+    int bad = 0;
+    const rd_int total = threads * capacity;
+    for (rd_int b = 0; b < threads; ++b) {
+        rd_error err = {0, 0, 0, 0, 0.0, 0.0};
+        rd_status st = {&err, b, interleaved ? scratch : scratch + b * capacity, 0, capacity, 0,
+                        interleaved ? threads : 1, interleaved ? b : 0};
+        rd_array<double, 2> a = rd_alloc<double, 2>(&st, {3, 5});
+        rd_array<float, 1> f = rd_alloc<float, 1>(&st, {7});
+        const rd_int mark_ = st.used;
+        rd_array<rd_complex<double>, 1> z = rd_alloc<rd_complex<double>, 1>(&st, {2});
+        st.used = mark_;  // released, as a returning device function releases its ancillas
+        rd_array<double, 3> c = rd_alloc<double, 3>(&st, {2, 2, 3});
+        rd_array<char, 1> e = rd_alloc<char, 1>(&st, {0});
+        if (err.code) return -1;
+        bad += mark(a, scratch, total, owner, (int)(5 * b + 1)) + mark(f, scratch, total, owner, (int)(5 * b + 2))
+             + mark(c, scratch, total, owner, (int)(5 * b + 4)) + mark(e, scratch, total, owner, (int)(5 * b + 5));
+        bad += mark(z, scratch, total, owner, (int)(5 * b + 4));  // where c now lies
+        first[4 * b + 0] = (const char*)a.data - scratch;
+        first[4 * b + 1] = (const char*)f.data - scratch;
+        first[4 * b + 2] = (const char*)z.data - scratch;
+        first[4 * b + 3] = (const char*)c.data - scratch;
+    }
+    return bad;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to compile the prelude")
+@pytest.mark.parametrize("layout", launch.LAYOUTS)
+def test_ancilla_stacks_never_overlap_and_interleave_across_threads(layout):
+    """rd_alloc's addresses: every byte of every thread's ancillas inside the scratch, no two live
+    ancillas sharing one (also where threads allocate different types at one offset), each
+    zero-filled; interleaved, thread b + 1's element sits one slot after thread b's (a warp's
+    accesses coalesce), element-major a whole stack further."""
+    source = (f'#define RD_ANCILLA_SLOT 16\n#include "{launch.HOST_SHIM}"\n#include "{launch.PRELUDE}"\n'
+              + SCRATCH_PROBE)
+    lib = launch.HostModule(source, "test_scratch").lib
+    threads, capacity = 5, 1024
+    scratch = np.full(threads * capacity, 0xFF, np.uint8)
+    owner = np.zeros(threads * capacity, np.int32)
+    first = np.zeros((threads, 4), np.int64)
+    pointer = np.ctypeslib.ndpointer
+    lib.probe.argtypes = [ctypes.c_longlong, ctypes.c_longlong, ctypes.c_int, pointer(np.uint8), pointer(np.int32),
+                          pointer(np.int64)]
+    assert lib.probe(threads, capacity, int(layout == "interleaved"), scratch, owner, first) == 0
+    step = np.diff(first, axis=0)
+    if layout == "interleaved":
+        assert (step == 16).all()  # one slot (the largest element, complex128): consecutive across threads
+    else:
+        assert (step == capacity).all()
+
+
+def test_the_layout_is_chosen_by_environment(monkeypatch):
+    monkeypatch.delenv("REVDIFF_CUDA_LAYOUT", raising=False)
+    assert launch.layout() == "interleaved"
+    monkeypatch.setenv("REVDIFF_CUDA_LAYOUT", " Element ")
+    assert launch.layout() == "element"
+    monkeypatch.setenv("REVDIFF_CUDA_LAYOUT", "coalesced")
+    with pytest.raises(ValueError, match="REVDIFF_CUDA_LAYOUT must be one of interleaved, element, not 'coalesced'"):
+        launch.layout()
+
+
+def test_interleaved_copies_keep_values_with_the_batch_axis_innermost():
+    a = rand((3, 4, 5))[:, ::2, :]  # a strided view, as a user may pass
+    v = launch.interleave(a, np)
+    np.testing.assert_array_equal(v, a)
+    assert v.strides[0] == a.itemsize and v.base is not None and v.base.flags.c_contiguous
 
 
 @revdiff.reversible
@@ -348,7 +458,7 @@ def test_host_emulation_of_tangent_kernels_matches_numba():
     module = launch.HostModule(kernels.module_source(entries, host=True), "test_tangents")
     for bf, (kind, types, inputs, expected) in runs:
         got = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
-        kernels.run_on_host(module, bf, kind, got, types)
+        _in_both_layouts(module, bf, kind, got, types)
         for g, w in zip(got, expected):
             if isinstance(g, np.ndarray):
                 np.testing.assert_allclose(g, w, rtol=1e-11, atol=1e-11, err_msg=f"{bf.f.__qualname__} {kind}")
@@ -357,3 +467,30 @@ def test_host_emulation_of_tangent_kernels_matches_numba():
     except ImportError:
         return
     assert b".entry" in launch.nvrtc_compile(kernels.module_source(entries), "sm_80", optimize=False)
+
+
+MODULE_DIGEST = """
+import hashlib
+import numpy as np
+import revdiff
+from revdiff import programs as P
+from revdiff.compiler import cuda as kernels
+args = (np.zeros((2, 7)), np.zeros((2, 3, 3)), np.ones((2, 7, 3)), np.ones((2, 7)))
+bf = revdiff.batched(P.project_cgs2, P.project_cgs2.params)
+types = bf._element_types(args)
+print(hashlib.sha256(kernels.module_source([(bf, "call", types), (bf, "vjp", types)]).encode()).hexdigest())
+"""
+
+
+def test_kernel_module_source_is_the_same_in_every_process(tmp_path):
+    """CuPy keeps compiled kernel modules on disk, keyed by their source (``CUPY_CACHE_DIR``): a new
+    process skips NVRTC only if it generates the very same source, whatever its hash seed and cache."""
+    root = str(Path(revdiff.__file__).resolve().parent.parent)
+    digests = set()
+    for seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=seed, REVDIFF_CACHE_DIR=str(tmp_path / seed),
+                   PYTHONPATH=os.pathsep.join([root] + os.environ.get("PYTHONPATH", "").split(os.pathsep)))
+        done = subprocess.run([sys.executable, "-c", MODULE_DIGEST], env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        digests.add(done.stdout.strip())
+    assert len(digests) == 1

@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 from revdiff.backends.cuda.emit import PRELUDE, CudaEmitter, Signature, kernel_source, with_line_directives
 from revdiff.backends.cuda.launch import HOST_SHIM, HostModule, nvrtc_options, run_device, run_host
+from revdiff.backends.cuda.launch import layout as kernel_layout
 from revdiff.compiler.entries import entry_signature
 from revdiff.compiler.graph import invoked, symbol
 from revdiff.ir.types import VarType
@@ -18,10 +19,12 @@ MODULE_NAME = "revdiff_kernels.cu"
 
 
 class DeviceFunction(NamedTuple):
-    """A device function's CUDA source, and the user's source line each of its lines comes from."""
+    """A device function's CUDA source, the user's source line each of its lines comes from, and
+    the size of the largest ancilla element it allocates."""
 
     text: str
     origins: tuple
+    ancilla_itemsize: int = 1
 
 
 def by_reference(spec, program: str) -> tuple:
@@ -72,7 +75,8 @@ def device_functions(spec, programs, done: dict | None = None) -> dict:
                 callees[alias] = Signature(symbol(dep, prog), by_reference(dep, prog))
         low.name = name
         emitter = CudaEmitter(dict(low.param_types), callees)
-        done[name] = DeviceFunction(emitter.function(low, by_reference(s, program)), tuple(emitter.origins))
+        text = emitter.function(low, by_reference(s, program))
+        done[name] = DeviceFunction(text, tuple(emitter.origins), emitter.ancilla_itemsize)
 
     for program in programs:
         visit(spec, program)
@@ -124,7 +128,9 @@ def module_source(entries: list, host: bool = False, check: bool = True) -> str:
                                      type_map, sig.saved, host=host, tangents=sig.tangents,
                                      tangent_saved=sig.tangent_saved))
     prelude = f'#include "{HOST_SHIM}"\n#include "{PRELUDE}"' if host else PRELUDE.read_text()
-    head = "\n".join((["#define RD_BOUNDSCHECK"] if check else []) + [prelude, prototypes(functions)])
+    slot = max((f.ancilla_itemsize for f in functions.values()), default=1)  # interleaved stacks' slot
+    head = "\n".join((["#define RD_BOUNDSCHECK"] if check else []) + [f"#define RD_ANCILLA_SLOT {slot}", prelude,
+                                                                        prototypes(functions)])
     lines = [(line, None) for line in head.split("\n")]
     for function in functions.values():
         lines += list(zip(function.text.splitlines(), function.origins)) + [("", None)]
@@ -136,15 +142,26 @@ def _batch_size(bf, arrays) -> int:
     return next(a.shape[0] for p, a in zip(bf.f.params, arrays) if p in bf.batched)
 
 
-def run_on_host(module: HostModule, bf, kind: str, arrays: list, types: tuple) -> None:
+def batched_arguments(bf, kind: str, types: tuple) -> list:
+    """Whether each argument of ``bf``'s ``kind`` entry has a batch axis, in the kernel's order:
+    parameters and gradients, saved outputs, tangents, the saved outputs' tangents."""
+    sig = entry_signature(bf.f, bf.batched, kind, types)
+    return ([p.batched for p in list(sig.params) + list(sig.grads)] + [True] * len(sig.saved)
+            + [p.batched for p in sig.tangents] + [True] * len(sig.tangent_saved))
+
+
+def run_on_host(module: HostModule, bf, kind: str, arrays: list, types: tuple, layout: str | None = None) -> None:
     """Run ``bf``'s ``kind`` entry of a host-built module in place on ``arrays`` (the argument list
-    of the Numba batched entry). Raises what the CPU backend raises on a failed check."""
-    run_host(module, entry_name(bf, kind, types), arrays, _batch_size(bf, arrays))
+    of the Numba batched entry), in ``layout`` (``launch.LAYOUTS``; default ``launch.layout()``).
+    Raises what the CPU backend raises on a failed check."""
+    run_host(module, entry_name(bf, kind, types), arrays, batched_arguments(bf, kind, types),
+             _batch_size(bf, arrays), (layout or kernel_layout()) == "interleaved")
 
 
 def run_on_device(bf, kind: str, arrays: list, types: tuple) -> None:
-    """Run ``bf``'s ``kind`` entry on the GPU, in place on ``arrays``; the module is compiled once
-    per function version, options and element types."""
+    """Run ``bf``'s ``kind`` entry on the GPU, in place on ``arrays``, in the layout
+    ``launch.layout()`` names; the module is compiled once per function version, options and
+    element types."""
     cupy = cupy_module()
     options = bf.f.forward_function.options
     # keyed by the function's source and globals as they are now (a rebound global compiles anew),
@@ -153,4 +170,5 @@ def run_on_device(bf, kind: str, arrays: list, types: tuple) -> None:
     if key not in _DEVICE_MODULES:
         source = module_source([(bf, kind, types)], check=options.check)
         _DEVICE_MODULES[key] = cupy.RawModule(code=source, options=nvrtc_options(options.fmad))
-    run_device(_DEVICE_MODULES[key], entry_name(bf, kind, types), arrays, _batch_size(bf, arrays))
+    run_device(_DEVICE_MODULES[key], entry_name(bf, kind, types), arrays, batched_arguments(bf, kind, types),
+               _batch_size(bf, arrays), kernel_layout() == "interleaved")

@@ -4,7 +4,8 @@ adjoint, inverse_adjoint), valid for any shapes (arrays carry shape and strides)
 
 The same LowFunctions as the Python emitter, and pure functions printed from the ``cuda`` spelling
 in the function table. Arrays are ``rd_array<T, N>`` views (``revdiff_cuda.h``); ancillas come from
-a per-thread scratch stack; a failed check records itself in a device error record and returns.
+a per-thread scratch stack (the threads' stacks interleaved, so that a warp's accesses coalesce); a
+failed check records itself in a device error record and returns.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ PRELUDE = Path(__file__).with_name("revdiff_cuda.h")
 
 _C_TYPES = {"float64": "double", "float32": "float", "int64": "rd_int", "int32": "int", "bool": "bool",
             "complex128": "rd_complex<double>", "complex64": "rd_complex<float>"}
+_C_SIZES = {"float64": 8, "float32": 4, "int64": 8, "int32": 4, "bool": 1, "complex128": 16, "complex64": 8}
 
 
 def c_scalar(t: VarType) -> str:
@@ -61,6 +63,7 @@ class CudaEmitter:
     types: dict
     callees: dict
     lines: list = field(default_factory=list)
+    ancilla_itemsize: int = 1  # the largest element of an ancilla it allocates (``ancilla_slot``)
 
     # ---------------------------------------------------------------- expressions
 
@@ -230,6 +233,7 @@ class CudaEmitter:
         if s.shape is None:
             self.out(d, f"{s.name} = {c_scalar(t)}(0);")
             return
+        self.ancilla_itemsize = max(self.ancilla_itemsize, _C_SIZES[t.dtype])
         dims = "{" + ", ".join(f"(rd_int){self.expr(x)}" for x in s.shape) + "}"
         alloc = f"{s.name} = rd_alloc<{c_scalar(t)}, {len(s.shape)}>(st, {dims}); if (st->failed) return;"
         if s.reuse:
@@ -254,18 +258,21 @@ def kernel_source(entry: str, program: str, params: list, grads: list, types: di
     ``params + grads`` and the ``saved`` outputs (one-element views for scalars); a tangent program
     then ``tangents`` and the ``tangent_saved`` outputs' tangents (``dout_<name>``), as the CPU's
     entries (``backends/numba/entries.py``). Array (and batched scalar) arguments arrive as a pointer
-    and a meta array (shape..., strides... in elements, batch axis first when batched); shared
-    scalars by value. ``host``: also a C launcher looping over the batch (emulation)."""
+    and a meta array (shape..., strides... in elements, batch axis first when batched: stored batch
+    innermost, its stride is 1 and a warp's loads coalesce, ``launch.interleave``); shared scalars by
+    value. ``interleaved`` (an argument): the ancilla stacks interleaved too (``rd_alloc``).
+    ``host``: also a C launcher looping over the batch (emulation)."""
     args, setup, writeback = [], [], []
     _arguments(list(params) + list(grads), types, args, setup, writeback)
     _outputs("out_", saved, types, args, setup)
     _arguments(list(tangents), types, args, setup, writeback)
     _outputs("dout_", tangent_saved, types, args, setup)
-    args += ["rd_int batch", "rd_error* err", "char* scratch", "rd_int scratch_per_thread"]
+    args += ["rd_int batch", "rd_error* err", "char* scratch", "rd_int scratch_per_thread", "rd_int interleaved"]
     lines = [f'extern "C" __global__ void {entry}({", ".join(args)}) {{',
              "    const rd_int _b = (rd_int)blockIdx.x * blockDim.x + threadIdx.x;",
              "    if (_b >= batch) return;",
-             "    rd_status st_ = {err, _b, scratch + _b * scratch_per_thread, 0, scratch_per_thread, 0};",
+             "    rd_status st_ = {err, _b, interleaved ? scratch : scratch + _b * scratch_per_thread, 0,",
+             "                     scratch_per_thread, 0, interleaved ? batch : 1, interleaved ? _b : 0};",
              "    rd_status* st = &st_;"]
     lines += ["    " + s for s in setup]
     names = ([p.name for p in params + grads] + [f"out_{name}" for name in saved] + [p.name for p in tangents]

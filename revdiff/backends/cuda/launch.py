@@ -7,7 +7,7 @@ import ctypes
 import hashlib
 import os
 import subprocess
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
@@ -72,14 +72,42 @@ _SCALAR_CTYPES = {"float64": ctypes.c_double, "float32": ctypes.c_float, "int64"
                   "complex64": _complex_ctype(ctypes.c_float)}
 
 
-def launch(run: Callable[[int], tuple], arrays: list, is_array: Callable[[Any], bool], entry: str,
+#: how batched arrays and ancillas are laid out for a kernel (``REVDIFF_CUDA_LAYOUT``): "interleaved"
+#: (the default: element b of every batched array of rank >= 2, and of every ancilla, at consecutive
+#: addresses across the threads of a warp) or "element" (each element's arrays and ancillas
+#: contiguous, as the user's arrays are: one memory transaction per thread)
+LAYOUTS = ("interleaved", "element")
+
+
+def layout() -> str:
+    """The layout kernels run with: ``REVDIFF_CUDA_LAYOUT``, else "interleaved"."""
+    value = os.environ.get("REVDIFF_CUDA_LAYOUT", "").strip().lower() or LAYOUTS[0]
+    if value not in LAYOUTS:
+        raise ValueError(f"REVDIFF_CUDA_LAYOUT must be one of {', '.join(LAYOUTS)}, not {value!r}")
+    return value
+
+
+def interleave(a, xp):
+    """Batched array ``a`` (batch axis first) copied into storage with the batch axis innermost, and
+    viewed batch-first again: the same values and shape, batch stride 1. A kernel thread reads its
+    element through the strides (``rd_element``), so thread b + 1 reads next to thread b. One copy
+    (CuPy's transposing copy kernel on a GPU) in, and one back for what the kernel may have written."""
+    return xp.moveaxis(xp.ascontiguousarray(xp.moveaxis(a, 0, -1)), -1, 0)
+
+
+def launch(run: Callable[[list, int], tuple], arrays: list, batched: list, interleaved: bool, xp, entry: str,
            scratch_bytes: int, limit: int) -> None:
-    """``run(scratch_bytes)`` launches the kernel once and returns its error record (code, function
-    key, check index, batch element, two values). A kernel whose ancillas did not fit in the scratch
-    runs again, its arguments restored, with four times as much, up to ``limit`` bytes per element."""
-    originals = [a.copy() if is_array(a) else None for a in arrays]
+    """``run(work, scratch_bytes)`` launches the kernel once on argument list ``work`` and returns
+    its error record (code, function key, check index, batch element, two values). ``interleaved``:
+    the batched arrays of rank >= 2 (``batched`` flags the arguments) run as interleaved copies,
+    written back into ``arrays`` after the last launch; the others in place. A kernel whose ancillas
+    did not fit in the scratch runs again, its arguments as they were, with four times as much, up
+    to ``limit`` bytes per element."""
+    copied = [interleaved and flag and isinstance(a, xp.ndarray) and a.ndim >= 2 for a, flag in zip(arrays, batched)]
+    originals = [a.copy() if isinstance(a, xp.ndarray) and not c else None for a, c in zip(arrays, copied)]
     while True:
-        code, fkey, idx, batch, v0, v1 = run(scratch_bytes)
+        work = [interleave(a, xp) if c else a for a, c in zip(arrays, copied)]
+        code, fkey, idx, batch, v0, v1 = run(work, scratch_bytes)
         if code != SCRATCH_EXHAUSTED:
             break
         scratch_bytes *= 4
@@ -88,6 +116,9 @@ def launch(run: Callable[[int], tuple], arrays: list, is_array: Callable[[Any], 
         for a, original in zip(arrays, originals):
             if original is not None:
                 a[...] = original
+    for a, w, c in zip(arrays, work, copied):
+        if c:
+            a[...] = w
     if code == CHECK_FAILED:
         raise checks.to_error(fkey, idx, v0, v1, batch) from None
     if code == INDEX_OUT_OF_BOUNDS:
@@ -97,49 +128,55 @@ def launch(run: Callable[[int], tuple], arrays: list, is_array: Callable[[Any], 
         raise ReversibilityError(f"kernel {entry} failed with code {code}")
 
 
-def run_host(module: HostModule, entry: str, arrays: list, batch: int, scratch_bytes: int = 1 << 16) -> None:
+def run_host(module: HostModule, entry: str, arrays: list, batched: list, batch: int,
+             interleaved: bool, scratch_bytes: int = 1 << 16) -> None:
     """Run kernel ``entry`` of a host-compiled module in place on ``arrays`` (the argument list of
-    the Numba batched entry), one batch element at a time."""
-    keep, cargs = [], []
-    for a in arrays:
-        if isinstance(a, np.ndarray):
-            meta = _meta(a)
-            keep.append(meta)
-            cargs += [a.ctypes.data_as(ctypes.c_void_p), meta.ctypes.data_as(ctypes.c_void_p)]
-        else:
-            cargs.append(_SCALAR_CTYPES[np.asarray(a).dtype.name](a))
+    the Numba batched entry; ``batched`` flags those with a batch axis), one batch element at a time,
+    in the layout a GPU runs (``interleaved`` or not)."""
 
-    def run(size: int) -> tuple:
+    def run(work: list, size: int) -> tuple:
+        keep, cargs = [], []
+        for a in work:
+            if isinstance(a, np.ndarray):
+                meta = _meta(a)
+                keep.append(meta)
+                cargs += [a.ctypes.data_as(ctypes.c_void_p), meta.ctypes.data_as(ctypes.c_void_p)]
+            else:
+                cargs.append(_SCALAR_CTYPES[np.asarray(a).dtype.name](a))
         err = ErrorRecord()
         scratch = np.zeros(batch * size, np.uint8)
         module.entry(entry)(*cargs, ctypes.c_longlong(batch), ctypes.byref(err),
-                            scratch.ctypes.data_as(ctypes.c_void_p), ctypes.c_longlong(size))
+                            scratch.ctypes.data_as(ctypes.c_void_p), ctypes.c_longlong(size),
+                            ctypes.c_longlong(int(interleaved)))
         return err.code, err.fkey, err.idx, int(err.batch), err.v0, err.v1
 
-    launch(run, arrays, lambda a: isinstance(a, np.ndarray), entry, scratch_bytes, 1 << 30)
+    launch(run, arrays, batched, interleaved, np, entry, scratch_bytes, 1 << 30)
 
 
-def run_device(module, entry: str, arrays: list, batch: int, scratch_bytes: int = 1 << 14) -> None:
+def run_device(module, entry: str, arrays: list, batched: list, batch: int, interleaved: bool,
+               scratch_bytes: int = 1 << 14) -> None:
     """Launch kernel ``entry`` of a CuPy ``RawModule`` in place on ``arrays`` (CuPy arrays and host
-    scalars: the argument list of the CPU batched entry), one thread per batch element."""
+    scalars: the argument list of the CPU batched entry; ``batched`` flags those with a batch axis),
+    one thread per batch element, on CuPy's current stream."""
     cupy = cupy_module()
     kernel = module.get_function(entry)
-    kargs = []
-    for a in arrays:
-        if isinstance(a, cupy.ndarray):
-            kargs += [a, cupy.asarray(_meta(a))]
-        else:
-            kargs.append(np.asarray(a).dtype.type(a))
     blocks = (batch + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
 
-    def run(size: int) -> tuple:
+    def run(work: list, size: int) -> tuple:
+        kargs = []
+        for a in work:
+            if isinstance(a, cupy.ndarray):
+                kargs += [a, cupy.asarray(_meta(a))]
+            else:
+                kargs.append(np.asarray(a).dtype.type(a))
         err = cupy.zeros(_DEVICE_ERROR.itemsize, np.uint8)
         scratch = cupy.zeros(batch * size, np.uint8)
-        kernel((blocks,), (THREADS_PER_BLOCK,), tuple(kargs) + (np.int64(batch), err, scratch, np.int64(size)))
+        kernel((blocks,), (THREADS_PER_BLOCK,), tuple(kargs) + (np.int64(batch), err, scratch, np.int64(size),
+                                                               np.int64(int(interleaved))))
         r = cupy.asnumpy(err).view(_DEVICE_ERROR)[0]
         return (int(r["code"]), int(r["fkey"]), int(r["idx"]), int(r["batch"]), float(r["v0"]), float(r["v1"]))
 
-    launch(run, arrays, lambda a: isinstance(a, cupy.ndarray), entry, scratch_bytes, 1 << 26)
+    launch(run, arrays, batched, interleaved, cupy, entry, scratch_bytes, 1 << 26)
 
 
 def nvrtc_options(fmad: bool) -> tuple:

@@ -185,9 +185,10 @@ struct rd_error {  // the first failure of a launch, read by the host after the 
 struct rd_status {  // one per thread
     rd_error* err;
     rd_int batch;
-    char* scratch;
-    rd_int used, capacity;
+    char* scratch;          // the scratch stack: this thread's own, or the interleaved stacks of all
+    rd_int used, capacity;  // bytes of this thread's stack in use, and its size
     int failed;
+    rd_int threads, lane;   // interleaved: the slots of `threads` threads, this one's at `lane`; else 1, 0
 };
 
 #ifdef RD_HOST
@@ -289,10 +290,11 @@ RD_FN rd_array<T, M> rd_view(const rd_array<T, N>& a, const rd_sl (&ix)[N]) {
 }
 
 template <typename T, int N>
-RD_FN void rd_fill0(const rd_array<T, N>& a) {
+RD_FN void rd_fill0(const rd_array<T, N>& a) {  // an ancilla: contiguous in units of its last stride
     rd_int size = 1;
     for (int d = 0; d < N; ++d) size *= a.shape[d];
-    for (rd_int i = 0; i < size; ++i) a.data[i] = T(0);  // ancillas are contiguous
+    const rd_int unit = a.stride[N - 1];
+    for (rd_int i = 0; i < size; ++i) a.data[i * unit] = T(0);
 }
 
 template <typename T, int N>
@@ -302,24 +304,35 @@ RD_FN bool rd_same_shape(const rd_array<T, N>& a, const rd_int (&shape)[N]) {
     return true;
 }
 
-// an ancilla from the thread's scratch stack (released when the allocating function returns)
+// an ancilla from the thread's scratch stack (released when the allocating function returns).
+// Interleaved stacks (threads > 1): a thread's stack is a sequence of RD_ANCILLA_SLOT-byte slots, the
+// largest ancilla element of the module, one element per slot; slot q of thread `lane` lies at
+// (q * threads + lane) * RD_ANCILLA_SLOT. The threads of a warp then read one element each from
+// consecutive slots (one coalesced transaction where stacks 16 KiB apart take one per thread), and a
+// thread never touches another's slot, whatever type each allocates at the same offset.
+#ifndef RD_ANCILLA_SLOT
+#define RD_ANCILLA_SLOT 16
+#endif
 template <typename T, int N>
 RD_FN rd_array<T, N> rd_alloc(rd_status* st, const rd_int (&shape)[N]) {
+    static_assert(RD_ANCILLA_SLOT % sizeof(T) == 0, "an ancilla element larger than the module's slot");
     rd_array<T, N> a;
     a.st = st;
+    const rd_int slot = st->threads > 1 ? RD_ANCILLA_SLOT : (rd_int)sizeof(T);
+    const rd_int unit = st->threads * (slot / (rd_int)sizeof(T));  // elements of T from one to the next
     rd_int size = 1;
     for (int d = N - 1; d >= 0; --d) {
         a.shape[d] = shape[d];
-        a.stride[d] = size;
+        a.stride[d] = size * unit;
         size *= shape[d];
     }
-    rd_int bytes = (size * (rd_int)sizeof(T) + 15) / 16 * 16;
+    rd_int bytes = (size * slot + 15) / 16 * 16;
     if (st->used + bytes > st->capacity) {
         rd_fail(st, RD_SCRATCH_EXHAUSTED, 0, 0, (double)(st->used + bytes), (double)st->capacity);
         a.data = 0;
         return a;
     }
-    a.data = (T*)(st->scratch + st->used);
+    a.data = (T*)(st->scratch + st->used * st->threads) + st->lane * (slot / (rd_int)sizeof(T));
     st->used += bytes;
     rd_fill0(a);
     return a;
