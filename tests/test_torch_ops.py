@@ -251,3 +251,38 @@ def test_forward_mode_equals_torch():
                                             (rt.tangent_project, torch_tangent_project, (Z, dZ), (dZ, Z))):
         torch.testing.assert_close(torch.func.jvp(mine, primals, tangents), torch.func.jvp(theirs, primals, tangents),
                                    rtol=1e-11, atol=1e-12)
+
+
+def test_cuda_tensors_run_on_torchs_current_device_and_stream(monkeypatch):
+    """On CUDA tensors an operation runs with CuPy's current device and stream those of PyTorch
+    (checked with stand-ins: no GPU here); CPU tensors never reach CuPy."""
+    from types import SimpleNamespace
+
+    from revdiff.torch import operations
+
+    seen = []
+
+    class Context:
+        def __init__(self, what):
+            self.what = what
+
+        def __enter__(self):
+            seen.append(("enter", self.what))
+
+        def __exit__(self, *exc):
+            seen.append(("exit", self.what))
+
+    cuda = SimpleNamespace(Device=lambda i: Context(("device", i)), ExternalStream=lambda p: Context(("stream", p)),
+                           Stream=SimpleNamespace(null=Context(("stream", "null"))))
+    monkeypatch.setattr(operations, "cupy_module", lambda: SimpleNamespace(cuda=cuda))
+    run = operations._on_torch_stream(lambda *args: seen.append(("impl", len(args))) or "done")
+    assert run(torch.ones(2), [torch.ones(1)]) == "done" and seen == [("impl", 2)]
+    assert operations._cuda_device((torch.ones(1), [torch.ones(1, device="meta")], 3)) is None
+    seen.clear()
+    monkeypatch.setattr(operations, "_cuda_device", lambda args: torch.device("cuda", 1))
+    for pointer, stream in ((1234, ("stream", 1234)), (0, ("stream", "null"))):
+        monkeypatch.setattr(torch.cuda, "current_stream", lambda index, p=pointer: SimpleNamespace(cuda_stream=p))
+        assert run(torch.ones(2)) == "done"
+        assert seen == [("enter", ("device", 1)), ("enter", stream), ("impl", 1), ("exit", stream),
+                        ("exit", ("device", 1))]
+        seen.clear()

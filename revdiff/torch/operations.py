@@ -3,6 +3,7 @@
 through a ``torch.autograd.Function`` (see ``revdiff.torch``)."""
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import numpy as np
@@ -88,10 +89,38 @@ def _batch_front(info: Any, value: Any, dim: Any) -> Any:
     return value.movedim(dim, 0) if dim is not None else value.expand(info.batch_size, *value.shape)
 
 
+def _cuda_device(args: tuple) -> "torch.device | None":
+    """The device of the first CUDA tensor among ``args`` (and the tensor lists among them)."""
+    for a in args:
+        for t in (a if isinstance(a, (list, tuple)) else (a,)):
+            if isinstance(t, torch.Tensor) and t.device.type == "cuda":
+                return t.device
+    return None
+
+
+def _on_torch_stream(impl: Callable) -> Callable:
+    """``impl`` run, where its tensors are on a GPU, with CuPy's current device and stream those of
+    PyTorch: revdiff's kernels and copies queue behind the work that made the inputs and before the
+    work that reads the results, with no synchronisation (revdiff's kernels read their error record
+    back, which waits for that stream only)."""
+    @functools.wraps(impl)
+    def run(*args, **kwargs):
+        device = _cuda_device(args)
+        if device is None:
+            return impl(*args, **kwargs)
+        cp = cupy_module()
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        pointer = torch.cuda.current_stream(index).cuda_stream
+        with cp.cuda.Device(index), (cp.cuda.ExternalStream(pointer) if pointer else cp.cuda.Stream.null):
+            return impl(*args, **kwargs)
+    return run
+
+
 def _operation(name: str, schema: str, impl: Callable, fake: Callable, vmap: Callable | None = None):
     """``revdiff::name``, a custom operation with its fake implementation and a vmap rule: the
-    programs batch over leading axes, so by default the rule moves every batch dimension first."""
-    op = torch.library.custom_op(f"revdiff::{name}", impl, mutates_args=(), schema=schema)
+    programs batch over leading axes, so by default the rule moves every batch dimension first.
+    On CUDA tensors it runs on PyTorch's current device and stream (``_on_torch_stream``)."""
+    op = torch.library.custom_op(f"revdiff::{name}", _on_torch_stream(impl), mutates_args=(), schema=schema)
     op.register_fake(fake)
 
     def batch_first(info, in_dims, *args):
