@@ -1,14 +1,17 @@
-"""GPU benchmark: revdiff's CUDA kernels (one thread per matrix) in both memory layouts, against
-PyTorch CUDA autograd through torch.linalg.qr and CuPy running the formula adjoints, in one run.
+"""GPU benchmark of revdiff's CUDA kernels in both memory layouts, against PyTorch and CuPy.
 
     python benchmarks/gpu.py [--cases 100000x32x16,10000x64x32] [--repeats 5]
 
-For each case, dtype and loss (projection and QR gradients) it prints revdiff's time with the
-batch-interleaved layout (the default) and with each element's arrays contiguous
-(``REVDIFF_CUDA_LAYOUT=element``), the achieved GB/s against a device-to-device copy of the same
-bytes timed in the same run, GFLOP/s (24 m n^2 flops per matrix, as the CPU tables count), the
-time of the layout's transposing copies alone, and the ratios to PyTorch and the CuPy formulas.
-Needs CuPy and a CUDA GPU (PyTorch with CUDA for its column).
+One thread per matrix, projection and QR gradients, float32 and float64, in one run. Columns: the
+time of revdiff's gradient in the batch-interleaved layout (the default) and in the element layout
+(``REVDIFF_CUDA_LAYOUT=element``), and whether the two gave the same bits; the time of the layout's
+copies alone (the inputs into the interleaved layout, and a gradient-sized result back); from the
+interleaved time: the effective GB/s (the least bytes a gradient moves, its inputs read and its
+gradient written once, over the time) against a device-to-device copy of as many bytes timed in the
+same run, and GFLOP/s (``revdiff.tools.bench.reversible_flops`` per matrix, as the CPU tables
+count); the CuPy formula adjoints' and PyTorch CUDA autograd's times and their ratios to revdiff's.
+Times are medians of up to ``--repeats`` calls after a first call (which compiles), fewer where they
+would pass 20 s. Needs CuPy and a CUDA GPU (PyTorch with CUDA for its column).
 """
 import argparse
 import os
@@ -56,14 +59,20 @@ def in_layout(layout, fn):
     return run
 
 
-def moved_bytes(arrays):
+def moved_bytes(inputs, gradient):
     """Bytes a gradient must move at least: its inputs read and its gradient written once."""
-    return sum(a.nbytes for a in arrays)
+    return sum(a.nbytes for a in inputs) + gradient.nbytes
 
 
-def flops(batch, m, n):
-    """24 m n^2 per matrix: a reversible CGS2 vjp's count, as ``benchmarks/speed.py`` counts."""
-    return 24.0 * batch * m * n * n
+def layout_copies(inputs, gradient, xp):
+    """What the interleaved layout adds: the inputs copied into it, a gradient-sized result back."""
+    from revdiff.backends.cuda.launch import interleave
+
+    def run():
+        for a in inputs:
+            interleave(a, xp)
+        gradient[...] = interleave(gradient, xp)
+    return run
 
 
 def torch_gradient(torch, loss, A, y, gQ, gR):
@@ -86,14 +95,15 @@ def torch_gradient(torch, loss, A, y, gQ, gR):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--cases", default="100000x32x16,10000x64x32", help="BxMxN batches, comma-separated")
-    p.add_argument("--repeats", type=int, default=5, help="timed calls after the first (median reported)")
+    p.add_argument("--cases", default="100000x32x16,10000x64x32", help="B x m x n batches, comma-separated")
+    p.add_argument("--repeats", type=int, default=5,
+                   help="timed calls after the first (their median is reported; fewer past 20 s)")
     args = p.parse_args()
     import cupy
 
     from revdiff import formulas
     from revdiff import programs as P
-    from revdiff.backends.cuda.launch import interleave
+    from revdiff.tools.bench import reversible_flops
     sync = cupy.cuda.Device().synchronize
     try:
         import torch
@@ -101,10 +111,11 @@ def main():
     except ImportError:
         has_torch = False
     name = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
-    print(f"# revdiff GPU benchmark on {name}, median of {args.repeats}\n")
-    print("| loss | dtype | B x m x n | revdiff interleaved | revdiff element | layout copies | GB/s (copy GB/s) "
-          "| GFLOP/s | cupy formula | torch | cupy / revdiff | torch / revdiff | max abs diff vs cupy |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print(f"# revdiff GPU benchmark on {name}, medians of up to {args.repeats} calls\n")
+    print("| loss | dtype | B x m x n | revdiff interleaved | revdiff element | layouts equal | layout copies "
+          "| GB/s (copy GB/s) | GFLOP/s | cupy formula | torch | cupy / revdiff | torch / revdiff "
+          "| max abs diff vs cupy |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     rng = np.random.default_rng(0)
     for case in args.cases.split(","):
         batch, m, n = (int(x) for x in case.split("x"))
@@ -129,14 +140,13 @@ def main():
                 progress(f"{label}: revdiff interleaved {t_inter * 1e3:.2f} ms")
                 t_elem, got_elem = timed(in_layout("element", mine), args.repeats, sync)
                 progress(f"{label}: revdiff element {t_elem * 1e3:.2f} ms")
-                if not bool(cupy.all(got == got_elem)):  # the same arithmetic at other addresses
-                    progress(f"{label}: the two layouts differ by {float(cupy.abs(got - got_elem).max()):.1e}")
-                nbytes = moved_bytes(inputs) + A.nbytes
-                src = cupy.zeros(nbytes // 2, np.uint8)
+                # the same arithmetic at other addresses: the same bits, or the largest difference
+                same = "yes" if bool(cupy.all(got == got_elem)) else f"{float(cupy.abs(got - got_elem).max()):.1e}"
+                nbytes = moved_bytes(inputs, got)
+                src = cupy.zeros(nbytes // 2, np.uint8)  # a copy reads half the bytes and writes half
                 dst = cupy.empty_like(src)
                 t_copy = timed(lambda: dst.__setitem__(Ellipsis, src), args.repeats, sync)[0]
-                # the interleaving copies of the arrays the kernel reads and writes (A and its gradient)
-                t_layout = timed(lambda: [interleave(a, cupy) for a in inputs + (A,)], args.repeats, sync)[0]
+                t_layout = timed(layout_copies(inputs, cupy.empty_like(got), cupy), args.repeats, sync)[0]
                 t_torch = float("nan")
                 if has_torch:
                     t_torch = timed(torch_gradient(torch, loss, A, y, gQ, gR), args.repeats, torch.cuda.synchronize)[0]
@@ -144,9 +154,10 @@ def main():
                 t_cupy, want = timed(theirs, args.repeats, sync)
                 progress(f"{label}: cupy formula {t_cupy * 1e3:.2f} ms")
                 diff = float(cupy.abs(got - want).max())
+                flops = batch * reversible_flops(loss, m, n)
                 print(f"| {loss} | {np.dtype(dtype).name} | {case} | {t_inter * 1e3:.2f} ms | {t_elem * 1e3:.2f} ms | "
-                      f"{t_layout * 1e3:.2f} ms | {nbytes / t_inter / 1e9:.0f} ({nbytes / t_copy / 1e9:.0f}) | "
-                      f"{flops(batch, m, n) / t_inter / 1e9:.0f} | {t_cupy * 1e3:.2f} ms | {t_torch * 1e3:.2f} ms | "
+                      f"{same} | {t_layout * 1e3:.2f} ms | {nbytes / t_inter / 1e9:.1f} ({nbytes / t_copy / 1e9:.0f}) | "
+                      f"{flops / t_inter / 1e9:.0f} | {t_cupy * 1e3:.2f} ms | {t_torch * 1e3:.2f} ms | "
                       f"{t_cupy / t_inter:.1f} | {t_torch / t_inter:.1f} | {diff:.1e} |", flush=True)
 
 

@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
-# The one prepared script for a GPU machine: GPU tests, then the GPU benchmark.
-#   bash benchmarks/gpu_check.sh            (logs also go to $OUT when it is set)
-# GPU machines here reach no package index: revdiff is imported from this tree (PYTHONPATH), and
-# numpy, numba, cupy, torch, pytest and hypothesis must already be installed there.
+# The one prepared script for a GPU machine: the GPU tests beside the GPU benchmark, then a new
+# process's first call (CuPy's on-disk kernel cache) and the two PyTorch examples on CUDA tensors.
+#   bash benchmarks/gpu_check.sh
+# It installs nothing: revdiff is imported from this tree (PYTHONPATH); numpy, numba, cupy, torch,
+# pytest and hypothesis must be installed. Environment: OUT (where the logs go, default
+# /tmp/revdiff_gpu), GPU_CASES (benchmark batches, default 100000x32x16,10000x64x32),
+# GPU_TEST_WORKERS (pytest-xdist workers, default 6), GPU_TEST_TIMEOUT and GPU_BENCH_TIMEOUT
+# (seconds, default 360 each). The caches start where REVDIFF_CACHE_DIR and CUPY_CACHE_DIR say
+# (default /tmp/revdiff_gpu_cache and /tmp/revdiff_gpu_cupy_cache; machine.txt says whether empty).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-/tmp/revdiff_gpu}"
 mkdir -p "$out"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export REVDIFF_CACHE_DIR="${REVDIFF_CACHE_DIR:-/tmp/revdiff_gpu_cache}"
+export CUPY_CACHE_DIR="${CUPY_CACHE_DIR:-/tmp/revdiff_gpu_cupy_cache}"
 {
+    for cache in "$REVDIFF_CACHE_DIR" "$CUPY_CACHE_DIR"; do
+        if [ -n "$(ls -A "$cache" 2>/dev/null)" ]; then echo "cache $cache: not empty"; else echo "cache $cache: empty"; fi
+    done
     date -u
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
     python3 -c "import sys, numpy, numba, cupy; print(sys.version.split()[0], 'numpy', numpy.__version__, 'numba', numba.__version__, 'cupy', cupy.__version__, 'cuda runtime', cupy.cuda.runtime.runtimeGetVersion())"
@@ -39,13 +48,18 @@ A, y = cupy.asarray(rng.standard_normal((1000, 32, 16))), cupy.asarray(rng.stand
 t1 = time.perf_counter()
 P.project_vjp(A, y, y)
 cupy.cuda.Device().synchronize()
-print(f"new process: imports {t1 - t0:.2f} s, first float64 projection gradient {time.perf_counter() - t1:.2f} s")
+print(f"new process: imports and data {t1 - t0:.2f} s, first float64 projection gradient {time.perf_counter() - t1:.2f} s")
 EOF
+second=${PIPESTATUS[0]}
 # the PyTorch training examples on CUDA tensors
+examples=0
 for example in torch_projection_loss torch_hypersphere; do
-    timeout 120 python3 "examples/$example.py" cuda 2>&1 | tail -n 3 | tee -a "$out/examples.txt"
-    echo "$example on cuda: exit ${PIPESTATUS[0]}" | tee -a "$out/examples.txt"
+    timeout 120 python3 "examples/$example.py" cuda >"$out/$example.txt" 2>&1
+    code=$?
+    tail -n 3 "$out/$example.txt"
+    echo "$example on cuda: exit $code"
+    examples=$(( examples || code ))
 done
 tail -n 40 "$out/tests.txt"
-echo "tests exit $status, benchmark exit $bench"
-exit $(( status || bench ))
+echo "tests exit $status, benchmark exit $bench, new process exit $second, examples exit $examples"
+exit $(( status || bench || second || examples ))

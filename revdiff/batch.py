@@ -202,10 +202,10 @@ class BatchedFunction:
         empty batch has nothing to run: its final values are its initial ones, its gradients zero."""
         if self._size(arrays) == 0:
             return arrays
+        self.f.validate(arrays[:len(self.f.params)])
         if xp is not np:
             run_on_device(self, kind, list(arrays), types)
             return arrays
-        self.f.validate(arrays[:len(self.f.params)])
         if kind in ("call", "vjp") and self._size(arrays) == 1:  # no parallel entry to compile for one element
             return self._execute_one(kind, types, arrays)
         if self.lanes(kind, types, arrays):  # index checks run uniformly for every lane group

@@ -25,7 +25,7 @@ from revdiff.ir.options import Options
 from revdiff.ir.types import VarType, type_of_value
 from revdiff.passes.analysis import modified_names
 from revdiff.primitives import INSTRUCTIONS
-from revdiff.runtime.device import any_on_device
+from revdiff.runtime.device import any_on_device, may_share_memory, on_device, writeable
 
 BACKENDS = ("numba", "python")
 _MISSING = object()
@@ -249,17 +249,20 @@ class ReversibleFunction:
         return tuple(types)
 
     def validate(self, args: tuple) -> None:
+        """Refuse a modified argument that is read-only, or that shares memory with another argument
+        (host arrays, or GPU arrays: ``device.may_share_memory``)."""
         modified = self.forward_function.modified_positions()
-        arrays = [(k, a) for k, a in enumerate(args) if isinstance(a, np.ndarray)]
+        arrays = [(k, a) for k, a in enumerate(args) if isinstance(a, np.ndarray) or on_device(a)]
         for k, a in arrays:
-            if k in modified and not a.flags.writeable:
+            if k in modified and not writeable(a):
                 raise ValueError(f"argument '{self.params[k]}' of {self.__qualname__}() is read-only, "
                                  "but the function modifies it")
         for i, (k, a) in enumerate(arrays):
             for j, b in arrays[i + 1:]:
-                if (k in modified or j in modified) and np.may_share_memory(a, b) and np.shares_memory(a, b):
+                if (k in modified or j in modified) and may_share_memory(a, b):
+                    how = " (their byte ranges on the GPU overlap)" if on_device(a) else ""
                     raise ReversibilityError(f"arguments '{self.params[k]}' and '{self.params[j]}' of "
-                                             f"{self.__qualname__}() share memory; pass separate arrays")
+                                             f"{self.__qualname__}() share memory{how}; pass separate arrays")
 
     def bind(self, args: tuple, kwargs: dict | None = None) -> tuple:
         """Every parameter's argument, in order: keywords by name, defaults for those left out."""

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import revdiff
-from revdiff import ancilla, release
+from revdiff import ancilla, release, zeros
 from revdiff.backends.cuda import launch
 from revdiff.compiler import cuda as kernels
 from revdiff import programs as P
@@ -215,7 +215,7 @@ extern "C" int probe(rd_int threads, rd_int capacity, int interleaved, char* scr
     for (rd_int b = 0; b < threads; ++b) {
         rd_error err = {0, 0, 0, 0, 0.0, 0.0};
         rd_status st = {&err, b, interleaved ? scratch : scratch + b * capacity, 0, capacity, 0,
-                        interleaved ? threads : 1, interleaved ? b : 0};
+                        interleaved ? threads : 1};
         rd_array<double, 2> a = rd_alloc<double, 2>(&st, {3, 5});
         rd_array<float, 1> f = rd_alloc<float, 1>(&st, {7});
         const rd_int mark_ = st.used;
@@ -494,3 +494,57 @@ def test_kernel_module_source_is_the_same_in_every_process(tmp_path):
         assert done.returncode == 0, done.stderr[-2000:]
         digests.add(done.stdout.strip())
     assert len(digests) == 1
+
+
+@revdiff.reversible
+def complex64_ancilla(y, x):
+    """A float64 function computing through a complex64 ancilla: its tangents mix precisions."""
+    c = zeros(1, np.complex64)
+    c[0] += 1.0
+    y[0] += c[0].real * x[0]
+    c[0] -= 1.0
+    del c
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for host emulation")
+def test_mixed_precision_complex_in_tangent_kernels():
+    """complex128 with complex64 arithmetic (a float64 function's tangent of a complex64 ancilla)
+    promotes as NumPy does; the kernels compiled (the operator was ambiguous) and match Numba."""
+    bf = revdiff.batched(complex64_ancilla, ("y", "x"))
+    args = (np.zeros((B, 3)), rand((B, 3)))
+    runs = [_tangent_entry(bf, "jvp", args, (rand((B, 3)), rand((B, 3)))),
+            _tangent_entry(bf, "vjp_jvp", args, (rand((B, 3)), None), (rand((B, 3)), rand((B, 3))))]
+    module = launch.HostModule(kernels.module_source([(bf, kind, types) for kind, types, _, _ in runs], host=True),
+                               "test_complex64_ancilla")
+    for kind, types, inputs, expected in runs:
+        got = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
+        _in_both_layouts(module, bf, kind, got, types)
+        for g, w in zip(got, expected):
+            if isinstance(g, np.ndarray):
+                np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6, err_msg=kind)
+
+
+def test_launch_retries_then_falls_back_to_the_element_layout_and_writes_back_what_the_kernel_writes():
+    """The launch loop: scratch grows fourfold per retry up to the limit, then (interleaved slots
+    being the module's largest element) the element layout runs before MemoryError; every retry
+    starts from the arguments as they were; only arguments the kernel writes are copied back, so a
+    read-only broadcast input is never assigned to."""
+    y = rand((3, 2, 2))
+    x = np.broadcast_to(rand((2, 2)), (3, 2, 2))
+    start = y.copy()
+    calls = []
+
+    def run(work, size, interleaved):
+        calls.append((size, interleaved, work[0].strides[0]))
+        work[0][...] += 1.0  # the kernel writes y
+        return (launch.SCRATCH_EXHAUSTED if interleaved or size < 64 else 0), 0, 0, 0, 0.0, 0.0
+
+    kinds = [launch.Argument(True, True), launch.Argument(True, False)]
+    launch.launch(run, [y, x], kinds, True, np, "k", 16, 64)
+    assert calls == [(16, True, 8), (64, True, 8), (16, False, 32), (64, False, 32)]
+    np.testing.assert_array_equal(y, start + 1.0)
+    calls.clear()
+    with pytest.raises(MemoryError, match="more than 0 MiB of scratch per batch element"):
+        launch.launch(lambda work, size, interleaved: (launch.SCRATCH_EXHAUSTED, 0, 0, 0, 0.0, 0.0),
+                      [y, x], kinds, True, np, "k", 16, 64)
+    np.testing.assert_array_equal(y, start + 1.0)  # as it was before the failed launch

@@ -265,3 +265,37 @@ def test_every_table_entry_runs_on_the_gpu_as_on_the_cpu(gpu, name, cplx):
     if (name, cplx) in HVP_CASES:
         want = _stacked([revdiff.hvp(f, 0, d, v) for d, v in zip(draws, directions)])
         assert_same(bf.hvp(0, _on(gpu, args), _on(gpu, dirs)), want, gpu, tol)
+
+
+@revdiff.reversible
+def add_twice(y, x):
+    """y += 2 x, elementwise."""
+    for i in range(x.shape[0]):
+        y[i] += 2.0 * x[i]
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "element"])
+def test_gpu_arguments_sharing_memory_are_refused_and_read_only_inputs_accepted(gpu, monkeypatch, layout):
+    """As on the CPU, a modified GPU argument sharing memory with another is refused by name (the
+    interleaved layout's copies would otherwise each be written back, the last one winning); an
+    input the function only reads may be a broadcast view, and is never written."""
+    monkeypatch.setenv("REVDIFF_CUDA_LAYOUT", layout)
+    bf = revdiff.batched(add_twice, ("y", "x"))
+    base = rng.standard_normal((3, 4))
+    a = gpu.asarray(base)
+    with pytest.raises(revdiff.ReversibilityError, match=r"arguments 'y' and 'x' of add_twice\(\) share memory "
+                                                         r"\(their byte ranges on the GPU overlap\)"):
+        bf(a, a, donate=True)
+    with pytest.raises(revdiff.ReversibilityError, match="share memory"):
+        bf(a[:, :2], a[:, 1:3], donate=True)
+    x = gpu.broadcast_to(gpu.asarray(base[0]), base.shape)
+    with pytest.raises(ValueError, match="argument 'y' of add_twice\\(\\) is read-only, but the function modifies it"):
+        bf(x, gpu.asarray(base), donate=True)  # a broadcast view: every element would write the same memory
+    got = bf(gpu.asarray(base), x, donate=True)
+    want = bf(base.copy(), np.broadcast_to(base[0], base.shape), donate=True)
+    assert_same(got, want, gpu)
+    cotangents = (np.ones(base.shape), None)
+    outs, grads = bf.vjp((gpu.asarray(base), x), _on(gpu, cotangents), donate=True)
+    want_outs, want_grads = bf.vjp((base.copy(), np.broadcast_to(base[0], base.shape)), cotangents, donate=True)
+    assert_same(outs, want_outs, gpu)
+    assert_same(grads, want_grads, gpu)

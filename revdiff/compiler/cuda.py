@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from revdiff.backends.cuda.emit import PRELUDE, CudaEmitter, Signature, kernel_source, with_line_directives
-from revdiff.backends.cuda.launch import HOST_SHIM, HostModule, nvrtc_options, run_device, run_host
+from revdiff.backends.cuda.launch import HOST_SHIM, Argument, HostModule, nvrtc_options, run_device, run_host
 from revdiff.backends.cuda.launch import layout as kernel_layout
 from revdiff.compiler.entries import entry_signature
 from revdiff.compiler.graph import invoked, symbol
@@ -142,20 +142,27 @@ def _batch_size(bf, arrays) -> int:
     return next(a.shape[0] for p, a in zip(bf.f.params, arrays) if p in bf.batched)
 
 
-def batched_arguments(bf, kind: str, types: tuple) -> list:
-    """Whether each argument of ``bf``'s ``kind`` entry has a batch axis, in the kernel's order:
-    parameters and gradients, saved outputs, tangents, the saved outputs' tangents."""
+def kernel_arguments(bf, kind: str, types: tuple) -> list:
+    """An ``Argument`` (batched, written) for each argument of ``bf``'s ``kind`` entry, in the
+    kernel's order: parameters and gradients, saved outputs, tangents, the saved outputs' tangents.
+    The kernel writes all but the parameters the function does not modify and their tangents."""
     sig = entry_signature(bf.f, bf.batched, kind, types)
-    return ([p.batched for p in list(sig.params) + list(sig.grads)] + [True] * len(sig.saved)
-            + [p.batched for p in sig.tangents] + [True] * len(sig.tangent_saved))
+    modified = {bf.f.params[k] for k in bf.f.forward_function.modified_positions()}
+    read_only = {p for p in bf.f.params if p not in modified}
+    read_only |= {"d_" + p for p in read_only}
+    named = list(sig.params) + list(sig.grads)
+    out = [Argument(p.batched, p.name not in read_only) for p in named]
+    out += [Argument(True, True)] * len(sig.saved)
+    out += [Argument(p.batched, p.name not in read_only) for p in sig.tangents]
+    return out + [Argument(True, True)] * len(sig.tangent_saved)
 
 
 def run_on_host(module: HostModule, bf, kind: str, arrays: list, types: tuple, layout: str | None = None) -> None:
     """Run ``bf``'s ``kind`` entry of a host-built module in place on ``arrays`` (the argument list
     of the Numba batched entry), in ``layout`` (``launch.LAYOUTS``; default ``launch.layout()``).
     Raises what the CPU backend raises on a failed check."""
-    run_host(module, entry_name(bf, kind, types), arrays, batched_arguments(bf, kind, types),
-             _batch_size(bf, arrays), (layout or kernel_layout()) == "interleaved")
+    run_host(module, entry_name(bf, kind, types), arrays, kernel_arguments(bf, kind, types),
+             _batch_size(bf, arrays), kernel_layout(layout) == "interleaved")
 
 
 def run_on_device(bf, kind: str, arrays: list, types: tuple) -> None:
@@ -170,5 +177,5 @@ def run_on_device(bf, kind: str, arrays: list, types: tuple) -> None:
     if key not in _DEVICE_MODULES:
         source = module_source([(bf, kind, types)], check=options.check)
         _DEVICE_MODULES[key] = cupy.RawModule(code=source, options=nvrtc_options(options.fmad))
-    run_device(_DEVICE_MODULES[key], entry_name(bf, kind, types), arrays, batched_arguments(bf, kind, types),
+    run_device(_DEVICE_MODULES[key], entry_name(bf, kind, types), arrays, kernel_arguments(bf, kind, types),
                _batch_size(bf, arrays), kernel_layout() == "interleaved")

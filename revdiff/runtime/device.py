@@ -1,7 +1,10 @@
-"""CuPy, imported on first use: device arrays are optional, and ``import revdiff`` never loads it."""
+"""GPU arrays: recognised by ``__cuda_array_interface__``, their memory ranges and write flags, and
+CuPy, imported on first use (device arrays are optional, and ``import revdiff`` never loads it)."""
 from __future__ import annotations
 
 from typing import Any, Iterable
+
+import numpy as np
 
 
 def on_device(value: Any) -> bool:
@@ -21,3 +24,44 @@ def cupy_module():
     except ImportError:
         raise ImportError("device arrays need CuPy: pip install 'revdiff[cuda]'") from None
     return cupy
+
+
+def _extent(a: Any) -> tuple:
+    """[first, last) byte addresses GPU array ``a`` spans (empty for an array of no elements)."""
+    face = a.__cuda_array_interface__
+    pointer, itemsize, shape = face["data"][0], np.dtype(face["typestr"]).itemsize, tuple(face["shape"])
+    if any(n == 0 for n in shape):
+        return pointer, pointer
+    strides = face.get("strides")
+    if strides is None:  # C order
+        strides, step = [], itemsize
+        for n in reversed(shape):
+            strides.insert(0, step)
+            step *= n
+    low = pointer + sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)
+    high = pointer + sum((n - 1) * s for n, s in zip(shape, strides) if s > 0) + itemsize
+    return low, high
+
+
+def may_share_memory(a: Any, b: Any) -> bool:
+    """Whether arrays ``a`` and ``b`` share memory: exactly for host arrays (``np.shares_memory``);
+    for GPU arrays, whether the byte ranges they span overlap (so two interleaved views of one
+    array, e.g. its even and odd columns, count as sharing); never for one of each."""
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return bool(np.may_share_memory(a, b) and np.shares_memory(a, b))
+    if on_device(a) and on_device(b):
+        (low_a, high_a), (low_b, high_b) = _extent(a), _extent(b)
+        return low_a < high_b and low_b < high_a
+    return False
+
+
+def writeable(a: Any) -> bool:
+    """Whether array ``a`` may be written: NumPy's flag; for a GPU array, the read-only flag of its
+    ``__cuda_array_interface__`` (CuPy's arrays are always writeable) and no zero stride along an
+    axis of more than one element (a broadcast view, whose elements share memory, as NumPy's
+    ``broadcast_to`` views are read-only)."""
+    if isinstance(a, np.ndarray):
+        return bool(a.flags.writeable)
+    face = a.__cuda_array_interface__
+    strides = face.get("strides") or ()
+    return not face["data"][1] and not any(s == 0 and n > 1 for n, s in zip(face["shape"], strides))

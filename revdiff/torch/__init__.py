@@ -17,8 +17,8 @@ gives the Hessian-vector product and the jvp at once, still without a tape. A th
 raises by name.
 
 CPU tensors reach revdiff through NumPy, CUDA tensors through CuPy (``__cuda_array_interface__``),
-both without copies; on the GPU the programs run as revdiff's CUDA kernels, on PyTorch's current
-device and stream. Importing this module
+both without copies; on the GPU the programs run as revdiff's CUDA kernels, on the tensors' device
+and PyTorch's current stream there. Importing this module
 imports torch; importing revdiff does not.
 """
 from __future__ import annotations

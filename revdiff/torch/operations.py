@@ -99,10 +99,11 @@ def _cuda_device(args: tuple) -> "torch.device | None":
 
 
 def _on_torch_stream(impl: Callable) -> Callable:
-    """``impl`` run, where its tensors are on a GPU, with CuPy's current device and stream those of
-    PyTorch: revdiff's kernels and copies queue behind the work that made the inputs and before the
-    work that reads the results, with no synchronisation (revdiff's kernels read their error record
-    back, which waits for that stream only)."""
+    """``impl`` run, where its tensors are on a GPU, with CuPy's current device theirs and its
+    current stream PyTorch's current stream there: revdiff's kernels and copies queue behind the
+    work that made the inputs and before the work that reads the results, with no device-wide
+    synchronisation (the host still waits for that stream after each kernel, to read its error
+    record)."""
     @functools.wraps(impl)
     def run(*args, **kwargs):
         device = _cuda_device(args)

@@ -272,7 +272,7 @@ def kernel_source(entry: str, program: str, params: list, grads: list, types: di
              "    const rd_int _b = (rd_int)blockIdx.x * blockDim.x + threadIdx.x;",
              "    if (_b >= batch) return;",
              "    rd_status st_ = {err, _b, interleaved ? scratch : scratch + _b * scratch_per_thread, 0,",
-             "                     scratch_per_thread, 0, interleaved ? batch : 1, interleaved ? _b : 0};",
+             "                     scratch_per_thread, 0, interleaved ? batch : 1};",
              "    rd_status* st = &st_;"]
     lines += ["    " + s for s in setup]
     names = ([p.name for p in params + grads] + [f"out_{name}" for name in saved] + [p.name for p in tangents]

@@ -7,7 +7,7 @@ import ctypes
 import hashlib
 import os
 import subprocess
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -72,16 +72,19 @@ _SCALAR_CTYPES = {"float64": ctypes.c_double, "float32": ctypes.c_float, "int64"
                   "complex64": _complex_ctype(ctypes.c_float)}
 
 
-#: how batched arrays and ancillas are laid out for a kernel (``REVDIFF_CUDA_LAYOUT``): "interleaved"
-#: (the default: element b of every batched array of rank >= 2, and of every ancilla, at consecutive
-#: addresses across the threads of a warp) or "element" (each element's arrays and ancillas
-#: contiguous, as the user's arrays are: one memory transaction per thread)
+#: how batched arrays and ancillas are laid out for a kernel (``REVDIFF_CUDA_LAYOUT``, read at every
+#: launch): "interleaved" (the default: element b of every batched array with axes besides the batch
+#: axis, and of every ancilla, next to element b + 1, so that a warp's accesses coalesce) or
+#: "element" (each element's arrays and ancilla stack contiguous, as the user's arrays are: the
+#: threads of a warp access addresses a matrix apart, one transaction each)
 LAYOUTS = ("interleaved", "element")
 
 
-def layout() -> str:
-    """The layout kernels run with: ``REVDIFF_CUDA_LAYOUT``, else "interleaved"."""
-    value = os.environ.get("REVDIFF_CUDA_LAYOUT", "").strip().lower() or LAYOUTS[0]
+def layout(value: str | None = None) -> str:
+    """The layout kernels run with: ``value``, else ``REVDIFF_CUDA_LAYOUT``, else "interleaved"."""
+    if value is None:
+        value = os.environ.get("REVDIFF_CUDA_LAYOUT", "")
+    value = value.strip().lower() or LAYOUTS[0]
     if value not in LAYOUTS:
         raise ValueError(f"REVDIFF_CUDA_LAYOUT must be one of {', '.join(LAYOUTS)}, not {value!r}")
     return value
@@ -90,34 +93,49 @@ def layout() -> str:
 def interleave(a, xp):
     """Batched array ``a`` (batch axis first) copied into storage with the batch axis innermost, and
     viewed batch-first again: the same values and shape, batch stride 1. A kernel thread reads its
-    element through the strides (``rd_element``), so thread b + 1 reads next to thread b. One copy
-    (CuPy's transposing copy kernel on a GPU) in, and one back for what the kernel may have written."""
+    element through the strides (``rd_element``), so thread b + 1 reads next to thread b."""
     return xp.moveaxis(xp.ascontiguousarray(xp.moveaxis(a, 0, -1)), -1, 0)
 
 
-def launch(run: Callable[[list, int], tuple], arrays: list, batched: list, interleaved: bool, xp, entry: str,
+class Argument(NamedTuple):
+    """How a kernel treats one argument: whether it has a batch axis, and whether the kernel may
+    write it (an unmodified parameter and its tangent are only read)."""
+
+    batched: bool
+    written: bool
+
+
+def launch(run: Callable[[list, int, bool], tuple], arrays: list, kinds: list, interleaved: bool, xp, entry: str,
            scratch_bytes: int, limit: int) -> None:
-    """``run(work, scratch_bytes)`` launches the kernel once on argument list ``work`` and returns
-    its error record (code, function key, check index, batch element, two values). ``interleaved``:
-    the batched arrays of rank >= 2 (``batched`` flags the arguments) run as interleaved copies,
-    written back into ``arrays`` after the last launch; the others in place. A kernel whose ancillas
-    did not fit in the scratch runs again, its arguments as they were, with four times as much, up
-    to ``limit`` bytes per element."""
-    copied = [interleaved and flag and isinstance(a, xp.ndarray) and a.ndim >= 2 for a, flag in zip(arrays, batched)]
-    originals = [a.copy() if isinstance(a, xp.ndarray) and not c else None for a, c in zip(arrays, copied)]
+    """``run(work, scratch_bytes, interleaved)`` launches the kernel once on argument list ``work``
+    and returns its error record (code, function key, check index, batch element, two values).
+    ``kinds``: an ``Argument`` per argument. Interleaved, the batched arrays with axes besides the
+    batch axis run as interleaved copies, and those the kernel may write are copied back after the
+    last launch; otherwise the kernel runs in place. A kernel whose ancillas did not fit in the
+    scratch runs again, its arguments as they were, with four times as much, up to ``limit`` bytes
+    per element: interleaved ancillas take a slot of the module's largest element each, so past the
+    limit it runs once more in the element layout before giving up."""
+    start = scratch_bytes
+    originals: list = [None] * len(arrays)  # what the kernel may change in place, to run it again
     while True:
+        copied = [interleaved and k.batched and isinstance(a, xp.ndarray) and a.ndim >= 2 for a, k in zip(arrays, kinds)]
+        for i, (a, k, c) in enumerate(zip(arrays, kinds, copied)):
+            if originals[i] is None and k.written and not c and isinstance(a, xp.ndarray):
+                originals[i] = a.copy()
         work = [interleave(a, xp) if c else a for a, c in zip(arrays, copied)]
-        code, fkey, idx, batch, v0, v1 = run(work, scratch_bytes)
+        code, fkey, idx, batch, v0, v1 = run(work, scratch_bytes, interleaved)
         if code != SCRATCH_EXHAUSTED:
             break
         scratch_bytes *= 4
         if scratch_bytes > limit:
-            raise MemoryError(f"ancillas need more than {limit >> 20} MiB of scratch per batch element")
+            if not interleaved:
+                raise MemoryError(f"ancillas need more than {limit >> 20} MiB of scratch per batch element")
+            interleaved, scratch_bytes = False, start
         for a, original in zip(arrays, originals):
             if original is not None:
                 a[...] = original
-    for a, w, c in zip(arrays, work, copied):
-        if c:
+    for a, w, k, c in zip(arrays, work, kinds, copied):
+        if c and k.written:
             a[...] = w
     if code == CHECK_FAILED:
         raise checks.to_error(fkey, idx, v0, v1, batch) from None
@@ -128,13 +146,13 @@ def launch(run: Callable[[list, int], tuple], arrays: list, batched: list, inter
         raise ReversibilityError(f"kernel {entry} failed with code {code}")
 
 
-def run_host(module: HostModule, entry: str, arrays: list, batched: list, batch: int,
+def run_host(module: HostModule, entry: str, arrays: list, kinds: list, batch: int,
              interleaved: bool, scratch_bytes: int = 1 << 16) -> None:
     """Run kernel ``entry`` of a host-compiled module in place on ``arrays`` (the argument list of
-    the Numba batched entry; ``batched`` flags those with a batch axis), one batch element at a time,
-    in the layout a GPU runs (``interleaved`` or not)."""
+    the Numba batched entry; ``kinds`` an ``Argument`` for each), one batch element at a time, in the
+    layout a GPU runs (``interleaved`` or not)."""
 
-    def run(work: list, size: int) -> tuple:
+    def run(work: list, size: int, interleaved: bool) -> tuple:
         keep, cargs = [], []
         for a in work:
             if isinstance(a, np.ndarray):
@@ -150,19 +168,19 @@ def run_host(module: HostModule, entry: str, arrays: list, batched: list, batch:
                             ctypes.c_longlong(int(interleaved)))
         return err.code, err.fkey, err.idx, int(err.batch), err.v0, err.v1
 
-    launch(run, arrays, batched, interleaved, np, entry, scratch_bytes, 1 << 30)
+    launch(run, arrays, kinds, interleaved, np, entry, scratch_bytes, 1 << 30)
 
 
-def run_device(module, entry: str, arrays: list, batched: list, batch: int, interleaved: bool,
+def run_device(module, entry: str, arrays: list, kinds: list, batch: int, interleaved: bool,
                scratch_bytes: int = 1 << 14) -> None:
     """Launch kernel ``entry`` of a CuPy ``RawModule`` in place on ``arrays`` (CuPy arrays and host
-    scalars: the argument list of the CPU batched entry; ``batched`` flags those with a batch axis),
-    one thread per batch element, on CuPy's current stream."""
+    scalars: the argument list of the CPU batched entry; ``kinds`` an ``Argument`` for each), one
+    thread per batch element, on CuPy's current stream."""
     cupy = cupy_module()
     kernel = module.get_function(entry)
     blocks = (batch + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
 
-    def run(work: list, size: int) -> tuple:
+    def run(work: list, size: int, interleaved: bool) -> tuple:
         kargs = []
         for a in work:
             if isinstance(a, cupy.ndarray):
@@ -176,7 +194,7 @@ def run_device(module, entry: str, arrays: list, batched: list, batch: int, inte
         r = cupy.asnumpy(err).view(_DEVICE_ERROR)[0]
         return (int(r["code"]), int(r["fkey"]), int(r["idx"]), int(r["batch"]), float(r["v0"]), float(r["v1"]))
 
-    launch(run, arrays, batched, interleaved, cupy, entry, scratch_bytes, 1 << 26)
+    launch(run, arrays, kinds, interleaved, cupy, entry, scratch_bytes, 1 << 26)
 
 
 def nvrtc_options(fmad: bool) -> tuple:

@@ -58,6 +58,18 @@ RD_MIXED(-)
 RD_MIXED(*)
 RD_MIXED(/)
 #undef RD_MIXED
+// mixed-precision complex arithmetic promotes to the wider precision, as NumPy does
+#define RD_MIXED_COMPLEX(OP)                                                                      \
+    template <typename T, typename U>                                                             \
+    RD_FN auto operator OP(rd_complex<T> a, rd_complex<U> b) -> rd_complex<decltype(T() + U())> { \
+        typedef decltype(T() + U()) W;                                                            \
+        return rd_complex<W>(a) OP rd_complex<W>(b);                                              \
+    }
+RD_MIXED_COMPLEX(+)
+RD_MIXED_COMPLEX(-)
+RD_MIXED_COMPLEX(*)
+RD_MIXED_COMPLEX(/)
+#undef RD_MIXED_COMPLEX
 template <typename T, typename S> RD_FN bool operator==(rd_complex<T> a, S b) { return a == rd_complex<T>((T)b); }
 template <typename T, typename S> RD_FN bool operator!=(rd_complex<T> a, S b) { return a != rd_complex<T>((T)b); }
 
@@ -184,11 +196,11 @@ struct rd_error {  // the first failure of a launch, read by the host after the 
 
 struct rd_status {  // one per thread
     rd_error* err;
-    rd_int batch;
+    rd_int batch;           // this thread's batch element
     char* scratch;          // the scratch stack: this thread's own, or the interleaved stacks of all
     rd_int used, capacity;  // bytes of this thread's stack in use, and its size
     int failed;
-    rd_int threads, lane;   // interleaved: the slots of `threads` threads, this one's at `lane`; else 1, 0
+    rd_int threads;         // interleaved: the threads whose stacks are interleaved (the batch size); else 1
 };
 
 #ifdef RD_HOST
@@ -305,11 +317,12 @@ RD_FN bool rd_same_shape(const rd_array<T, N>& a, const rd_int (&shape)[N]) {
 }
 
 // an ancilla from the thread's scratch stack (released when the allocating function returns).
-// Interleaved stacks (threads > 1): a thread's stack is a sequence of RD_ANCILLA_SLOT-byte slots, the
-// largest ancilla element of the module, one element per slot; slot q of thread `lane` lies at
-// (q * threads + lane) * RD_ANCILLA_SLOT. The threads of a warp then read one element each from
-// consecutive slots (one coalesced transaction where stacks 16 KiB apart take one per thread), and a
-// thread never touches another's slot, whatever type each allocates at the same offset.
+// Interleaved stacks (threads > 1): a thread's stack is a sequence of RD_ANCILLA_SLOT-byte slots (the
+// largest ancilla element of the module, set by the kernel module), one element per slot; slot q of
+// batch element b lies at (q * threads + b) * RD_ANCILLA_SLOT. The 32 threads of a warp then access
+// 32 consecutive slots (coalesced, where separate stacks, each of the scratch size apart, take one
+// transaction per thread), and a thread never touches another's slot, whatever type each allocates
+// at the same offset.
 #ifndef RD_ANCILLA_SLOT
 #define RD_ANCILLA_SLOT 16
 #endif
@@ -332,7 +345,7 @@ RD_FN rd_array<T, N> rd_alloc(rd_status* st, const rd_int (&shape)[N]) {
         a.data = 0;
         return a;
     }
-    a.data = (T*)(st->scratch + st->used * st->threads) + st->lane * (slot / (rd_int)sizeof(T));
+    a.data = (T*)(st->scratch + st->used * st->threads) + (st->threads > 1 ? st->batch : 0) * (slot / (rd_int)sizeof(T));
     st->used += bytes;
     rd_fill0(a);
     return a;
