@@ -441,6 +441,20 @@ def _tangent_entry(bf, method, *args):
     return kind, types, inputs, expected
 
 
+def _run_tangent_kernels(runs: list, stem: str, tol: float) -> list:
+    """Build one host module of the tangent entries ``runs`` ((bf, ``_tangent_entry`` result) each),
+    run each in both layouts and compare it with the Numba entry to ``tol``; returns the entries."""
+    entries = [(bf, kind, types) for bf, (kind, types, _, _) in runs]
+    module = launch.HostModule(kernels.module_source(entries, host=True), stem)
+    for bf, (kind, types, inputs, expected) in runs:
+        got = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
+        _in_both_layouts(module, bf, kind, got, types)
+        for g, w in zip(got, expected):
+            if isinstance(g, np.ndarray):
+                np.testing.assert_allclose(g, w, rtol=tol, atol=tol, err_msg=f"{bf.f.__qualname__} {kind}")
+    return entries
+
+
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for host emulation")
 def test_host_emulation_of_tangent_kernels_matches_numba():
     """The jvp and vjp-jvp (hvp) entries as CUDA kernels, run as host C++ against the Numba entries,
@@ -454,14 +468,7 @@ def test_host_emulation_of_tangent_kernels_matches_numba():
         cotangents = tuple(rand(np.shape(a), a.dtype) if d is not None else None for a, d in zip(args, directions))
         runs.append((bf, _tangent_entry(bf, "jvp", args, directions)))
         runs.append((bf, _tangent_entry(bf, "vjp_jvp", args, cotangents, directions)))
-    entries = [(bf, kind, types) for bf, (kind, types, _, _) in runs]
-    module = launch.HostModule(kernels.module_source(entries, host=True), "test_tangents")
-    for bf, (kind, types, inputs, expected) in runs:
-        got = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
-        _in_both_layouts(module, bf, kind, got, types)
-        for g, w in zip(got, expected):
-            if isinstance(g, np.ndarray):
-                np.testing.assert_allclose(g, w, rtol=1e-11, atol=1e-11, err_msg=f"{bf.f.__qualname__} {kind}")
+    entries = _run_tangent_kernels(runs, "test_tangents", 1e-11)
     try:
         import cuda.bindings.nvrtc  # noqa: F401
     except ImportError:
@@ -512,16 +519,9 @@ def test_mixed_precision_complex_in_tangent_kernels():
     promotes as NumPy does; the kernels compiled (the operator was ambiguous) and match Numba."""
     bf = revdiff.batched(complex64_ancilla, ("y", "x"))
     args = (np.zeros((B, 3)), rand((B, 3)))
-    runs = [_tangent_entry(bf, "jvp", args, (rand((B, 3)), rand((B, 3)))),
-            _tangent_entry(bf, "vjp_jvp", args, (rand((B, 3)), None), (rand((B, 3)), rand((B, 3))))]
-    module = launch.HostModule(kernels.module_source([(bf, kind, types) for kind, types, _, _ in runs], host=True),
-                               "test_complex64_ancilla")
-    for kind, types, inputs, expected in runs:
-        got = [a.copy() if isinstance(a, np.ndarray) else a for a in inputs]
-        _in_both_layouts(module, bf, kind, got, types)
-        for g, w in zip(got, expected):
-            if isinstance(g, np.ndarray):
-                np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6, err_msg=kind)
+    runs = [(bf, _tangent_entry(bf, "jvp", args, (rand((B, 3)), rand((B, 3))))),
+            (bf, _tangent_entry(bf, "vjp_jvp", args, (rand((B, 3)), None), (rand((B, 3)), rand((B, 3)))))]
+    _run_tangent_kernels(runs, "test_complex64_ancilla", 1e-6)
 
 
 def test_launch_retries_then_falls_back_to_the_element_layout_and_writes_back_what_the_kernel_writes():

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from revdiff.ir.high import BinOp, BoolOp, Call, Compare, Const, Index, Name, Select, Shape, Slice, Unary
 from revdiff.ir.low import (Assign, AugAssign, Branch, Check, Comment, HostCall, Invoke, Local, Loop,
                             LowFunction, Repeat, Zero, nested_blocks)
@@ -23,7 +25,6 @@ PRELUDE = Path(__file__).with_name("revdiff_cuda.h")
 
 _C_TYPES = {"float64": "double", "float32": "float", "int64": "rd_int", "int32": "int", "bool": "bool",
             "complex128": "rd_complex<double>", "complex64": "rd_complex<float>"}
-_C_SIZES = {"float64": 8, "float32": 4, "int64": 8, "int32": 4, "bool": 1, "complex128": 16, "complex64": 8}
 
 
 def c_scalar(t: VarType) -> str:
@@ -233,7 +234,7 @@ class CudaEmitter:
         if s.shape is None:
             self.out(d, f"{s.name} = {c_scalar(t)}(0);")
             return
-        self.ancilla_itemsize = max(self.ancilla_itemsize, _C_SIZES[t.dtype])
+        self.ancilla_itemsize = max(self.ancilla_itemsize, np.dtype(t.dtype).itemsize)  # as the C type's
         dims = "{" + ", ".join(f"(rd_int){self.expr(x)}" for x in s.shape) + "}"
         alloc = f"{s.name} = rd_alloc<{c_scalar(t)}, {len(s.shape)}>(st, {dims}); if (st->failed) return;"
         if s.reuse:
