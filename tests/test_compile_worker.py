@@ -106,6 +106,47 @@ def test_a_worker_dying_at_every_request_is_given_up(tmp_path):
     assert given_up == "given up: True"
 
 
+BAD_LIMIT = textwrap.dedent("""
+    import os
+    import numpy as np
+    import revdiff
+    from revdiff import reversible
+
+    @reversible
+    def twice(y, x):
+        for i in range(len(x)):
+            y[i] += 2.0 * x[i]
+
+    os.environ["REVDIFF_COMPILE_WORKER_MB"] = "2G"
+    for call in (lambda: twice(np.zeros(3), np.ones(3))[0],
+                 lambda: revdiff.batched(twice, ("y", "x"))(np.zeros((4, 3)), np.ones((4, 3)))[0]):
+        try:
+            call()
+            print("ran")
+        except ValueError as exc:
+            print(exc)
+    os.environ["REVDIFF_COMPILE_WORKER_MB"] = " 0 "
+    print(twice(np.zeros(3), np.ones(3))[0].tolist(),
+          revdiff.batched(twice, ("y", "x"))(np.zeros((4, 3)), np.ones((4, 3)))[0].tolist())
+""")
+
+
+def test_a_memory_limit_that_is_no_number_is_refused_by_name(tmp_path):
+    """``REVDIFF_COMPILE_WORKER_MB=2G`` raises ValueError naming the variable at the compile that
+    would start the worker (it used to mean the default, 1000, unnoticed); after it, with a valid
+    value (0: a fresh worker for every compile), the same calls compile and run."""
+    script = tmp_path / "bad_limit.py"
+    script.write_text(BAD_LIMIT)
+    env = dict(os.environ, REVDIFF_CACHE_DIR=str(tmp_path / "cache"), REVDIFF_COMPILE_WORKER="1")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.strip().splitlines()
+    refusal = ("REVDIFF_COMPILE_WORKER_MB must be a whole number of megabytes (0: a fresh worker for every "
+               "compile), not '2G'")
+    assert lines[:2] == [refusal, refusal]
+    assert lines[2] == str([2.0] * 3) + " " + str([[2.0] * 3] * 4)
+
+
 @pytest.mark.parametrize("switch, on", [("1", True), ("TRUE", True), ("on", True), ("0", False),
                                         ("false", False), ("no", False), ("", False), ("2", False)])
 def test_the_switch_reads_like_a_boolean(monkeypatch, switch, on):

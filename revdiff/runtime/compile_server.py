@@ -3,8 +3,9 @@ generated function from its files (``loader.rebuild``), compile it for the reque
 which saves it (and every program it compiled on the way) to Numba's disk cache, and reply.
 
 Requests come on stdin and replies go out on what was stdout; anything the compile prints goes to
-stderr. The worker exits at the end of its input, or after a reply once its memory passed
-``compile_worker.recycle_bytes()`` (the reply says so).
+stderr. The worker exits at the end of its input, or after a reply once its memory passed the
+request's ``recycle`` bytes (``compile_worker.recycle_bytes()``, read by the requesting process;
+the reply says so).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import warnings
 import numba
 
 from revdiff.runtime import loader, workers
-from revdiff.runtime.compile_worker import code_files, receive, recycle_bytes, send
+from revdiff.runtime.compile_worker import code_files, receive, send
 
 
 def compile_request(request: dict) -> dict:
@@ -50,7 +51,7 @@ def compile_request(request: dict) -> dict:
         outcome["error"] = "no memory for the compile thread's stack"
     else:
         thread.join()
-    outcome["exit"] = _memory() > recycle_bytes()
+    outcome["exit"] = _memory() > request.get("recycle", 0)  # none given: exit, a fresh worker next
     return outcome
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import atexit
 import os
 import pickle
+import re
 import struct
 import subprocess
 import sys
@@ -36,6 +37,7 @@ RECYCLE_MB = 1000
 #: requests in a row that the worker died at, after which this process compiles everything itself
 MAX_FAILURES = 3
 _SWITCH = "REVDIFF_COMPILE_WORKER"
+_RECYCLE = "REVDIFF_COMPILE_WORKER_MB"
 _ON = ("1", "true", "yes", "on")
 _LOCK = threading.Lock()
 _WORKER: list = [None]  # the running worker process, or None
@@ -50,11 +52,16 @@ def enabled() -> bool:
 
 
 def recycle_bytes() -> int:
-    """The memory after which the worker exits: ``REVDIFF_COMPILE_WORKER_MB`` (else RECYCLE_MB) megabytes."""
-    try:
-        return int(os.environ.get("REVDIFF_COMPILE_WORKER_MB", RECYCLE_MB)) << 20
-    except ValueError:
+    """The memory after which the worker exits: ``REVDIFF_COMPILE_WORKER_MB`` (else RECYCLE_MB)
+    megabytes; 0 means after every compile. Anything but a whole number raises ValueError naming
+    the variable (a typo must not leave the default in force unnoticed)."""
+    text = os.environ.get(_RECYCLE, "").strip()
+    if not text:
         return RECYCLE_MB << 20
+    if not re.fullmatch(r"[0-9]+", text):
+        raise ValueError(f"{_RECYCLE} must be a whole number of megabytes (0: a fresh worker for every "
+                         f"compile), not {os.environ[_RECYCLE]!r}")
+    return int(text) << 20
 
 
 def compile_elsewhere(recipe: dict, signature) -> list | None:
@@ -62,9 +69,10 @@ def compile_elsewhere(recipe: dict, signature) -> list | None:
     ``signature`` into the disk cache. The warnings the compile raised there, as (message,
     category, filename, lineno), when it did (none whose category could not be sent back); None
     when it did not."""
+    recycle = recycle_bytes()  # read here, where a bad value is raised to the caller
     try:
         request = pickle.dumps({"recipe": recipe, "signature": signature, "slp": numba.core.config.SLP_VECTORIZE,
-                                "code": code_files()})
+                                "code": code_files(), "recycle": recycle})
     except Exception:  # a type that does not travel: compile here
         return None
     with _LOCK:
