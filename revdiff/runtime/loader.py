@@ -145,7 +145,9 @@ def compiled(module: ModuleType, name: str, backend: str, dependencies: dict, ba
     bounds checks stay off: the generated code checks its indices itself (``Lowerer.index_checks``),
     naming the user's line, and leaves the loops of vector instructions unchecked. Its divisions are
     checked the same way, so Numba's error model is NumPy's: no exception and no second zero test
-    per division. ``batch_entry``: the workers beside it (``backends/numba/entries.py``) compiled too."""
+    per division. No C-callable wrapper (``no_cfunc_wrapper``): revdiff calls its programs through
+    Numba's own calling convention (``runtime/program_calls.py``), never as C functions.
+    ``batch_entry``: the workers beside it (``backends/numba/entries.py``) compiled too."""
     link(module, dependencies)
     if batch_entry:  # a batch entry's per-element (or per-chunk) workers
         link(module, {part: compiled(module, part, backend, {})
@@ -156,7 +158,8 @@ def compiled(module: ModuleType, name: str, backend: str, dependencies: dict, ba
         fn = getattr(module, name)
         if backend == "numba":
             import numba
-            fn = numba.njit(cache=True, fastmath=False, nogil=True, boundscheck=False, error_model="numpy")(fn)
+            fn = numba.njit(cache=True, fastmath=False, nogil=True, boundscheck=False, error_model="numpy",
+                             no_cfunc_wrapper=True)(fn)
             verify_cache(fn)
             fn.revdiff_key = key
             # Numba's dispatcher asks its cache (``load_overload(sig, target_context)``, Numba 0.6x)
