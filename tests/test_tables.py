@@ -146,6 +146,12 @@ def integer_valued(y, x, k, j):
 
 
 @reversible
+def float_remainder(y, x, z):
+    y += x % z + (x // z) * 0.5  # a % b = a - b * (a // b); a // b is piecewise constant
+    y *= 1.0 + x % z
+
+
+@reversible
 def elementary(y, x):
     y += np.sin(x) + np.cos(x) + np.tan(x)
     y += np.exp(x) + np.log(x) + np.sqrt(x)
@@ -179,6 +185,7 @@ def strided_loop(y, x):
 FUNCTION_EXAMPLES = {
     "arithmetic": (arithmetic, lambda c: (_scalar(c), _scalar(c), _scalar(c)), True),
     "integer_valued": (integer_valued, lambda c: (_scalar(False), 0.37, 4, 11), False),
+    "float_remainder": (float_remainder, lambda c: (_scalar(False), _scalar(False, 1.2, 1.4), -0.55), False),
     "elementary": (elementary, lambda c: (_scalar(c), _scalar(c)), True),
     "real_valued": (real_valued, lambda c: (_scalar(False), 0.42, 0.77), False),
     "inverse_and_special": (inverse_and_special, lambda c: (_scalar(False), _scalar(False), _scalar(False, 1.2, 3.0)),

@@ -88,6 +88,13 @@ def _atan2_rule(c: Expr, args: tuple, kind_of) -> tuple:
             Select(nonzero, A.neg(A.mul(c, A.div(y, r2))), Const(0.0)))
 
 
+def _mod_rule(c: Expr, args: tuple, kind_of) -> tuple:
+    # a % b = a - b * (a // b): the cotangents c and -c * (a // b) where it is smooth (PyTorch's and
+    # JAX's rule for remainder; at the jumps, a // b integer, the one-sided derivative from the right)
+    a, b = args
+    return c, A.neg(A.mul(c, BinOp("//", a, b)))
+
+
 def _abs_rule(c: Expr, args: tuple, kind_of) -> tuple:
     (x,) = args
     if kind_of(x) == "complex":
@@ -178,7 +185,7 @@ _ENTRIES = [
     _entry("**", 2, "{0} ** {1}", "rd_pow({0}, {1})", _same, _holomorphic(_pow_partials),
            domain=_power_domain),
     _entry("//", 2, "{0} // {1}", "rd_floordiv({0}, {1})", _same, None, divides=True),
-    _entry("%", 2, "{0} % {1}", "rd_mod({0}, {1})", _same, None, divides=True),
+    _entry("%", 2, "{0} % {1}", "rd_mod({0}, {1})", _same, _mod_rule, divides=True),
     _entry("neg", 1, "-{0}", "-{0}", _same, _holomorphic(lambda a: (Const(-1),))),
     _entry("pos", 1, "+{0}", "+{0}", _same, _holomorphic(lambda a: (Const(1),))),
     # elementary functions (complex-capable through numpy's ufuncs)
