@@ -299,6 +299,42 @@ def test_xor_on_floats_is_a_type_error_at_first_call():
     assert_error(e, "xor", "'t ^= e' does not apply to float values")
 
 
+def test_arithmetic_updates_of_bools_are_refused_at_first_call():
+    """NumPy's bool + is a logical or, which loses its operand (True + True is True), and a bool
+    scalar would become the integer 2: bools update with ^= only."""
+    @reversible
+    def element(x, a):
+        x[0] += a[0]  # E:bool_element
+
+    @reversible
+    def whole(x, a):
+        x[:] += a  # E:bool_whole
+
+    @reversible
+    def add(x, a):
+        x += a  # E:bool_add
+
+    @reversible
+    def sub(x, a):
+        x -= a  # E:bool_sub
+
+    @reversible
+    def mul(x, a):
+        x *= a  # E:bool_mul
+
+    @reversible
+    def div(x, a):
+        x /= a  # E:bool_div
+
+    arrays = (np.array([True, False]), np.array([True, True]))
+    for f, marker, args in ((element, "bool_element", arrays), (whole, "bool_whole", arrays),
+                            (add, "bool_add", (True, True)), (sub, "bool_sub", (True, True)),
+                            (mul, "bool_mul", (True, True)), (div, "bool_div", (True, True))):
+        with pytest.raises(ReversibilityError) as e:
+            f(*args)
+        assert_error(e, marker, "does not apply to bool values", "bools update with ^=")
+
+
 def test_silent_conversion_is_refused():
     @reversible
     def f(k, x):

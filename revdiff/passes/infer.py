@@ -200,7 +200,8 @@ def _instr(s: Instr, env: TypeEnv) -> None:
         if t.kind not in entry.target_kinds:
             raise ReversibilityError(f"'{entry.syntax}' does not apply to {t.kind} values "
                                      f"('{_name(s.operands[i])}' is {t.dtype}); it takes "
-                                     f"{', '.join(entry.target_kinds)}", s.loc)
+                                     f"{', '.join(entry.target_kinds)}"
+                                     f"{' (bools update with ^=)' if t.kind == 'bool' else ''}", s.loc)
     for i in entry.reads:
         t, target = types[i], types[entry.targets[0]]
         if t.is_array:

@@ -42,8 +42,13 @@ def _sub_gradient(ops, ctx):
         ctx.push(ops[1], A.neg(gt))
 
 
-instruction(Instruction("add", "t += e", ("target", "expr"), "sub", _add_forward, _add_gradient, additive=True))
-instruction(Instruction("sub", "t -= e", ("target", "expr"), "add", _sub_forward, _sub_gradient, additive=True))
+# Not on bools: NumPy's bool + is a logical or, which loses the operand (True + True is True), and a
+# bool scalar would become the integer 2. ``^=`` is the invertible update of bools.
+_ARITHMETIC_KINDS = ("int", "float", "complex")
+instruction(Instruction("add", "t += e", ("target", "expr"), "sub", _add_forward, _add_gradient, additive=True,
+                        target_kinds=_ARITHMETIC_KINDS))
+instruction(Instruction("sub", "t -= e", ("target", "expr"), "add", _sub_forward, _sub_gradient, additive=True,
+                        target_kinds=_ARITHMETIC_KINDS))
 
 # ---------------------------------------------------------------- t *= e, t /= e
 
@@ -129,8 +134,10 @@ def _div_gradient(ops, ctx):
     ctx.emit(AugAssign(gt, "/", A.conj_if(e, cplx)))
 
 
-instruction(Instruction("mul", "t *= e", ("target", "expr"), "div", _mul_forward, _mul_gradient))
-instruction(Instruction("div", "t /= e", ("target", "expr"), "mul", _div_forward, _div_gradient))
+instruction(Instruction("mul", "t *= e", ("target", "expr"), "div", _mul_forward, _mul_gradient,
+                        target_kinds=_ARITHMETIC_KINDS))
+instruction(Instruction("div", "t /= e", ("target", "expr"), "mul", _div_forward, _div_gradient,
+                        target_kinds=_ARITHMETIC_KINDS))
 
 # ---------------------------------------------------------------- t ^= e
 
@@ -169,7 +176,7 @@ def _neg_gradient(ops, ctx):
 instruction(Instruction("swap", "a, b = b, a", ("target", "target"), "swap", _swap_forward, _swap_gradient,
                         distinct_targets=False))
 instruction(Instruction("neg", "t = -t", ("target",), "neg", _neg_forward, _neg_gradient,
-                        target_kinds=("int", "float", "complex")))
+                        target_kinds=_ARITHMETIC_KINDS))
 
 # ---------------------------------------------------------------- rot(a, b, theta), irot
 
