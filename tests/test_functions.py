@@ -193,6 +193,21 @@ def test_integer_and_complex_powers_outside_their_domain_raise(backend):
     assert g(0j, 2j, 0)[0] == pytest.approx(-0.5j)
 
 
+@reversible
+def rounded(n, x):
+    n += round(x)
+
+
+@pytest.mark.parametrize("backend", ["numba", "python"])
+def test_round_of_nan_or_beyond_int64_raises(backend):
+    """Compiled code would turn them into the integer -2**63 (Python's round raises for NaN and inf)."""
+    f = rounded.with_options(backend=backend)
+    for x in (math.nan, math.inf, -math.inf, 1e300, 2.0 ** 63):
+        with pytest.raises(ValueError, match=r"round\(x\) needs -2\*\*63 <= x < 2\*\*63"):
+            f(0, x)
+    assert f(0, 2.5)[0] == 2 and f(0, -3.5)[0] == -4 and f(0, -2.0 ** 63)[0] == -2 ** 63
+
+
 def test_gradients_of_a_power_with_a_float_exponent():
     """d/de x^e at x = 0 (e > 0) is 0, as PyTorch gives; at x < 0 it does not exist in the reals."""
     _, pullback = revdiff.vjp(power, 0.0, 0.0, 2.0)

@@ -248,7 +248,9 @@ _ENTRIES = [
     _entry("abs", 1, "abs({0})", "rd_abs({0})", lambda k: "int" if k[0] in ("int", "bool") else "float",
            _abs_rule, aliases=("absolute", "fabs")),
     # nearest integer (ties to even), as an int: the exactly invertible increment of fixed-point code
-    _entry("round", 1, "round({0})", "llrint({0})", lambda k: "int", None, real_only=True),
+    _entry("round", 1, "round({0})", "llrint({0})", lambda k: "int", None, real_only=True,
+           domain=_domain(lambda x: BoolOp("and", (Compare("<=", Const(-2.0 ** 63), x), Compare("<", x, Const(2.0 ** 63)))),
+                          "-2**63 <= {0} < 2**63 (round gives an int64; NaN has no nearest integer)")),
     _entry("sign", 1, "np.sign({0})", "rd_sign({0})", _same, None),
     _entry("conj", 1, "np.conj({0})", "rd_conj({0})", _same,
            lambda c, args, kind_of: (A.conj_if(c, kind_of(c) == "complex"),), aliases=("conjugate",)),
