@@ -335,6 +335,42 @@ def test_arithmetic_updates_of_bools_are_refused_at_first_call():
         assert_error(e, marker, "does not apply to bool values", "bools update with ^=")
 
 
+def test_masks_index_arrays_and_bool_indices_are_refused_by_name():
+    """NumPy reads a bool (array) index as a mask and an integer array as a gather; Numba raised
+    its own typing error for them."""
+    @reversible
+    def f(y, x, m):
+        y[m] += x[0]  # E:mask
+
+    for m, what in ((np.array([True, False, True]), "an array of bool"), (True, "a bool"),
+                    (np.array([0, 1]), "an array of int64"), (1.0, "a float64")):
+        with pytest.raises(ReversibilityError) as e:
+            f(np.zeros(3), np.ones(3), m)
+        assert_error(e, "mask", f"an index of 'y' is not an integer: 'm' is {what}")
+
+
+def test_ordering_comparisons_of_complex_values_are_refused_by_name():
+    @reversible
+    def branch(y, z):
+        if z > 0:  # E:complex_branch
+            y += 1.0
+
+    @reversible
+    def select(y, z):
+        y += 1.0 if 0.5 <= z else 0.0  # E:complex_select
+
+    @reversible
+    def equal(y, z):
+        if z == 1j:
+            y += 1.0
+
+    for f, marker, op in ((branch, "complex_branch", ">"), (select, "complex_select", "<=")):
+        with pytest.raises(ReversibilityError) as e:
+            f(0.0, 1j)
+        assert_error(e, marker, f"'{op}' orders real numbers, and 'z' is complex")
+    assert equal(0.0, 1j)[0] == 1.0 and equal(0.0, 2j)[0] == 0.0
+
+
 def test_silent_conversion_is_refused():
     @reversible
     def f(k, x):

@@ -58,8 +58,14 @@ def expr_type(e, env: TypeEnv, loc) -> VarType:
             raise ReversibilityError(f"'{e.base}' has {t.ndim} dimension(s) but is indexed with "
                                      f"{len(e.indices)}", loc)
         for i in e.indices:
-            if not isinstance(i, Slice) and expr_type(i, env, loc).kind not in ("int", "bool"):
-                raise ReversibilityError(f"an index of '{e.base}' is not an integer", loc)
+            if isinstance(i, Slice):
+                continue
+            it = expr_type(i, env, loc)
+            if it.kind != "int" or it.is_array:  # NumPy reads a bool (array) as a mask, an int array as a gather
+                what = f"an array of {it.dtype}" if it.is_array else f"a {it.dtype}"
+                raise ReversibilityError(f"an index of '{e.base}' is not an integer: '{expr_source(i)}' is {what} "
+                                         "(index with integers and slices; masks and index arrays are not supported)",
+                                         loc)
         ndim = sum(isinstance(i, Slice) for i in e.indices) + t.ndim - len(e.indices)  # a[i] is a row
         return VarType(t.kind, ndim, t.dtype)
     if isinstance(e, Shape):
@@ -69,7 +75,9 @@ def expr_type(e, env: TypeEnv, loc) -> VarType:
         return VarType("int", 0, "int64")
     if isinstance(e, (Compare, BoolOp)):
         for c in ((e.left, e.right) if isinstance(e, Compare) else e.values):
-            expr_type(c, env, loc)
+            if expr_type(c, env, loc).kind == "complex" and isinstance(e, Compare) and e.op not in ("==", "!="):
+                raise ReversibilityError(f"'{e.op}' orders real numbers, and '{expr_source(c)}' is complex "
+                                         "(compare its .real, .imag or abs())", loc)
         return VarType("bool", 0, "bool")
     if isinstance(e, Unary):
         t = _scalar(e.operand, env, loc)
