@@ -194,6 +194,25 @@ def test_integer_and_complex_powers_outside_their_domain_raise(backend):
 
 
 @reversible
+def angle(y, a, b):
+    y += np.arctan2(a, b)
+
+
+def test_atan2_has_no_gradient_at_the_origin():
+    """atan2 jumps at (0, 0) (its limit depends on the direction of approach): the gradient raises
+    there, as hypot's does, and is (b, -a) / (a^2 + b^2) elsewhere, also where a^2 + b^2 would underflow."""
+    _, pullback = revdiff.vjp(angle, 0.0, 0.0, 0.0)
+    with pytest.raises(ZeroDivisionError, match=r"division by zero: math.hypot\(a, b\) is 0"):
+        pullback(1.0, None, None)
+    _, pullback = revdiff.vjp(angle, 0.0, 3e-170, 4e-170)
+    ga, gb = pullback(1.0, None, None)[1:]
+    assert ga == pytest.approx(0.8 / 5e-170, rel=1e-15) and gb == pytest.approx(-0.6 / 5e-170, rel=1e-15)
+    with pytest.raises(ZeroDivisionError):
+        revdiff.jvp(angle, (0.0, 0.0, 0.0), (None, 1.0, 0.0))
+    assert revdiff.jvp(angle, (0.0, 0.0, 0.0), (None, 0.0, 0.0))[1][0] == 0.0
+
+
+@reversible
 def rounded(n, x):
     n += round(x)
 

@@ -75,6 +75,27 @@ def test_givens_program_gradient_round_trip_and_angles(m, n):
     assert_gradient(P.givens, *args)
 
 
+@pytest.mark.parametrize("shape", [(3, 3), (5, 3), (3, 5)])
+def test_givens_gradient_on_identity_and_triangular_input(shape):
+    """Entries already zero below the diagonal: each is rotated into a nonzero diagonal entry at angle
+    0, where atan2 has a derivative (rotating two zeros into each other, it has none)."""
+    m, n = shape
+    for A in (np.eye(m, n), np.triu(rand(shape)) + np.eye(m, n)):
+        gQ, gR = rand((m, min(m, n))), rand((min(m, n), n))
+        np.testing.assert_allclose(P.qr_vjp(A, gQ, gR, method="givens"), P.qr_vjp(A, gQ, gR, method="cgs2"),
+                                   rtol=1e-12, atol=1e-13)
+
+
+def test_givens_gradient_where_a_rotation_meets_two_zeros_raises_by_name():
+    """A zero diagonal entry with a zero below it: the rotation's angle, atan2 at the origin, jumps
+    with the direction of approach, so the program has no gradient there (it returned a wrong one)."""
+    A = np.array([[0.0, 1.0], [0.0, 0.0], [1.0, 0.0]])
+    Q, R = P.qr(A, method="givens")
+    np.testing.assert_allclose(Q @ R, A, atol=1e-15)
+    with pytest.raises(ZeroDivisionError, match=r"givens.py\", line \d+.*math.hypot\(W\[i, k\], W\[k, k\]\) is 0"):
+        P.qr_vjp(A, np.ones((3, 2)), np.ones((2, 2)), method="givens")
+
+
 def test_givens_rejects_complex_input_by_name():
     with pytest.raises(TypeError, match="'givens' takes real matrices"):
         P.qr(rand((4, 3), True), method="givens")

@@ -80,12 +80,13 @@ def _quotient_rule(c: Expr, args: tuple, kind_of) -> tuple:
 
 
 def _atan2_rule(c: Expr, args: tuple, kind_of) -> tuple:
-    # d atan2(y, x) = (x dy - y dx) / (x^2 + y^2); at the origin, where it has no derivative, 0
+    # d atan2(y, x) = (x dy - y dx) / (x^2 + y^2), written (x / h) / h with h = hypot(y, x), which
+    # neither overflows nor underflows where x^2 + y^2 would. At the origin atan2 jumps (its limit
+    # depends on the direction of approach): no derivative, so the division by h = 0 raises there, as
+    # hypot's own rule does (a zero there made Givens QR's gradient wrong at the identity)
     y, x = args
-    r2 = A.add(A.power(x, Const(2)), A.power(y, Const(2)))
-    nonzero = Compare("!=", r2, Const(0))
-    return (Select(nonzero, A.mul(c, A.div(x, r2)), Const(0.0)),
-            Select(nonzero, A.neg(A.mul(c, A.div(y, r2))), Const(0.0)))
+    h = A.call("hypot", y, x)
+    return A.mul(c, A.div(A.div(x, h), h)), A.neg(A.mul(c, A.div(A.div(y, h), h)))
 
 
 def _mod_rule(c: Expr, args: tuple, kind_of) -> tuple:

@@ -1,9 +1,15 @@
 """Givens QR written in the reversible language (real matrices).
 
-Each rotation is a reversible instruction; the angle that zeroes an entry is computed from the
-entry and the one above it, and the angles are kept as the program's extra output, like LAPACK
-keeps its reflectors: ``angles[i, k]`` is the angle that zeroed entry (i, k), i > k. The work copy
-of A is uncomputed after Q and R are copied out, so nothing else is kept.
+Each rotation is a reversible instruction; the angle that zeroes entry (i, k) is computed from the
+entry and the diagonal one, (k, k), whose row it rotates with, and the angles are kept as the
+program's extra output, like LAPACK keeps its reflectors: ``angles[i, k]`` is the angle that zeroed
+entry (i, k), i > k. The work copy of A is uncomputed after Q and R are copied out, so nothing else
+is kept.
+
+Where the two entries of a rotation are both 0 its angle (atan2 at the origin) has no derivative,
+so a gradient there raises by name. Rotating against the diagonal entry, that happens only where a
+diagonal entry and an entry below it are both 0 when the column is reached; rotating adjacent rows
+from the bottom, as this program did first, it happened on every identity and triangular matrix.
 Shapes and conventions as in ``gram_schmidt``: Q (m, p), R (p, n), angles (m, p), diag(R) >= 0; or
 the complete factorisation, Q (m, m) and R (m, n) with zero rows below p (``givens`` reads the width
 of Q, as ``householder`` does).
@@ -17,14 +23,15 @@ from revdiff.programs.elementwise import add_into
 
 @reversible
 def givens_triangularize(W, T):
-    """Reduce W to upper triangular form in place, bottom-up per column; T[i, k] += the angle used at (i, k)."""
+    """Reduce W to upper triangular form in place, each entry below the diagonal rotated into the
+    diagonal one, top-down per column; T[i, k] += the angle used at (i, k)."""
     m, n = W.shape
     p = min(m, n)
     for k in range(p):
-        for i in range(m - 1, k, -1):
-            T[i, k] += np.arctan2(W[i, k], W[i - 1, k])
+        for i in range(k + 1, m):
+            T[i, k] += np.arctan2(W[i, k], W[k, k])
             for j in range(k, n):
-                irot(W[i - 1, j], W[i, j], T[i, k])
+                irot(W[k, j], W[i, j], T[i, k])
 
 
 @reversible
@@ -33,9 +40,9 @@ def givens_apply_transpose(X, T):
     m, q = X.shape
     p = T.shape[1]
     for k in range(p - 1, -1, -1):
-        for i in range(k + 1, m):
+        for i in range(m - 1, k, -1):
             for j in range(q):
-                rot(X[i - 1, j], X[i, j], T[i, k])
+                rot(X[k, j], X[i, j], T[i, k])
 
 
 @reversible
