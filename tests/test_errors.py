@@ -371,6 +371,34 @@ def test_ordering_comparisons_of_complex_values_are_refused_by_name():
     assert equal(0.0, 1j)[0] == 1.0 and equal(0.0, 2j)[0] == 0.0
 
 
+def test_an_array_updated_as_a_number_is_shown_its_view():
+    @reversible
+    def f(v, u):
+        v += u  # E:whole
+
+    with pytest.raises(ReversibilityError) as e:
+        f(np.zeros(3), np.ones(3))
+    assert_error(e, "whole", "'v' is an array", "'v[:] += ...'")
+
+
+def test_integer_values_in_messages_are_printed_as_integers():
+    @reversible
+    def f(y, n, s):
+        for i in range(0, n, s):  # E:step
+            y += 1.0
+
+    @reversible
+    def g(k, j):
+        k /= j  # E:remainder
+
+    with pytest.raises(ReversibilityError) as e:
+        f(0.0, 5, 0)
+    assert_error(e, "step", "(value 0)")
+    with pytest.raises(ReversibilityError) as e:
+        g(2 ** 40 + 1, 2)
+    assert_error(e, "remainder", f"(value {2 ** 40 + 1})")
+
+
 def test_silent_conversion_is_refused():
     @reversible
     def f(k, x):

@@ -94,6 +94,8 @@ def to_error(fkey: int, idx: int, a: float, b: float, batch_element: int | None 
     if "value" in info.labels:
         value = complex(a, b) if b else a
         parts.append(f"value {value!r}")
+    elif "integer value" in info.labels:
+        parts.append(f"value {int(a)}")
     else:
         for label, v in zip(info.labels, (a, b)):
             parts.append(f"{label} = {int(v) if float(v).is_integer() else v!r}")

@@ -102,11 +102,14 @@ def arithmetic_checks(stmt, kind_of) -> list:
 
 def reported_values(values: tuple, labels, kind_of) -> tuple:
     """(values, labels) as a check's record holds them: without labels one value, named "value",
-    whose two parts are reported where it is complex."""
+    whose two parts are reported where it is complex ("integer value" where it is an integer, which
+    the float64 record would print as a float)."""
     if labels is not None:
         return tuple(values), labels
     if values and kind_of(values[0]) == "complex":
         return (Call("real", (values[0],)), Call("imag", (values[0],))), ("value",)
+    if values and kind_of(values[0]) in ("int", "bool"):
+        return tuple(values), ("integer value",)
     return tuple(values), ("value",) if values else ()
 
 

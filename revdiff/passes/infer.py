@@ -204,7 +204,9 @@ def _instr(s: Instr, env: TypeEnv) -> None:
     for i in entry.targets:
         t = types[i]
         if t.is_array:
-            raise ReversibilityError(f"'{_name(s.operands[i])}' is an array; update its elements", s.loc)
+            name = _name(s.operands[i])
+            raise ReversibilityError(f"'{name}' is an array; update its elements, or all of them through a view "
+                                     f"('{name}[:] {entry.syntax.split()[1]} ...')", s.loc)
         if t.kind not in entry.target_kinds:
             raise ReversibilityError(f"'{entry.syntax}' does not apply to {t.kind} values "
                                      f"('{_name(s.operands[i])}' is {t.dtype}); it takes "
