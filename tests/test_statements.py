@@ -3,6 +3,9 @@ import math
 
 import numpy as np
 import pytest
+
+import revdiff
+import revdiff as rd
 from numpy import sin
 
 from helpers import assert_backends_agree, assert_round_trip, copy_args
@@ -296,3 +299,27 @@ def test_bad_arguments():
 def test_copy_args_helper_is_independent():
     x = np.zeros(2)
     assert copy_args((x,))[0] is not x
+
+
+@reversible
+def words_through_the_module(y, x):
+    t = revdiff.zero()
+    v = rd.zeros((2,), np.float64)
+    with revdiff.routine:
+        t += x[0] * 2.0
+        v[0] += x[1]
+    y += t * v[0]
+    rd.rot(y, t, 0.25)
+    rd.irot(y, t, 0.25)
+    ~revdiff.routine
+    del v
+    del t
+
+
+def test_the_language_words_written_through_the_revdiff_module():
+    """revdiff.zero(), rd.zeros(...), revdiff.routine, rd.rot(...) read as the bare words do."""
+    x = np.array([1.5, 2.0])
+    assert words_through_the_module(0.0, x)[0] == 6.0
+    assert_round_trip(words_through_the_module, 0.0, x)
+    g_y, g_x = revdiff.grad(words_through_the_module, "y")(0.0, x)
+    np.testing.assert_allclose(g_x, [4.0, 3.0], rtol=1e-15)

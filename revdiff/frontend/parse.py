@@ -60,6 +60,7 @@ class Parser:
                 except ValueError:  # cell not yet filled
                     pass
         local_names = set(self.params) | _assigned_names(node)
+        _LanguageWords(self.globals, local_names).visit(node)
         self.expr = ExpressionParser(smap, local_names, self.globals)
         self.callees: dict = {}
         self._routine_counter = 0
@@ -373,6 +374,25 @@ class Parser:
             raise self.error(s, "only 'with routine:' blocks are allowed (compute, later undone by '~routine')")
         self._routine_counter += 1
         return Compute(self.smap.loc(s), self.block(s.body), self._routine_counter)
+
+
+#: the words of the language that are importable from revdiff (``revdiff/language.py``)
+LANGUAGE_WORDS = frozenset({"zero", "zeros", "ancilla", "release", "rot", "irot", "routine"})
+
+
+class _LanguageWords(ast.NodeTransformer):
+    """``revdiff.zero()`` (any name bound to revdiff or revdiff.language) -> ``zero()``: the parser
+    reads the language's words as bare names, as ``from revdiff import zero`` binds them."""
+
+    def __init__(self, globals_: dict, local_names: set):
+        self.modules = {name for name, value in globals_.items() if name not in local_names
+                        and getattr(value, "__name__", None) in ("revdiff", "revdiff.language")
+                        and type(value).__name__ == "module"}
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        if isinstance(node.value, ast.Name) and node.value.id in self.modules and node.attr in LANGUAGE_WORDS:
+            return ast.copy_location(ast.Name(id=node.attr, ctx=node.ctx), node)
+        return self.generic_visit(node)
 
 
 def _is_uncompute(s: ast.stmt) -> bool:
