@@ -116,14 +116,15 @@ def qr(A, method: str = "cgs2", rank_tol: float | None = None, mode: str = "redu
         q = q_columns(method, mode, a.shape)
         return [_struct(a.shape[:-2] + (m, q), a.dtype), _struct(a.shape[:-2] + (q, n), a.dtype)]
     P.api._method(P.QR_METHODS, method)  # checked while tracing, as project's options are
-    P.api.rank_tolerance(rank_tol, jnp.result_type(A))
+    (A,) = _inexact(A)  # before the tolerance, which is checked against the dtype the QR runs in
+    P.api.rank_tolerance(rank_tol, A.dtype)
     if mode == "r":
         f = _differentiable("qr", lambda a: (P.qr(a, method, rank_tol, mode),),
                             lambda a, gR: (P.qr_vjp(a, None, gR, method, rank_tol, mode),), lambda a: shapes(a)[1:])
-        return f(*_inexact(A))[0]
+        return f(A)[0]
     f = _differentiable("qr", lambda a: P.qr(a, method, rank_tol, mode),
                         lambda a, gQ, gR: (P.qr_vjp(a, gQ, gR, method, rank_tol, mode),), shapes)
-    return f(*_inexact(A))
+    return f(A)
 
 
 def _vector_result(A, y) -> list:

@@ -191,6 +191,23 @@ def test_jax_qr_matches_jnp_linalg_qr_under_jit(jax, rj, shape, dtype):
     np.testing.assert_allclose(mine, theirs, atol=tol * float(jnp.abs(theirs).max()))
 
 
+def test_jax_functions_take_integer_and_bool_arrays_as_floats(jax, rj):
+    """As jnp.linalg: integers and bools compute in JAX's default float (qr checked its tolerance
+    against the integer dtype first, and NumPy refused it)."""
+    import jax.numpy as jnp
+
+    from revdiff import programs as P
+    A = jnp.array([[1, 2], [3, 4], [5, 7]])
+    Q, R = rj.qr(A)
+    assert Q.dtype == jnp.result_type(float) and R.dtype == Q.dtype
+    np.testing.assert_allclose(Q @ R, np.asarray(A, float), atol=1e-5)
+    assert rj.qr(A, mode="r").shape == (2, 2)
+    Qb, Rb = rj.qr(jnp.array([[True, False], [True, True]]))
+    np.testing.assert_allclose(Qb @ Rb, [[1.0, 0.0], [1.0, 1.0]], atol=1e-6)
+    np.testing.assert_allclose(rj.project(A, jnp.array([1, 0, 2])), P.project(np.asarray(A, float), np.array([1.0, 0, 2])),
+                               atol=1e-5)
+
+
 @pytest.mark.parametrize("cplx", [False, True])
 def test_jax_project_under_vmap_and_jit(jax, rj, cplx):
     import jax.numpy as jnp
