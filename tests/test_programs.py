@@ -57,6 +57,16 @@ def test_householder_program_gradient_and_round_trip(m, n, cplx):
     assert_gradient(P.householder, *args)
 
 
+@pytest.mark.parametrize("method", ["householder", "cgs2", "mgs"])
+def test_the_diagonal_of_a_complex_r_is_exactly_real(method):
+    """As LAPACK's: np.log(diag(R)) or np.isreal must not meet a rounding-level imaginary part."""
+    A = rand((3, 6, 4), True)
+    Q, R = P.qr(A, method=method)
+    d = np.diagonal(R, axis1=-2, axis2=-1)
+    assert np.all(d.imag == 0) and np.all(d.real > 0)
+    np.testing.assert_allclose(Q @ R, A, atol=1e-14)
+
+
 def test_householder_gradient_on_triangular_input():
     # the reflector of a column that is already zero below the diagonal is a multiple of e_1
     A = np.triu(rand((5, 3)))

@@ -91,7 +91,8 @@ def householder(Q, R, A):
                 reflect(X[k:, j], V[k:, k])
     add_into(Q, X)
     for k in range(p):
-        for j in range(k, n):
+        R[k, k] += abs(W[k, k])  # conj(w / |w|) w, written as the real number it is (exactly)
+        for j in range(k + 1, n):
             R[k, j] += np.conj(W[k, k] / abs(W[k, k]) if W[k, k] != 0 else 1) * W[k, j]
     ~routine
     del X
