@@ -227,6 +227,30 @@ def test_round_of_nan_or_beyond_int64_raises(backend):
     assert f(0, 2.5)[0] == 2 and f(0, -3.5)[0] == -4 and f(0, -2.0 ** 63)[0] == -2 ** 63
 
 
+@reversible
+def polynomial(loss, c, x):
+    for j in range(len(c)):
+        loss += c[j] * x ** j
+
+
+@reversible
+def power_zero(loss, x):
+    loss += x ** 0 * 3.0 + x * x
+
+
+def test_derivatives_of_powers_at_zero_where_they_exist():
+    """b x^(b-1) is 0 for b = 0 (x^0 is constant), also at x = 0: the gradient, tangent and Hessian
+    of a polynomial at 0 are its coefficients (they raised x ** -1 at x = 0)."""
+    c = np.array([1.0, 2.0, 3.0, 4.0])
+    assert revdiff.grad(polynomial, "loss")(0.0, c, 0.0)[2] == 2.0
+    assert revdiff.jvp(polynomial, (0.0, c, 0.0), (None, None, 1.0))[1][0] == 2.0
+    assert revdiff.hvp(polynomial, "loss", (0.0, c, 0.0), (None, None, 1.0))[2] == 6.0
+    assert revdiff.hvp(power, "y", (0.0, 0.0, 1.0), (None, 1.0, None))[1] == 0.0  # x ** e, e = 1
+    assert revdiff.grad(power_zero, "loss")(0.0, 0.0) == (1.0, 0.0)
+    with pytest.raises(ValueError, match="math domain error"):  # x ** 0.5 has no derivative at 0
+        revdiff.grad(power, "y")(0.0, 0.0, 0.5)
+
+
 def test_gradients_of_a_power_with_a_float_exponent():
     """d/de x^e at x = 0 (e > 0) is 0, as PyTorch gives; at x < 0 it does not exist in the reals."""
     _, pullback = revdiff.vjp(power, 0.0, 0.0, 2.0)

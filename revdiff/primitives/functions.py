@@ -61,12 +61,17 @@ def _holomorphic(derivatives: Callable[..., tuple]) -> Rule:
 
 def _pow_partials(a: Expr, b: Expr) -> tuple:
     if isinstance(b, Const):
+        if b.value == 0:  # a ** 0 is the constant 1: no a ** -1, which a = 0 would refuse
+            return (None, None)
         if b.value == 2:
             return (A.mul(Const(2), a), None)
         return (A.mul(b, A.power(a, Const(b.value - 1))), None)
-    # d/db a^b = log(a) a^b, whose limit at a = 0 (b > 0) is 0; at a < 0 it does not exist (log refuses it)
+    # d/da a^b = b a^(b-1), and 0 for b = 0 (also at a = 0, where a^(b-1) is not defined: the
+    # gradient of sum c[j] x ** j at 0); its own derivative takes the same rule, so b = 1 has a
+    # second derivative 0 there. d/db a^b = log(a) a^b, whose limit at a = 0 (b > 0) is 0; at a < 0
+    # it does not exist (log refuses it)
     zero = Compare("==", a, Const(0))
-    return (A.mul(b, A.power(a, A.sub(b, Const(1)))),
+    return (Select(Compare("==", b, Const(0)), Const(0.0), A.mul(b, A.power(a, A.sub(b, Const(1))))),
             Select(zero, Const(0.0), A.mul(A.call("log", Select(zero, Const(1.0), a)), A.power(a, b))))
 
 
