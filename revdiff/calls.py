@@ -225,7 +225,13 @@ def cotangent(name: str, out: Any, ct: Any, what: str = "cotangent") -> Any:
     if isinstance(out, np.ndarray):
         ct = np.asarray(ct)
         check_array_cotangent(name, out, ct, what)
-        return np.array(ct, dtype=out.dtype, copy=True)
+        with np.errstate(over="ignore", invalid="ignore"):
+            cast = np.array(ct, dtype=out.dtype, copy=True)
+        if ct.dtype != out.dtype and cast.dtype.kind in "fc" and \
+                not np.array_equal(np.isfinite(cast), np.isfinite(ct)):  # float64 values beyond float32's range
+            raise ValueError(f"{what} for '{name}' has values beyond the range of {out.dtype}, the dtype of "
+                             f"'{name}' (they would become inf)")
+        return cast
     if isinstance(ct, (np.ndarray, list, tuple)) or on_device(ct):
         raise scalar_expected(name, what)
     if isinstance(ct, complex) and not isinstance(out, complex):

@@ -371,3 +371,22 @@ def test_tangents_at_singular_points_are_zero_along_zero_directions_and_raise_al
     v = np.array([3.0, 4.0])
     np.testing.assert_allclose(revdiff.hessian(length, "loss", 0.0, v)[1][1], (np.eye(2) - np.outer(v, v) / 25) / 5,
                                rtol=1e-14, atol=1e-16)
+
+
+@reversible
+def single_precision_dot(s, x, y):
+    for i in range(len(x)):
+        s[0] += x[i] * y[i]
+
+
+def test_a_tangent_or_cotangent_beyond_the_arrays_dtype_is_refused_by_name():
+    """A float64 tangent of a float32 array that float32 cannot hold would become inf (NumPy only
+    warns), as a float64 value stored in a float32 array is refused in the program."""
+    args = (np.zeros(1, np.float32), np.ones(2, np.float32), np.ones(2, np.float32))
+    with pytest.raises(ValueError, match="tangent for 'x' has values beyond the range of float32"):
+        revdiff.jvp(single_precision_dot, args, (None, np.array([1e-50, 1e300]), None))
+    _, pullback = revdiff.vjp(single_precision_dot, *args)
+    with pytest.raises(ValueError, match="cotangent for 's' has values beyond the range of float32"):
+        pullback(np.array([1e300]), None, None)
+    _, tangents = revdiff.jvp(single_precision_dot, args, (None, np.array([1.0, 2.0]), None))
+    assert tangents[0].dtype == np.float32 and tangents[0][0] == 3.0
