@@ -20,7 +20,7 @@ import numpy as np
 
 from revdiff.backends.numba.entries import batch_source, lane_records
 from revdiff.calls import (ERROR_RECORD, blas_for, check_array_cotangent, checked_tangents, cotangent,
-                           cotangent_value, loss_index, run, zero_like)
+                           cotangent_value, in_dtype_of, loss_index, run, zero_like)
 from revdiff.compiler.cuda import run_on_device
 from revdiff.compiler.entries import check_names, entry_signature
 from revdiff.ir.entries import EntrySignature
@@ -414,7 +414,7 @@ def _device_cotangent(xp, name: str, out: Any, ct: Any, what: str = "cotangent")
         cotangent_value(name, ct, what)
     ct = xp.asarray(ct)
     check_array_cotangent(name, out, ct, what)
-    return ct.astype(out.dtype, copy=True)
+    return in_dtype_of(xp, name, out, ct, what)
 
 
 def _shared_sum(per_element, like: Any) -> Any:

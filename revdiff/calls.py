@@ -213,6 +213,19 @@ def check_array_cotangent(name: str, out: Any, ct: Any, what: str = "cotangent")
         raise TypeError(f"{what} for '{name}' is complex but '{name}' is real")
 
 
+def in_dtype_of(xp, name: str, out: Any, ct: Any, what: str = "cotangent") -> Any:
+    """A fresh copy of the array cotangent (or tangent) ``ct`` in the dtype of ``out`` (``xp``: NumPy
+    or CuPy); ValueError naming the parameter where that dtype cannot hold its values (float64
+    values beyond float32's range would become inf, with only NumPy's overflow warning)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        cast = ct.astype(out.dtype, copy=True)
+    if ct.dtype != out.dtype and cast.dtype.kind in "fc" and \
+            not bool(xp.array_equal(xp.isfinite(cast), xp.isfinite(ct))):
+        raise ValueError(f"{what} for '{name}' has values beyond the range of {out.dtype}, the dtype of "
+                         f"'{name}' (they would become inf)")
+    return cast
+
+
 def scalar_expected(name: str, what: str = "cotangent") -> TypeError:
     """The error for an array given as the cotangent (or tangent) of a scalar parameter."""
     return TypeError(f"{what} for the scalar '{name}' must be a scalar")
@@ -225,13 +238,7 @@ def cotangent(name: str, out: Any, ct: Any, what: str = "cotangent") -> Any:
     if isinstance(out, np.ndarray):
         ct = np.asarray(ct)
         check_array_cotangent(name, out, ct, what)
-        with np.errstate(over="ignore", invalid="ignore"):
-            cast = np.array(ct, dtype=out.dtype, copy=True)
-        if ct.dtype != out.dtype and cast.dtype.kind in "fc" and \
-                not np.array_equal(np.isfinite(cast), np.isfinite(ct)):  # float64 values beyond float32's range
-            raise ValueError(f"{what} for '{name}' has values beyond the range of {out.dtype}, the dtype of "
-                             f"'{name}' (they would become inf)")
-        return cast
+        return in_dtype_of(np, name, out, ct, what)
     if isinstance(ct, (np.ndarray, list, tuple)) or on_device(ct):
         raise scalar_expected(name, what)
     if isinstance(ct, complex) and not isinstance(out, complex):

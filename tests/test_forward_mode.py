@@ -9,6 +9,7 @@ import pytest
 
 import revdiff
 from revdiff import reversible, rot
+from revdiff.batch import _device_cotangent
 
 
 @reversible
@@ -390,3 +391,10 @@ def test_a_tangent_or_cotangent_beyond_the_arrays_dtype_is_refused_by_name():
         pullback(np.array([1e300]), None, None)
     _, tangents = revdiff.jvp(single_precision_dot, args, (None, np.array([1.0, 2.0]), None))
     assert tangents[0].dtype == np.float32 and tangents[0][0] == 3.0
+    batched = revdiff.batched(single_precision_dot, ("s", "x", "y"))
+    with pytest.raises(ValueError, match="tangent for 'x' has values beyond the range of float32"):
+        batched.jvp(tuple(np.stack([a, a]) for a in args), (None, np.full((2, 2), 1e300), None))
+    # the GPU arguments' path (CuPy's array module there), with NumPy's arrays as its stand-in
+    with pytest.raises(ValueError, match="cotangent for 's' has values beyond the range of float32"):
+        _device_cotangent(np, "s", np.zeros(1, np.float32), np.array([1e300]))
+    assert _device_cotangent(np, "s", np.zeros(1, np.float32), np.array([2.0])).dtype == np.float32
