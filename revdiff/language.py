@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
+#: the words of the language; the parser also reads them written through the module (``revdiff.zero()``)
+__all__ = ["rot", "irot", "zero", "zeros", "ancilla", "release", "routine"]
+
 
 def _outside(name: str) -> NoReturn:
     raise RuntimeError(f"revdiff.{name} is a statement of the reversible language; "

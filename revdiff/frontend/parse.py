@@ -7,7 +7,9 @@ belong to ``check.py``.
 from __future__ import annotations
 
 import ast
+from types import ModuleType
 
+from revdiff import language
 from revdiff.errors import ReversibilityError
 from revdiff.frontend.arguments import bind, default_value
 from revdiff.frontend.expressions import ExpressionParser
@@ -376,8 +378,7 @@ class Parser:
         return Compute(self.smap.loc(s), self.block(s.body), self._routine_counter)
 
 
-#: the words of the language that are importable from revdiff (``revdiff/language.py``)
-LANGUAGE_WORDS = frozenset({"zero", "zeros", "ancilla", "release", "rot", "irot", "routine"})
+LANGUAGE_WORDS = frozenset(language.__all__)
 
 
 class _LanguageWords(ast.NodeTransformer):
@@ -386,8 +387,7 @@ class _LanguageWords(ast.NodeTransformer):
 
     def __init__(self, globals_: dict, local_names: set):
         self.modules = {name for name, value in globals_.items() if name not in local_names
-                        and getattr(value, "__name__", None) in ("revdiff", "revdiff.language")
-                        and type(value).__name__ == "module"}
+                        and isinstance(value, ModuleType) and value.__name__ in ("revdiff", language.__name__)}
 
     def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
         if isinstance(node.value, ast.Name) and node.value.id in self.modules and node.attr in LANGUAGE_WORDS:
