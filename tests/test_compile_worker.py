@@ -133,7 +133,7 @@ BAD_LIMIT = textwrap.dedent("""
 
 def test_a_memory_limit_that_is_no_number_is_refused_by_name(tmp_path):
     """``REVDIFF_COMPILE_WORKER_MB=2G`` raises ValueError naming the variable at the compile that
-    would start the worker (it used to mean the default, 1000, unnoticed); after it, with a valid
+    would start the worker (a typo must not leave the default, 1000, in force unnoticed); after it, with a valid
     value (0: a fresh worker for every compile), the same calls compile and run."""
     script = tmp_path / "bad_limit.py"
     script.write_text(BAD_LIMIT)

@@ -336,8 +336,8 @@ def test_arithmetic_updates_of_bools_are_refused_at_first_call():
 
 
 def test_masks_index_arrays_and_bool_indices_are_refused_by_name():
-    """NumPy reads a bool (array) index as a mask and an integer array as a gather; Numba raised
-    its own typing error for them."""
+    """NumPy reads a bool (array) index as a mask and an integer array as a gather; the error names
+    the user's line, not Numba's typing of the generated code."""
     @reversible
     def f(y, x, m):
         y[m] += x[0]  # E:mask

@@ -240,7 +240,7 @@ def power_zero(loss, x):
 
 def test_derivatives_of_powers_at_zero_where_they_exist():
     """b x^(b-1) is 0 for b = 0 (x^0 is constant), also at x = 0: the gradient, tangent and Hessian
-    of a polynomial at 0 are its coefficients (they raised x ** -1 at x = 0)."""
+    of a polynomial at 0 are its coefficients, with no x ** -1 evaluated at x = 0."""
     c = np.array([1.0, 2.0, 3.0, 4.0])
     assert revdiff.grad(polynomial, "loss")(0.0, c, 0.0)[2] == 2.0
     assert revdiff.jvp(polynomial, (0.0, c, 0.0), (None, None, 1.0))[1][0] == 2.0

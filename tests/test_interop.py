@@ -192,8 +192,8 @@ def test_jax_qr_matches_jnp_linalg_qr_under_jit(jax, rj, shape, dtype):
 
 
 def test_jax_functions_take_integer_and_bool_arrays_as_floats(jax, rj):
-    """As jnp.linalg: integers and bools compute in JAX's default float (qr checked its tolerance
-    against the integer dtype first, and NumPy refused it)."""
+    """As jnp.linalg: integers and bools compute in JAX's default float (qr checks its tolerance
+    against the float dtype it computes in, not the integer one, which NumPy's finfo refuses)."""
     import jax.numpy as jnp
 
     from revdiff import programs as P

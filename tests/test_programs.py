@@ -98,7 +98,7 @@ def test_givens_gradient_on_identity_and_triangular_input(shape):
 
 def test_givens_gradient_where_a_rotation_meets_two_zeros_raises_by_name():
     """A zero diagonal entry with a zero below it: the rotation's angle, atan2 at the origin, jumps
-    with the direction of approach, so the program has no gradient there (it returned a wrong one)."""
+    with the direction of approach, so the program has no gradient there and says so."""
     A = np.array([[0.0, 1.0], [0.0, 0.0], [1.0, 0.0]])
     Q, R = P.qr(A, method="givens")
     np.testing.assert_allclose(Q @ R, A, atol=1e-15)

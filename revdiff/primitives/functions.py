@@ -88,7 +88,7 @@ def _atan2_rule(c: Expr, args: tuple, kind_of) -> tuple:
     # d atan2(y, x) = (x dy - y dx) / (x^2 + y^2), written (x / h) / h with h = hypot(y, x), which
     # neither overflows nor underflows where x^2 + y^2 would. At the origin atan2 jumps (its limit
     # depends on the direction of approach): no derivative, so the division by h = 0 raises there, as
-    # hypot's own rule does (a zero there made Givens QR's gradient wrong at the identity)
+    # hypot's own rule does (a zero there would make Givens QR's gradient wrong wherever it rotates two zeros)
     y, x = args
     h = A.call("hypot", y, x)
     return A.mul(c, A.div(A.div(x, h), h)), A.neg(A.mul(c, A.div(A.div(y, h), h)))

@@ -9,7 +9,7 @@ is kept.
 Where the two entries of a rotation are both 0 its angle (atan2 at the origin) has no derivative,
 so a gradient there raises by name. Rotating against the diagonal entry, that happens only where a
 diagonal entry and an entry below it are both 0 when the column is reached; rotating adjacent rows
-from the bottom, as this program did first, it happened on every identity and triangular matrix.
+from the bottom would meet such pairs on every identity and triangular matrix.
 Shapes and conventions as in ``gram_schmidt``: Q (m, p), R (p, n), angles (m, p), diag(R) >= 0; or
 the complete factorisation, Q (m, m) and R (m, n) with zero rows below p (``givens`` reads the width
 of Q, as ``householder`` does).
