@@ -299,3 +299,34 @@ def test_gpu_arguments_sharing_memory_are_refused_and_read_only_inputs_accepted(
     want_outs, want_grads = bf.vjp((base.copy(), np.broadcast_to(base[0], base.shape)), cotangents, donate=True)
     assert_same(outs, want_outs, gpu)
     assert_same(grads, want_grads, gpu)
+
+
+@revdiff.reversible
+def remainder_and_floor_quotient(r, q, s, x, w, c, k):
+    """r += x % w, q += x // w elementwise, s += x % c, k // w and x % 2 (a double, an integer and a
+    literal with x's dtype): Python's float semantics."""
+    for i in range(x.shape[0]):
+        r[i] += x[i] % w[i]
+        q[i] += x[i] // w[i]
+        s[i] += x[i] % c
+        s[i] += k // w[i]
+        s[i] += x[i] % 2
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_float_remainder_and_floor_division_on_the_gpu_are_pythons_bit_for_bit(gpu, dtype):
+    """``%`` and ``//`` of floats give the CPU's (Python's, through Numba) bits on the GPU too: the
+    remainder has the divisor's sign and lies in [0, |w|), exactly, also where ``x / w`` is too
+    large for ``x - floor(x / w) * w`` (1e20 % 3 is 1, not 0), and signed zeros are Python's; a
+    float32 with a double or an integer computes in double, as on the CPU."""
+    x = np.array([1e20, -1e20, 7.5, -7.5, 7.5, -7.5, 0.0, -0.0, 0.3, -1e-20, 1e-20, 5.0, 1e30, 3.0], dtype)
+    w = np.array([3.0, 3.0, 2.0, 2.0, -2.0, -2.0, 2.0, -2.0, 0.1, 1.0, -1.0, 0.5, 7.0, 1e-30], dtype)
+    bf = revdiff.batched(remainder_and_floor_quotient, ("r", "q", "s", "x", "w", "c", "k"))
+    zeros = np.zeros((1, x.size), dtype)
+    args = (zeros, zeros, zeros, x[None], w[None], np.array([0.7]), np.array([-3]))
+    want = bf(*(a.copy() for a in args))
+    got = bf(*_on(gpu, tuple(a.copy() for a in args)))
+    for g, v in zip(got[:3], want[:3]):
+        np.testing.assert_array_equal(gpu.asnumpy(g).view(np.uint8), v.view(np.uint8))
+    if dtype == np.float64:
+        np.testing.assert_array_equal(want[0][0], [float(a) % float(b) for a, b in zip(x, w)])

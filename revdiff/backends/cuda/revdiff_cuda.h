@@ -135,16 +135,51 @@ template <typename T> RD_FN rd_complex<T> atan(rd_complex<T> z) {  // principal 
 template <typename T> RD_FN T rd_sign(T x) { return (T)((x > 0) - (x < 0)); }
 template <typename A, typename B> RD_FN auto rd_min(A a, B b) -> decltype(a + b) { return b < a ? b : a; }
 template <typename A, typename B> RD_FN auto rd_max(A a, B b) -> decltype(a + b) { return b > a ? b : a; }
-RD_FN rd_int rd_floordiv(rd_int a, rd_int b) {
+// Python's % and // (as Numba compiles them). Integers: the remainder takes the divisor's sign.
+RD_FN rd_int rd_py_floordiv(rd_int a, rd_int b) {
     rd_int q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
-RD_FN double rd_floordiv(double a, double b) { return floor(a / b); }
-RD_FN rd_int rd_mod(rd_int a, rd_int b) {
+RD_FN rd_int rd_py_mod(rd_int a, rd_int b) {
     rd_int r = a % b;
     return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
-RD_FN double rd_mod(double a, double b) { return a - floor(a / b) * b; }
+// Floats: CPython's float_divmod in the operands' precision. fmod is exact, so the remainder lies in
+// [0, |b|) with b's sign even where a / b is too large for a - floor(a / b) * b (1e20 % 3 is 1, not
+// 0); the quotient is (a - r) / b snapped to an integer.
+template <typename T> RD_FN T rd_py_mod(T a, T b) {
+    T r = fmod(a, b);
+    if (r != 0) return ((b < 0) != (r < 0)) ? r + b : r;
+    return copysign((T)0, b);
+}
+template <typename T> RD_FN T rd_py_floordiv(T a, T b) {
+    T r = fmod(a, b);
+    T q = (a - r) / b;
+    if (r != 0 && ((b < 0) != (r < 0))) q -= 1;
+    if (q == 0) return copysign((T)0, a / b);
+    T f = floor(q);
+    return q - f > (T)0.5 ? f + 1 : f;
+}
+// The type Numba computes a % b and a // b in: integers (and bools) in int64, two float32 in float32,
+// anything else in float64 (a float32 with a double or an integer too).
+template <typename T> struct rd_divmod_rank { static const int value = 0; };
+template <> struct rd_divmod_rank<float> { static const int value = 1; };
+template <> struct rd_divmod_rank<double> { static const int value = 2; };
+template <int R> struct rd_divmod_of { typedef double type; };
+template <> struct rd_divmod_of<0> { typedef rd_int type; };
+template <> struct rd_divmod_of<1> { typedef float type; };
+template <typename A, typename B> struct rd_divmod_type {
+    static const int ra = rd_divmod_rank<A>::value, rb = rd_divmod_rank<B>::value;
+    typedef typename rd_divmod_of<ra == rb ? ra : 2>::type type;
+};
+template <typename A, typename B> RD_FN typename rd_divmod_type<A, B>::type rd_mod(A a, B b) {
+    typedef typename rd_divmod_type<A, B>::type T;
+    return rd_py_mod((T)a, (T)b);
+}
+template <typename A, typename B> RD_FN typename rd_divmod_type<A, B>::type rd_floordiv(A a, B b) {
+    typedef typename rd_divmod_type<A, B>::type T;
+    return rd_py_floordiv((T)a, (T)b);
+}
 RD_FN rd_int rd_trip_count(rd_int start, rd_int stop, rd_int step) {
     if (step > 0) return stop > start ? (stop - start + step - 1) / step : 0;
     return start > stop ? (start - stop - step - 1) / (-step) : 0;
