@@ -42,3 +42,7 @@ class RankDeficientError(ValueError):
 class ResultOverflowError(OverflowError):
     """A result is not finite although the inputs were: its exact value, or an intermediate one,
     overflows the dtype. Raised instead of returning it."""
+
+
+class CacheDirectoryError(OSError):
+    """The cache directory cannot be created or written (the message names the setting to change)."""

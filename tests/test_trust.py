@@ -458,6 +458,17 @@ def test_an_unusable_cache_directory_is_named(tmp_path):
     assert "CacheDirectoryError" in done.stderr and "REVDIFF_CACHE_DIR" in done.stderr
 
 
+def test_the_cache_directory_error_is_public_and_an_oserror(tmp_path, monkeypatch):
+    """Callers catch it as ``revdiff.CacheDirectoryError`` (or as the OSError it is)."""
+    from revdiff.runtime.cache import cache_dir
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("REVDIFF_CACHE_DIR", str(blocker / "cache"))
+    with pytest.raises(revdiff.CacheDirectoryError, match="REVDIFF_CACHE_DIR") as caught:
+        cache_dir()
+    assert isinstance(caught.value, OSError)
+
+
 def test_import_works_without_a_writable_install_directory_or_home(tmp_path):
     """revdiff's own Numba helpers cache in REVDIFF_CACHE_DIR when Numba finds no place beside the
     package and none in $HOME (simulated: root may write anywhere)."""

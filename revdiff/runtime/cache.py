@@ -22,9 +22,7 @@ from typing import Callable
 
 import numba
 
-
-class CacheDirectoryError(OSError):
-    """The cache directory cannot be created or written (the message names the setting to change)."""
+from revdiff.errors import CacheDirectoryError
 
 
 def cache_dir() -> Path:

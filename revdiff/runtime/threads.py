@@ -2,14 +2,19 @@
 
 A batch runs its elements on ``batch_threads()`` threads (``calls.run_batch``); when each
 element's program also calls BLAS (``runtime/host.py``), OpenBLAS would start threads of its own
-inside every worker and the two pools would fight over the cores (a batch of 500×250 block-CGS2 gradients takes about three times
-as long). So BLAS runs single-threaded for the length of a batch.
+inside every worker and the two pools would fight over the cores (a batch of 500×250 block-CGS2
+gradients takes about three times as long). So BLAS runs single-threaded for the length of a batch
+called from the main thread.
 """
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, nullcontext
+import threading
+from contextlib import contextmanager
+from typing import Iterator
 
 _CONTROLLER: list = []
+_LOCK = threading.Lock()
+_HELD: list = [0, None]  # entries of blas_single_threaded in the main thread now, and their limiter
 
 
 def batch_threads() -> int:
@@ -19,13 +24,40 @@ def batch_threads() -> int:
     return numba.get_num_threads()
 
 
-def blas_single_threaded() -> AbstractContextManager:
-    """A context in which every loaded BLAS library (NumPy's and SciPy's) runs on one thread."""
+@contextmanager
+def blas_single_threaded() -> Iterator[None]:
+    """A context in which every loaded BLAS library (NumPy's and SciPy's) runs on one thread, when
+    entered in the main thread. BLAS's thread count belongs to the process, and OpenBLAS does not
+    always take a raise of it from another thread (measured with OpenBLAS 0.3.30: batches in four
+    worker threads, each lowering it to 1 and restoring it, left it at 1), so a batch called from
+    another thread leaves it as it is rather than lower it for good. Nested entries share one limit,
+    restored when the outermost ends."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    limiter = None
+    with _LOCK:
+        if _HELD[0] == 0:
+            _HELD[1] = _one_thread_limiter()
+        _HELD[0] += 1
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _HELD[0] -= 1
+            if _HELD[0] == 0:
+                limiter, _HELD[1] = _HELD[1], None
+            if limiter is not None:
+                limiter.restore_original_limits()
+
+
+def _one_thread_limiter():
+    """threadpoolctl's limiter holding BLAS at one thread (set now), or None without threadpoolctl."""
     try:
         import scipy.linalg.cython_blas  # noqa: F401  (the BLAS the host routines call: load it first)
         from threadpoolctl import ThreadpoolController
     except ImportError:  # pragma: no cover - both are dependencies; without them, threads as they are
-        return nullcontext()
+        return None
     if not _CONTROLLER:
         _CONTROLLER.append(ThreadpoolController())
     return _CONTROLLER[0].limit(limits=1, user_api="blas")

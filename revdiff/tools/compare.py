@@ -348,7 +348,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--conds", default=None, help="comma-separated condition numbers (default 1,1e2,...,1e12)")
     p.add_argument("--repeats", type=int, default=3, help="timed runs per method; the table shows the median "
                                                           "(default 3)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random matrices (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random matrices, drawn in turn for each condition number (default 0)")
     p.add_argument("--plot", default=None, metavar="FILE.png", help="draw error against condition number")
     p.add_argument("--rank-deficient", action="store_true",
                    help="instead: the projection gradient of rank-deficient and nearly deficient A along directions "
