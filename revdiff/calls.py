@@ -53,8 +53,8 @@ def run(fn, args: tuple, batch_errors: np.ndarray | None = None, partial: str = 
                 result = interruptible([lambda: fn(*args, record)], record, getattr(fn, "revdiff_loops", False),
                                        compiling=not getattr(fn, "signatures", True))[0]
         except (MemoryError, ValueError) as exc:
-            if not _failed_allocation(record, exc):
-                raise
+            if not _compiled_for(fn, (*args, record)) or not _failed_allocation(record, exc):
+                raise  # a compile (or a cache read) that ran out of memory, not the program
         if record[0]:
             raise_failure(record, batch_element=element, partial=partial)
         scalars = iter(result or ())
@@ -82,6 +82,18 @@ def _failed_allocation(record: np.ndarray, exc: Exception) -> bool:
     record[0] = record[checks.ALLOCATION] or checks.failure_code(0, checks.UNTRACKED)
     record[2] = record[checks.ALLOCATION + 1]
     return True
+
+
+def _compiled_for(fn, args: tuple) -> bool:
+    """Whether ``fn`` has code for ``args``' types: if it has none after a failed call, the failure was
+    in compiling or loading it, before the program ran (plain Python: it ran)."""
+    overloads = getattr(fn, "overloads", None)
+    if overloads is None:
+        return True
+    try:
+        return tuple(fn.typeof_pyval(a) for a in args) in overloads
+    except Exception:  # types Numba cannot name: it cannot have compiled for them either
+        return False
 
 
 def _part(entry, lo: int, hi: int, args: tuple, errors: np.ndarray, address: int, lane_elements: "int | None"):

@@ -77,7 +77,7 @@ def _flip_a_byte(path) -> None:
 
 
 @pytest.mark.parametrize("fault", ["flipped byte in compiled code", "truncated source", "edited source",
-                                   "overwritten index"])
+                                   "overwritten index", "FIFOs for every file", "links to /dev/zero"])
 def test_a_damaged_cache_is_rebuilt_not_trusted(tmp_path, fault):
     """A fault in the on-disk cache (Numba's compiled objects or index, the generated sources) is
     detected in a fresh process and rebuilt there: the results are right, and the next process
@@ -96,9 +96,16 @@ def test_a_damaged_cache_is_rebuilt_not_trusted(tmp_path, fault):
     elif fault == "edited source":
         for path in sources:
             path.write_text(path.read_text().replace("2.5", "7.0"))
-    else:
+    elif fault == "overwritten index":
         for path in cache.rglob("*.nbi"):
             _flip_a_byte(path)
+    else:  # a read of either would never end: a FIFO waits for a writer, /dev/zero has no end
+        for path in sources + compiled + list(cache.rglob("*.nbi")):
+            path.unlink()
+            if fault == "FIFOs for every file":
+                os.mkfifo(path)
+            else:
+                path.symlink_to("/dev/zero")
     assert run_fault_program(tmp_path) == EXPECTED
     assert run_fault_program(tmp_path) == EXPECTED
     for path in cache.glob("*.py"):  # every generated file holds what its name promises again
@@ -118,3 +125,39 @@ def test_a_cached_entry_calls_the_program_compiled_now(tmp_path):
     assert run_fault_program(tmp_path) == EXPECTED
     assert all(path.exists() for path in entries)
     assert run_fault_program(tmp_path) == EXPECTED
+
+
+CLEARED_PROGRAM = textwrap.dedent("""
+    import os
+    import numpy as np
+    import revdiff
+    from revdiff.runtime import loader
+
+    @revdiff.reversible
+    def weighted_sum(s, x, a):
+        for i in range(len(x)):
+            s += a * x[i]
+
+    write = loader.source_file
+
+    def written_then_removed(source, stem):  # someone clears the cache just after revdiff wrote a file
+        path = write(source, stem)
+        os.unlink(path)
+        return path
+
+    loader.source_file = written_then_removed
+    s, x, a = weighted_sum(0.0, np.arange(3.0), 2.0)
+    g = revdiff.grad(weighted_sum, "s")(0.0, np.arange(3.0), 2.0)
+    print(s, g[1].tolist(), g[2])
+""")
+
+
+def test_a_cache_cleared_while_a_process_compiles_is_written_again(tmp_path):
+    """A generated file removed between revdiff writing it and Numba reading its stamp (the cache
+    cleared by another process) is written again, not a raw error from Numba's cache."""
+    script = tmp_path / "cleared.py"
+    script.write_text(CLEARED_PROGRAM)
+    env = dict(os.environ, REVDIFF_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "6.0 [2.0, 2.0, 2.0] 3.0"

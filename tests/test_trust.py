@@ -327,6 +327,27 @@ def test_a_failed_allocation_in_a_batch_raises_naming_element_and_ancilla(layout
     assert bf(np.zeros((B, 3)), np.ones((B, 3)), 4)[0].sum() == 3 * B  # and the same call works afterwards
 
 
+@reversible
+def add_three(y):
+    """y += 3, called only by the test below: its first call compiles."""
+    y += 3.0
+
+
+def test_running_out_of_memory_while_compiling_is_not_called_the_programs_allocation(monkeypatch):
+    """A MemoryError raised by the compiler (or a cache read) at a first call passes through as it
+    is: the program never ran, so no allocation of its failed."""
+    import numba.core.dispatcher
+
+    def no_memory(self, sig):
+        raise MemoryError("the compiler ran out")
+
+    monkeypatch.setattr(numba.core.dispatcher.Dispatcher, "compile", no_memory)
+    with pytest.raises(MemoryError, match="^the compiler ran out$"):
+        add_three(0.0)
+    monkeypatch.undo()
+    assert add_three(0.0) == (3.0,)
+
+
 def test_the_element_whose_allocation_fails_is_the_one_named():
     """Element entries let a failed allocation leave their loop; the caller names the element it
     stopped (the last its part of the batch started), whichever part of the batch it lies in."""

@@ -15,6 +15,7 @@ import hashlib
 import os
 import pickle
 import shutil
+import stat
 import uuid
 import warnings
 from pathlib import Path
@@ -57,7 +58,17 @@ def clear(path) -> None:
 
 def write_atomically(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename, so that no reader sees a
-    partial file; the file gets the permissions of an ordinary new file (0666 less the umask)."""
+    partial file; the file gets the permissions of an ordinary new file (0666 less the umask). Where
+    the directory, or the temporary file, went away meanwhile (the cache cleared by someone), once
+    more in a directory made anew."""
+    try:
+        _write_atomically(path, data)
+    except FileNotFoundError:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        _write_atomically(path, data)
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
     tmp = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the kernel applies the umask
     try:
@@ -73,15 +84,30 @@ def write_atomically(path: Path, data: bytes) -> None:
         raise
 
 
-def ensure_file(path: Path, data: bytes) -> None:
-    """``path`` holds exactly ``data`` afterwards: written when missing or when its bytes differ."""
+def read_regular(path) -> bytes | None:
+    """The bytes of the regular file at ``path``; None where there is none, or something else stands
+    there: a FIFO (whose open would wait for a writer forever), a device such as /dev/zero (endless),
+    a directory."""
     try:
-        with open(path, "rb") as f:
-            if f.read() == data:
-                return
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens at once, and fstat says what it is
     except OSError:
-        pass
-    write_atomically(path, data)
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def ensure_file(path: Path, data: bytes) -> None:
+    """``path`` holds exactly ``data`` afterwards: written when missing, not a regular file, or when
+    its bytes differ."""
+    if read_regular(path) != data:
+        write_atomically(path, data)
 
 
 def digest(data: bytes) -> str:
@@ -100,6 +126,9 @@ class VerifiedCacheFile(_caching.IndexDataCacheFile):
     overwritten index points the wrong key to, is removed and counts as a miss."""
 
     def _load_index(self):
+        if os.path.lexists(self._index_path) and read_regular(self._index_path) is None:
+            clear(self._index_path)  # a FIFO or a device would block or never end Numba's read
+            return {}
         try:
             return super()._load_index()
         except Exception:  # a truncated or overwritten index: start afresh
@@ -129,10 +158,9 @@ class VerifiedCacheFile(_caching.IndexDataCacheFile):
         if name is None:
             return None
         path = self._data_path(name)
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except OSError:  # removed while the index still names it
+        data = read_regular(path)
+        if data is None:  # removed while the index still names it, or no regular file
+            clear(path)
             return None
         head, stored, payload = data[:len(_MAGIC)], data[len(_MAGIC):len(_MAGIC) + 32], data[len(_MAGIC) + 32:]
         if head != _MAGIC or self._digest(key, payload) != stored:

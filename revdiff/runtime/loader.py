@@ -25,11 +25,12 @@ from typing import Iterator
 
 from revdiff.ir.entries import BATCH_WORKERS
 from revdiff.runtime import compile_worker
-from revdiff.runtime.cache import VerifiedCacheFile, cache_dir, ensure_file, verify_cache
+from revdiff.runtime.cache import VerifiedCacheFile, cache_dir, ensure_file, read_regular, verify_cache
 
 _MODULES: dict = {}  # (file, backend) -> module
 _COMPILED: dict = {}  # (module name, function name) -> callable
 _FILES: dict = {}  # module name -> (file, backend)
+_TEXTS: dict = {}  # file -> the text it holds
 _LINKED: dict = {}  # module name -> {global name: what revdiff put there}
 
 # Generated modules are named revdiff_generated.<file>; Numba's cache re-imports a function's module
@@ -105,6 +106,7 @@ def _module(path: Path, text: str, backend: str) -> ModuleType:
         exec(compile(text, str(path), "exec"), module.__dict__)
         _MODULES[key] = module
         _FILES[name] = key
+        _TEXTS[str(path)] = text
     return module
 
 
@@ -158,6 +160,8 @@ def compiled(module: ModuleType, name: str, backend: str, dependencies: dict, ba
         fn = getattr(module, name)
         if backend == "numba":
             import numba
+            # Numba's disk cache reads the file's stamp: the file back in place if someone cleared the cache
+            ensure_file(Path(module.__file__), _TEXTS[module.__file__].encode())
             fn = numba.njit(cache=True, fastmath=False, nogil=True, boundscheck=False, error_model="numpy",
                              no_cfunc_wrapper=True)(fn)
             verify_cache(fn)
@@ -229,8 +233,9 @@ def rebuild(how: dict):
     checked against the digest its name holds) and the globals' references."""
     for path, backend, _ in how["modules"].values():
         path = Path(path)
-        text = path.read_text()
-        if _text_digest(text) != path.stem.rpartition("_")[2]:
+        data = read_regular(path)
+        text = data.decode(errors="replace") if data is not None else ""
+        if data is None or _text_digest(text) != path.stem.rpartition("_")[2]:
             raise RuntimeError(f"generated file {path} does not hold the text its name promises")
         _module(path, text, backend)
     for path, backend, references in how["modules"].values():
