@@ -1,4 +1,4 @@
-"""Seed 000: the gradient of the projection loss L = sum(Q Q^T y) (Q from the thin QR of a 32x16
+"""The gradient of the projection loss L = sum(Q Q^T y) (Q from the thin QR of a 32x16
 matrix A, e.g. a network's output), by running the reversible CGS2 projection backwards; compared
 with the Golub-Pereyra formula and with the pinv variant L = sum(A pinv(A) y)."""
 import numpy as np
