@@ -15,6 +15,7 @@ checkout).
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable
 
 import dask.array as da
@@ -34,8 +35,9 @@ def _computed(*arrays) -> np.dtype:
 
 
 def _given(a, computed: np.dtype) -> np.dtype:
-    """The dtype of an argument's gradient: its own (real for a real argument), as the programs return."""
-    return a.dtype if a.dtype.kind in "fc" else computed
+    """The dtype of an argument's gradient, as the programs return it: the dtype they computed in,
+    real for a real argument (a float32 A beside a float64 y gets a float64 gradient)."""
+    return computed if a.dtype.kind == "c" else np.zeros(0, computed).real.dtype
 
 
 def _dask(name: str, value: Any, core: int) -> da.Array:
@@ -69,9 +71,11 @@ def _gufunc(function: Callable, signature: str, arguments: list, output_dtypes, 
     if any(0 in a.shape for a in arguments):  # empty: no work, and apply_gufunc cannot align empty axes
         out = _broadcasting(function, cores)(*(np.asarray(a) for a in arguments))
         return tuple(da.from_array(o) for o in out) if isinstance(out, tuple) else da.from_array(out)
-    return da.apply_gufunc(_broadcasting(function, cores), signature, *arguments, output_dtypes=output_dtypes,
-                           output_sizes=output_sizes or {}, vectorize=False,
-                           allow_rechunk=True)  # core axes are checked whole (``_dask``): this aligns batch chunks
+    with warnings.catch_warnings():  # Dask casts an empty complex meta array to a real output's dtype
+        warnings.simplefilter("ignore", getattr(np, "exceptions", np).ComplexWarning)  # np.ComplexWarning before NumPy 1.25
+        return da.apply_gufunc(_broadcasting(function, cores), signature, *arguments, output_dtypes=output_dtypes,
+                               output_sizes=output_sizes or {}, vectorize=False,
+                               allow_rechunk=True)  # core axes are checked whole (``_dask``): this aligns batch chunks
 
 
 def qr(A, method: str = "cgs2", rank_tol: float | None = None, mode: str = "reduced"):

@@ -81,3 +81,18 @@ def test_a_projection_gradient_across_the_processes_of_a_local_cluster():
     for a, b in zip(got, expected):
         np.testing.assert_array_equal(a, b)
     assert set(caches.values()) == {str(cache_dir())}  # the workers compile into this process's cache
+
+
+def test_a_gradient_is_declared_in_the_dtype_its_chunks_hold_when_precisions_mix():
+    """Dask's declared dtype is what the chunks compute: the programs' (the inputs' promoted dtype,
+    real for a real input), so that code trusting ``.dtype`` before computing (``da.store``) is right."""
+    A, y, g = arrays(b=6, dtype=np.float32)
+    y64, g64 = y.astype(np.float64), g.astype(np.float64)
+    dA = da.from_array(A, chunks=(3, 7, 3))
+    cases = [rd.project_vjp(dA, y64, g64), rd.lstsq_vjp(dA, y64, g64[:, :3]),
+             rd.project_vjp(dA.astype(np.complex64), y64, g64), rd.tangent_project_vjp(g, y64, g64),
+             rd.normalize_vjp(da.from_array(y, chunks=(3, 7)), g64),
+             rd.qr_vjp(dA, rng.standard_normal((6, 7, 3)), None)]
+    for grads in cases:
+        for grad in grads if isinstance(grads, tuple) else (grads,):
+            assert grad.compute().dtype == grad.dtype
