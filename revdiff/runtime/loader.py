@@ -16,16 +16,15 @@ import functools
 import hashlib
 import importlib
 import sys
-import threading
 import warnings
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import ModuleType
-from typing import Iterator
 
 from revdiff.ir.entries import BATCH_WORKERS
 from revdiff.runtime import compile_worker
 from revdiff.runtime.cache import VerifiedCacheFile, cache_dir, ensure_file, read_regular, verify_cache
+from revdiff.runtime.held import HeldSetting
 
 _MODULES: dict = {}  # (file, backend) -> module
 _COMPILED: dict = {}  # (module name, function name) -> callable
@@ -116,30 +115,25 @@ def link(module: ModuleType, functions: dict) -> None:
     _LINKED.setdefault(module.__name__, {}).update(functions)
 
 
-_DEPTH_LOCK = threading.Lock()
-_DEPTH: list = [0, 0]  # calls inside ``deep_recursion``, and the limit they saved
 #: the recursion limit while generated code runs: Numba compiles a callee inside its caller's type
 #: inference, about 30 Python frames per level of calls, so a chain of 40 reversible functions
 #: already passes Python's default of 1000 (measured: 300 levels compile within this limit)
 COMPILE_RECURSION_LIMIT = 20000
 
 
-@contextmanager
-def deep_recursion() -> Iterator[None]:
+def _raise_recursion_limit():
+    saved = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(saved, COMPILE_RECURSION_LIMIT))
+    return lambda: sys.setrecursionlimit(saved)
+
+
+_DEEP_RECURSION = HeldSetting(_raise_recursion_limit)
+
+
+def deep_recursion() -> AbstractContextManager:
     """Run generated code (which may compile, recursively, at its first call) with the recursion
     limit raised to COMPILE_RECURSION_LIMIT; restored when the last such call in the process ends."""
-    with _DEPTH_LOCK:
-        if _DEPTH[0] == 0:
-            _DEPTH[1] = sys.getrecursionlimit()
-            sys.setrecursionlimit(max(_DEPTH[1], COMPILE_RECURSION_LIMIT))
-        _DEPTH[0] += 1
-    try:
-        yield
-    finally:
-        with _DEPTH_LOCK:
-            _DEPTH[0] -= 1
-            if _DEPTH[0] == 0:
-                sys.setrecursionlimit(_DEPTH[1])
+    return _DEEP_RECURSION.held()
 
 
 def compiled(module: ModuleType, name: str, backend: str, dependencies: dict, batch_entry: bool = False):

@@ -12,9 +12,9 @@ import threading
 from contextlib import contextmanager
 from typing import Iterator
 
+from revdiff.runtime.held import HeldSetting
+
 _CONTROLLER: list = []
-_LOCK = threading.Lock()
-_HELD: list = [0, None]  # entries of blas_single_threaded in the main thread now, and their limiter
 
 
 def batch_threads() -> int:
@@ -35,29 +35,20 @@ def blas_single_threaded() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    limiter = None
-    with _LOCK:
-        if _HELD[0] == 0:
-            _HELD[1] = _one_thread_limiter()
-        _HELD[0] += 1
-    try:
+    with _ONE_BLAS_THREAD.held():
         yield
-    finally:
-        with _LOCK:
-            _HELD[0] -= 1
-            if _HELD[0] == 0:
-                limiter, _HELD[1] = _HELD[1], None
-            if limiter is not None:
-                limiter.restore_original_limits()
 
 
-def _one_thread_limiter():
-    """threadpoolctl's limiter holding BLAS at one thread (set now), or None without threadpoolctl."""
+def _one_blas_thread():
+    """BLAS set to one thread now (threadpoolctl); returns what restores the count it had."""
     try:
         import scipy.linalg.cython_blas  # noqa: F401  (the BLAS the host routines call: load it first)
         from threadpoolctl import ThreadpoolController
     except ImportError:  # pragma: no cover - both are dependencies; without them, threads as they are
-        return None
+        return lambda: None
     if not _CONTROLLER:
         _CONTROLLER.append(ThreadpoolController())
-    return _CONTROLLER[0].limit(limits=1, user_api="blas")
+    return _CONTROLLER[0].limit(limits=1, user_api="blas").restore_original_limits
+
+
+_ONE_BLAS_THREAD = HeldSetting(_one_blas_thread)
