@@ -13,24 +13,22 @@ of one runs the ordinary programs (no parallel entry to compile); GPU arrays run
 from __future__ import annotations
 
 import functools
-from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from revdiff.backends.numba.entries import batch_source, lane_records
+from revdiff.backends.numba.emit import emit_module
 from revdiff.calls import (ERROR_RECORD, blas_for, check_array_cotangent, checked_tangents, cotangent,
                            cotangent_value, in_dtype_of, loss_index, run, zero_like)
 from revdiff.compiler.cuda import run_on_device
 from revdiff.compiler.entries import check_names, entry_signature
 from revdiff.ir.entries import EntrySignature
-from revdiff.compiler.graph import symbol
+from revdiff.compiler.batch_entries import element_entry, entry_names, lane_records
+from revdiff.compiler.graph import ascii_name, symbol
 from revdiff.compiler.lane_modules import LANE_MIN_BATCH, NotLaneable, compile_lanes, lane_module_source, lane_width
+from revdiff.compiler.native import entry_callable
 from revdiff.ir.types import VarType, kind_of_dtype, type_of_value
-from revdiff.runtime import loader
 from revdiff.runtime.device import any_on_device, cupy_module, on_device
-from revdiff.runtime.lane_buffers import slp_vectorized
-from revdiff.runtime.program_calls import call_at
 from revdiff.runtime.threads import blas_single_threaded
 
 if TYPE_CHECKING:  # for annotations only: revdiff.function imports this module
@@ -112,27 +110,26 @@ class BatchedFunction:
     def lanes(self, kind: str, types: tuple, arrays: tuple) -> int | None:
         """The lane width the entry ``kind`` runs these arguments with, or None (one element per
         iteration). With layout "lanes", a program that cannot run in lanes raises ValueError."""
+        return self._lane_entry(kind, types, arrays)[1]
+
+    def _lane_entry(self, kind: str, types: tuple, arrays: tuple) -> tuple:
+        """(compiled lane entry, lane width) for these entry arguments (C-ordered), or (None, None)."""
         if self.layout == "elements":
-            return None
+            return None, None
         width = self._lane_width(types, required=self.layout == "lanes")
         if self.layout == "auto" and (width is None or self._blas(arrays)  # lanes never call BLAS
                                       or self._size(arrays) < LANE_MIN_BATCH):
-            return None
-        key = ("lanes", kind, types, self.f.forward_function.version())
+            return None, None
+        entry_types = _entry_types(self.signature(kind, types), arrays)
+        key = ("lanes", kind, types, tuple(entry_types.items()), self.f.forward_function.version())
         if key not in self._entries:
             try:
-                self._entries[key] = (compile_lanes(self, kind, types, width), width)
+                self._entries[key] = (compile_lanes(self, kind, types, width, entry_types), width)
             except NotLaneable as exc:
                 if self.layout == "lanes":
                     raise self._refusal(exc) from None
                 self._entries[key] = (None, None)
-        return self._entries[key][1]
-
-    def _lane_entry(self, kind: str, types: tuple):
-        return self._entries[("lanes", kind, types, self.f.forward_function.version())][0]
-
-    def _lanes_of(self, kind: str, types: tuple) -> int:
-        return self._entries[("lanes", kind, types, self.f.forward_function.version())][1]
+        return self._entries[key]
 
     def _lane_width(self, types: tuple, required: bool) -> int | None:
         width = lane_width(types, tuple(p in self.batched for p in self.f.params))
@@ -144,46 +141,59 @@ class BatchedFunction:
     def _refusal(self, exc: NotLaneable) -> ValueError:
         return ValueError(f"{self.f.__qualname__} cannot run in SIMD lanes: {exc}")
 
-    def entry(self, kind: str, types: tuple, blas: bool = True):
+    def entry(self, kind: str, types: tuple, arrays: tuple, blas: bool = True):
         """The compiled batched entry ``kind`` ("call", "vjp", "jvp" or "hvp": the tangent of the
-        fused vjp) for element types ``types``, one
-        element per iteration; ``blas``: programs with BLAS branches (``calls.blas_for``)."""
-        key = (kind, types, blas, self.f.forward_function.version())  # a changed global compiles anew
+        fused vjp) for element types ``types`` and the entry arguments ``arrays``, one element per
+        iteration; ``blas``: programs with BLAS branches (``calls.blas_for``)."""
+        sig = self.signature(kind, types)
+        entry_types = _entry_types(sig, arrays)
+        key = (kind, types, tuple(entry_types.items()), blas, self.f.forward_function.version())  # a changed global compiles anew
         fn = self._entries.get(key)
         if fn is None:
-            src, name, deps = self.source(kind, types, with_dependencies=True, blas=blas)
-            module = loader.load(src, name, self.f.backend, deps)
-            fn = loader.compiled(module, name, self.f.backend, deps, batch_entry=True)
-            if any(getattr(d, "revdiff_loops", False) for d in deps.values()):
-                fn.revdiff_loops = True
+            spec = self.f.forward_function.specialize(types, blas)
+            low, header = self._element_entry(kind, types, entry_types, blas)
+            program = spec.native
+            callee = (program.signature(sig.program) if self.f.backend != "python" else None,
+                      program.callable(sig.program))
+            if self.f.backend != "python":
+                program.load(sig.program)
+            fn = entry_callable(low, {symbol(spec, sig.program): callee}, self.f.backend, header,
+                                program.loops(sig.program))
             self._entries[key] = fn
         return fn
 
-    def lane_source(self, kind: str, types: tuple) -> str:
-        """Generated source of the entry ``kind`` in SIMD lanes: the lane versions of the programs and
-        the entry that copies each group of elements into lane buffers. Raises ValueError when the
-        program cannot run in lanes."""
+    def _element_entry(self, kind: str, types: tuple, entry_types: dict, blas: bool) -> tuple:
+        spec = self.f.forward_function.specialize(types, blas)
+        sig = self.signature(kind, types)
+        low = spec.native.low(sig.program)
+        name = f"{ascii_name(self.f.__name__)}_batch_{kind}"
+        header = (f"Generated by revdiff: {kind} of {self.f.__qualname__} over a batch of "
+                  f"{', '.join(sorted(self.batched))} (leading axis), in parallel; element types "
+                  f"({', '.join(f'{p}: {t.describe()}' for p, t in zip(self.f.params, types))}).")
+        entry = element_entry(name, symbol(spec, sig.program), sig, tuple(low.param_types[p] for p in low.params),
+                              entry_types)
+        return entry, header
+
+    def lane_source(self, kind: str, types: tuple, arrays: tuple | None = None) -> str:
+        """Generated source of the entry ``kind`` in SIMD lanes (the Python rendering): the lane
+        versions of the programs and the entry that copies each group of elements into lane buffers.
+        ``arrays``: example entry arguments (default: C-ordered arrays of the element types). Raises
+        ValueError when the program cannot run in lanes."""
+        sig = self.signature(kind, types)
+        entry_types = _entry_types(sig, arrays) if arrays is not None else _default_entry_types(sig, types)
         try:
-            return lane_module_source(self, kind, types, self._lane_width(types, required=True))[0]
+            return lane_module_source(self, kind, types, self._lane_width(types, required=True), entry_types)
         except NotLaneable as exc:
             raise self._refusal(exc) from None
 
-    def source(self, kind: str, types: tuple, with_dependencies: bool = False, blas: bool = True):
-        """Generated source of the batched entry (one element per iteration): "call" runs the
-        function, "vjp" runs it and its adjoint, "jvp" its tangent program and "hvp" the tangent of
-        the fused vjp."""
-        spec = self.f.forward_function.specialize(types, blas)
+    def source(self, kind: str, types: tuple, blas: bool = True, arrays: tuple | None = None) -> str:
+        """Generated source of the batched entry (one element per iteration; the Python rendering):
+        "call" runs the function, "vjp" runs it and its adjoint, "jvp" its tangent program and "hvp"
+        the tangent of the fused vjp."""
         sig = self.signature(kind, types)
-        name = symbol(spec, sig.program)
-        entry = f"{self.f.__name__}_batch_{kind}"
-        header = (f"# Generated by revdiff: {kind} of {self.f.__qualname__} over a batch of "
-                  f"{', '.join(sorted(self.batched))} (leading axis), in parallel; element types "
-                  f"({', '.join(f'{p}: {t.describe()}' for p, t in zip(self.f.params, types))}).")
-        src = batch_source(entry, name, sig.params, sig.grads, header, sig.saved, tangents=sig.tangents,
-                           tangent_saved=sig.tangent_saved)
-        if not with_dependencies:
-            return src
-        return src, entry, {name: spec.callable(sig.program), "_call_at": call_at(self.f.backend)}
+        entry_types = _entry_types(sig, arrays) if arrays is not None else _default_entry_types(sig, types)
+        low, header = self._element_entry(kind, types, entry_types, blas)
+        return emit_module([low], "\n".join("# " + line for line in header.splitlines()))
 
     # ---------------------------------------------------------------- calling
 
@@ -208,17 +218,16 @@ class BatchedFunction:
             return arrays
         if kind in ("call", "vjp") and self._size(arrays) == 1:  # no parallel entry to compile for one element
             return self._execute_one(kind, types, arrays)
-        if self.lanes(kind, types, arrays):  # index checks run uniformly for every lane group
-            entry = self._lane_entry(kind, types)
-            contiguous = tuple(np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in arrays)
-            with slp_vectorized() if not getattr(entry, "signatures", True) else nullcontext():
-                n = self._size(arrays)
-                records = lane_records(n, self._lanes_of(kind, types))  # then one per chunk of groups
-                result = run(entry, contiguous, np.zeros((records, ERROR_RECORD)), elements=n, units=records - n)
+        contiguous = tuple(np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in arrays)
+        entry, width = self._lane_entry(kind, types, contiguous)
+        if entry is not None:  # index checks run uniformly for every lane group
+            n = self._size(arrays)
+            records = lane_records(n, width)  # then one per chunk of groups
+            result = run(entry, contiguous, np.zeros((records, ERROR_RECORD)), elements=n, units=records - n)
             # the lanes ran on C-ordered copies of the others (Fortran-ordered, strided): their final values
             # go back into the arrays given, which the caller returns (and donated arrays must hold)
             return tuple(_copied_back(a, final) for a, final in zip(arrays, result))
-        entry = self.entry(kind, types, self._blas(arrays))
+        entry = self.entry(kind, types, arrays, self._blas(arrays))
         # the batch's threads share the cores, so BLAS calls must not add theirs (threads BLAS woke
         # earlier would spin beside the batch's workers). A failed check, a division by zero and a negative
         # ancilla size included, lands in the element's error record: nothing raises inside the loop.
@@ -380,6 +389,39 @@ class BatchedFunction:
         """``checked_tangents``, on the GPU for GPU arguments."""
         convert = cotangent if xp is np else functools.partial(_device_cotangent, xp)
         return checked_tangents(self.f, args, types, tangents, what, convert)
+
+
+def _entry_types(sig: EntrySignature, arrays: tuple) -> dict:
+    """The VarType of every argument of a batched entry, as given (batched arrays with their batch
+    axis, in their own dtype)."""
+    out = {}
+    for name, a in zip(entry_names(sig), arrays):
+        if isinstance(a, np.ndarray):
+            dtype = np.dtype(a.dtype)
+            out[name] = VarType(kind_of_dtype(dtype), a.ndim, dtype.name)
+        else:
+            out[name] = type_of_value(a)
+    return out
+
+
+def _default_entry_types(sig: EntrySignature, types: tuple) -> dict:
+    """Entry argument types for element ``types`` (for reading the source without arguments)."""
+    by_name = {}
+    params = sig.params + sig.grads + list(sig.tangents)
+    elements = dict(zip([p.name for p in sig.params], types))
+    for p in params:
+        base = p.name
+        for prefix in ("d_g_", "g_", "d_"):
+            if base.startswith(prefix) and base[len(prefix):] in elements:
+                base = base[len(prefix):]
+                break
+        t = elements[base]
+        by_name[p.name] = VarType(t.kind, t.ndim + 1, t.dtype) if p.batched else t
+    for prefix, names in (("out_", sig.saved), ("dout_", sig.tangent_saved)):
+        for name in names:
+            t = elements[name]
+            by_name[prefix + name] = VarType(t.kind, t.ndim + 1, t.dtype)
+    return by_name
 
 
 def is_array(a: Any) -> bool:

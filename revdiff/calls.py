@@ -13,7 +13,8 @@ import numpy as np
 from revdiff.errors import ReversibilityError
 from revdiff.ir import checks
 from revdiff.primitives.vector import BLAS_MIN_ELEMENTS
-from revdiff.runtime import loader, program_calls, workers
+from revdiff.runtime import loader, workers
+from revdiff.runtime.native_calls import NativeProgram
 from revdiff.runtime.device import on_device
 from revdiff.runtime.threads import batch_threads
 
@@ -50,19 +51,18 @@ def run(fn, args: tuple, batch_errors: np.ndarray | None = None, partial: str = 
         record = np.zeros(ERROR_RECORD)
         try:
             with loader.deep_recursion():
-                result = interruptible([lambda: fn(*args, record)], record, getattr(fn, "revdiff_loops", False),
-                                       compiling=not getattr(fn, "signatures", True))[0]
-        except (MemoryError, ValueError) as exc:
-            if not _compiled_for(fn, (*args, record)) or not _failed_allocation(record, exc):
-                raise  # a compile (or a cache read) that ran out of memory, not the program
+                result = interruptible([lambda: fn(*args, record)], record, getattr(fn, "revdiff_loops", False))[0]
+        except (MemoryError, ValueError) as exc:  # NumPy's, where the Python program allocates an ancilla
+            if isinstance(fn, NativeProgram) or not _failed_allocation(record, exc):
+                raise
         if record[0]:
             raise_failure(record, batch_element=element, partial=partial)
         scalars = iter(result or ())
         return tuple(a if isinstance(a, np.ndarray) else next(scalars) for a in args)
     except RecursionError:
         raise ReversibilityError(f"{getattr(fn, '__name__', fn)}: reversible functions call each other too deeply "
-                                 "for Numba to compile (it recurses once per level of calls, and this chain passed "
-                                 f"Python's recursion limit of {loader.COMPILE_RECURSION_LIMIT}); flatten the "
+                                 "to run as plain Python (each level of calls is a Python call, and this chain "
+                                 f"passed the recursion limit of {loader.COMPILE_RECURSION_LIMIT}); flatten the "
                                  "chain of calls") from None
     except IndexError as exc:
         shapes = ", ".join(str(getattr(a, "shape", type(a).__name__)) for a in args)
@@ -84,58 +84,24 @@ def _failed_allocation(record: np.ndarray, exc: Exception) -> bool:
     return True
 
 
-def _compiled_for(fn, args: tuple) -> bool:
-    """Whether ``fn`` has code for ``args``' types: if it has none after a failed call, the failure was
-    in compiling or loading it, before the program ran (plain Python: it ran)."""
-    overloads = getattr(fn, "overloads", None)
-    if overloads is None:
-        return True
-    try:
-        return tuple(fn.typeof_pyval(a) for a in args) in overloads
-    except Exception:  # types Numba cannot name: it cannot have compiled for them either
-        return False
-
-
-def _part(entry, lo: int, hi: int, args: tuple, errors: np.ndarray, address: int, lane_elements: "int | None"):
-    """A batched entry over units ``[lo, hi)``. An allocation that fails raises out of its loop:
-    recorded as the failure of the element it stopped, which the records say
-    (``backends/numba/entries.py``): an element entry's, the last element it started there; a lane
-    entry's (``lane_elements`` elements, then a record per chunk of groups), the first element of the
-    group the last chunk it started was running. The caller then raises it. Returns None after such a
-    failure."""
-    try:
-        return entry(lo, hi, *args, errors, address)
-    except (MemoryError, ValueError) as exc:
-        rows = errors[lo:hi] if lane_elements is None else errors[lane_elements + lo:lane_elements + hi]
-        started = np.flatnonzero(rows[:, checks.STARTED])
-        if not started.size:
-            raise
-        record = rows[started[-1]]
-        if not _failed_allocation(record, exc):
-            raise
-        if lane_elements is not None:
-            errors[min(int(record[checks.GROUP]) - 1, lane_elements - 1)] = record
-        return None
-
-
 def run_batch(entry, args: tuple, errors: np.ndarray, units: int, lane_elements: "int | None" = None) -> tuple:
-    """``entry(lo, hi, *args, errors, address)`` over ``[0, units)``, ``address`` that of the program
-    it runs (``runtime/program_calls.py``): compiled first, with its program, then split into
-    contiguous parts that ``batch_threads()`` threads run at once (a compiled entry releases the
-    GIL). Units are elements, or a lane entry's chunks of groups over ``lane_elements`` elements.
-    Returns what the entry returns (every part returns the same arrays; None where the first part
-    stopped at a failed allocation, which ``errors`` then holds)."""
+    """``entry(lo, hi, *args, errors, record)`` over ``[0, units)`` (elements, or a lane entry's chunks
+    of groups over ``lane_elements`` elements), split into contiguous parts that ``batch_threads()``
+    threads run at once (compiled code releases the GIL; plain Python runs in one part). Each
+    element's failure lands in its row of ``errors``; a part's own record holds what failed outside
+    every element (a lane entry's buffers that could not be allocated). Returns the arguments, which
+    the entry updated in place."""
     loops = getattr(entry, "revdiff_loops", False)
-    typed = (0, 0, *args, errors, 0)  # the arguments' types are those of every part
-    address = program_calls.known_address(entry, typed)
-    if address is None:
-        address = interruptible([lambda: program_calls.program_address(entry, typed)], errors, loops,
-                                compiling=True)[0]
-    parts = max(1, min(units, batch_threads() if hasattr(entry, "signatures") else 1))  # plain Python: the GIL
+    parts = max(1, min(units, batch_threads() if isinstance(entry, NativeProgram) else 1))
     bounds = [units * k // parts for k in range(parts + 1)]
-    calls = [functools.partial(_part, entry, lo, hi, args, errors, address, lane_elements)
-             for lo, hi in zip(bounds, bounds[1:])]
-    return interruptible(calls, errors, loops)[0]
+    records = [np.zeros(ERROR_RECORD) for _ in range(parts)]
+    calls = [functools.partial(entry, lo, hi, *args, errors, record)
+             for lo, hi, record in zip(bounds, bounds[1:], records)]
+    interruptible(calls, errors, loops)
+    for record in records:
+        if record[0]:
+            raise_failure(record)
+    return args
 
 
 def interruptible(calls: list, record: np.ndarray, loops: bool, compiling: bool = False) -> list:

@@ -314,9 +314,10 @@ class ReversibleFunction:
         types = f.argument_types(example_args) if example_args else f.default_types()
         if backend == "cuda":
             return program_source(f, program, types)
-        if backend not in ("numba", "python"):
-            raise ValueError(f"backend must be 'numba', 'python' or 'cuda', got {backend!r}")
-        return f.specialize(types, blas_for(example_args) if example_args else True).source(program)
+        if backend not in ("numba", "python", "llvm"):
+            raise ValueError(f"backend must be 'numba', 'python', 'llvm' or 'cuda', got {backend!r}")
+        spec = f.specialize(types, blas_for(example_args) if example_args else True)
+        return spec.source(program, "llvm" if backend == "llvm" else "python")
 
     def default_types(self) -> tuple:
         """float64 for every parameter, arrays where the body indexes them or passes them to a vector

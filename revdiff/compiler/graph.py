@@ -8,8 +8,15 @@ from revdiff.ir.low import Invoke, LowFunction, nested_blocks
 
 def symbol(spec, program: str) -> str:
     """The name ``program`` of specialisation ``spec`` links under in a module holding other
-    functions' programs too: the function's name, its specialisation key, and the program."""
-    return f"{spec.rf.__name__}_{spec.key[:8]}_{program}"
+    functions' programs too: the function's name (ASCII: other letters as their code points), its
+    specialisation key, and the program."""
+    return f"{ascii_name(spec.rf.__name__)}_{spec.key}_{program}"
+
+
+def ascii_name(name: str) -> str:
+    """``name`` in ASCII letters, digits and underscores, as every target's symbols must be (a letter
+    outside ASCII as ``_u`` and its code point: ``fü`` is ``f_u00fc``)."""
+    return "".join(c if c.isascii() and (c.isalnum() or c == "_") else f"_u{ord(c):04x}" for c in name)
 
 
 def invoked(low: LowFunction) -> set:

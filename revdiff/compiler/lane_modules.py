@@ -1,6 +1,7 @@
-"""The glue of batches run in SIMD lanes on the CPU: gather the lane versions of a program and of
-everything it calls (``backends/lanes/rewrite.py``), assemble them with a batched entry into one module,
-and compile it with the SLP vectoriser on.
+"""The glue of batches run in SIMD lanes on the CPU: the lane versions of a program and of everything
+it calls (``backends/lanes/rewrite.py``), each compiled as its own module with its lane axes known to
+be contiguous (so that LLVM's vectorisers see adjacent elements), and the batched entry that copies
+groups of elements into lane buffers (``compiler/batch_entries.py``).
 
 Lanes pay off on small matrices, where one element's loops are too short to vectorise; large ones
 keep one element per iteration (and BLAS). ``lane_width`` says whether a batch qualifies.
@@ -10,102 +11,98 @@ from __future__ import annotations
 import numpy as np
 
 from revdiff.backends.lanes.rewrite import LANE_DTYPES, NotLaneable, lane_alias, to_lanes
-from revdiff.backends.numba.emit import INTERRUPT_CHECK, PythonEmitter, host_routines
-from revdiff.backends.numba.entries import lane_batch_source
+from revdiff.backends.numba.emit import INTERRUPT_CHECK, emit_module, host_routines
+from revdiff.compiler.batch_entries import lane_entry
 from revdiff.compiler.entries import entry_signature
-from revdiff.compiler.graph import symbol
+from revdiff.compiler.graph import ascii_name, invoked, symbol
+from revdiff.compiler.native import entry_callable, function_module, python_function
 from revdiff.primitives.vector import BLAS_MIN_ELEMENTS
-from revdiff.runtime import loader
-from revdiff.runtime.host import routines
-from revdiff.runtime.lane_buffers import HELPERS
-from revdiff.runtime.program_calls import call_at
+from revdiff.runtime import native
 
-#: lanes per group, float64 and float32 alike: one AVX2 register of float32, two of float64. More
-#: lanes share a group's calls and loop overheads among more elements but compile for longer; 16
-#: float32 lanes gain little for twice the compile time
+#: lanes per group, float64 and float32 alike: one AVX2 register of float32, two of float64
 LANES = 8
 #: the largest array (in entries, per element; shared arrays whole) run in lanes by default: one
 #: element with larger arrays runs the programs with BLAS branches (``calls.blas_for``), which
 #: lanes never call, so lanes would no longer equal it bit for bit
 LANE_MAX_ELEMENTS = BLAS_MIN_ELEMENTS
-#: the longest lane module compiled: Numba's compile time and recursion depth grow with a function's
-#: size, and a batch of block-CGS2 gradients in lanes (6500 lines) takes minutes and overflows the
-#: main thread's stack; cgs2, mgs and Householder gradients (3000-4900 lines) fit
-LANE_MAX_LINES = 5000
 #: the smallest batch run in lanes by default: the lane programs are a second set of compiled
-#: programs (several times the compile time of the one-element set), which small batches never repay
+#: programs, which small batches never repay
 LANE_MIN_BATCH = 256
 
 
 def lane_width(types: tuple, batched: tuple) -> int | None:
     """Lanes per group for element ``types`` of the ``batched`` flags, or None when lanes do not
-    apply (complex or integer batched data: SLP gains nothing on them)."""
+    apply (complex or integer batched data: the vectorisers gain nothing on them)."""
     dtypes = [np.dtype(t.dtype) for t, b in zip(types, batched) if b]
     if not dtypes or any(d.name not in LANE_DTYPES for d in dtypes):
         return None
     return LANES
 
 
-def lane_functions(spec, program: str, lanes: tuple, width: int, done: dict, alias: str, used: set) -> None:
-    """Python source of the lane version of ``program`` of ``spec`` (named ``alias``) and of every
-    callee's, by name, into ``done``; the host routines they call into ``used``. Raises NotLaneable."""
+def lane_functions(spec, program: str, lanes: tuple, width: int, done: dict, alias: str) -> None:
+    """The lane version of ``program`` of ``spec`` (named ``alias``) and of every callee's, into
+    ``done`` (alias -> (LowFunction, its lane arrays)), callees before callers. Raises NotLaneable."""
     if alias in done:
         return
-    done[alias] = ""  # recursion guard
     low = spec.low_function(program)
     lane_params = {p for p, is_lane in zip(low.params, lanes) if is_lane}
     lane_low, calls = to_lanes(low, lane_params, width)
     for callee_alias, call in calls.items():
         dep, prog = spec.dependencies[call.alias]
-        lane_functions(dep, prog, call.lanes, width, done, callee_alias, used)
+        lane_functions(dep, prog, call.lanes, width, done, callee_alias)
     lane_low.name = alias
-    used |= host_routines(lane_low)
-    done[alias] = PythonEmitter().function(lane_low)
+    arrays = frozenset(p for p in lane_low.params if p in lane_params and lane_low.param_types[p].ndim)
+    done[alias] = (lane_low, arrays)
 
 
-def lane_module_source(bf, kind: str, types: tuple, width: int) -> tuple:
-    """(source, entry name, names of the lane functions, host routines they call) of batched function
-    ``bf``'s ``kind`` ("call", "vjp", or the tangent entries "jvp" and "hvp") entry in lanes. Raises
-    NotLaneable."""
+def _plan(bf, kind: str, types: tuple, width: int, entry_types: dict) -> tuple:
+    """(lane functions in order, the entry's LowFunction, a header) of ``bf``'s ``kind`` entry."""
     f = bf.f
     spec = f.forward_function.specialize(types, blas=False)  # lanes never call BLAS
     sig = entry_signature(f, bf.batched, kind, types)
-    program, params, grads, saved = sig[:4]
-    lanes = (tuple(p.batched for p in params + grads) + tuple(True for _ in saved) +
+    lanes = (tuple(p.batched for p in sig.params + sig.grads) + tuple(True for _ in sig.saved) +
              tuple(p.batched for p in sig.tangents) + tuple(True for _ in sig.tangent_saved))
-    top = lane_alias(symbol(spec, program), lanes)
+    top = lane_alias(symbol(spec, sig.program), lanes)
     functions: dict = {}
-    used: set = set()
-    lane_functions(spec, program, lanes, width, functions, top, used)
+    lane_functions(spec, sig.program, lanes, width, functions, top)
     modified = f.forward_function.modified_positions()
-    written = {p for k, p in enumerate(f.params) if k in modified} | {g.name for g in grads}
+    written = {p for k, p in enumerate(f.params) if k in modified} | {g.name for g in sig.grads}
     written |= {t.name for t in sig.tangents if t.name[len("d_"):] in written}  # tangents of what changes
-    entry = f"{f.__name__}_lanes_batch_{kind}"
-    header = (f"# Generated by revdiff: {kind} of {f.__qualname__} over a batch of {', '.join(sorted(bf.batched))} "
+    top_low = functions[top][0]
+    entry = lane_entry(f"{ascii_name(f.__name__)}_lanes_batch_{kind}", top, sig,
+                       tuple(top_low.param_types[p] for p in top_low.params), entry_types, width, written)
+    header = (f"Generated by revdiff: {kind} of {f.__qualname__} over a batch of {', '.join(sorted(bf.batched))} "
               f"in groups of {width} SIMD lanes (element axes first, lanes last); element types "
               f"({', '.join(f'{p}: {t.describe()}' for p, t in zip(f.params, types))}).")
-    parts = [header, "import math", "import numpy as np", ""] + ["\n" + src for src in functions.values()]
-    parts.append(lane_batch_source(entry, top, params, grads, "", saved, width, written,
-                                   tangents=sig.tangents, tangent_saved=sig.tangent_saved))
-    source = "\n".join(parts)
-    lines = source.count("\n")
-    if lines > LANE_MAX_LINES:
-        raise NotLaneable(f"its lane program has {lines} lines, more than Numba compiles in reasonable time "
-                          f"and stack ({LANE_MAX_LINES})")
-    return source, entry, list(functions), used
+    return functions, entry, header
 
 
-def compile_lanes(bf, kind: str, types: tuple, width: int):
-    """The compiled lane entry. Raises NotLaneable."""
-    src, entry, names, used = lane_module_source(bf, kind, types, width)
+def lane_module_source(bf, kind: str, types: tuple, width: int, entry_types: dict) -> str:
+    """The Python rendering of the lane programs and the lane entry of ``bf``'s ``kind`` entry. Raises
+    NotLaneable."""
+    functions, entry, header = _plan(bf, kind, types, width, entry_types)
+    return emit_module([low for low, _ in functions.values()] + [entry],
+                       "\n".join("# " + line for line in header.splitlines()))
+
+
+def compile_lanes(bf, kind: str, types: tuple, width: int, entry_types: dict):
+    """The compiled lane entry for entry arguments of ``entry_types``. Raises NotLaneable."""
+    functions, entry, header = _plan(bf, kind, types, width, entry_types)
     backend = bf.f.backend
-    module = loader.load(src, f"{bf.f.__name__}_lanes_{kind}", backend)
-    compiled = {name: loader.compiled(module, name, backend, routines(used)) for name in names}
-    loader.link(module, compiled)  # callers reach the compiled callees through the module globals
-    fn = loader.compiled(module, entry, backend, {**HELPERS, "_call_at": call_at(backend)}, batch_entry=True)
-    if INTERRUPT_CHECK in used:
-        fn.revdiff_loops = True  # a while loop: runs where Ctrl-C can stop it (``calls.interruptible``)
-    return fn
+    compiled: dict = {}  # alias -> (ProgramSignature or None, Python callable or None)
+    loops = False
+    for alias, (low, arrays) in functions.items():
+        callees = {name: compiled[name] for name in invoked(low)}
+        loops = loops or INTERRUPT_CHECK in host_routines(low)
+        if backend == "python":
+            fn = python_function(low, alias, "# " + header, {name: c[1] for name, c in callees.items()})
+            compiled[alias] = (None, fn)
+        else:
+            text, sig = function_module(low, {name: c[0] for name, c in callees.items()}, alias, header, arrays)
+            native.load(text, sig.symbol, [sig.symbol])
+            compiled[alias] = (sig, None)
+    top = next(reversed(functions))
+    return entry_callable(entry, {top: compiled[top]}, backend, header, loops)
 
 
 __all__ = ["LANE_MAX_ELEMENTS", "LANE_MIN_BATCH", "NotLaneable", "compile_lanes", "lane_module_source", "lane_width"]

@@ -11,7 +11,7 @@ import inspect
 from typing import NamedTuple
 
 from revdiff.compiler.graph import symbol
-from revdiff.compiler.numba import NumbaPrograms
+from revdiff.compiler.native import NativePrograms
 from revdiff.errors import ReversibilityError
 from revdiff.ir.high import CallFn
 from revdiff.ir.low import LowFunction
@@ -76,7 +76,7 @@ class Specialization:
         self.dependencies: dict = {}
         self._callee_specs: dict = {}
         self.env = infer(self.func, dict(zip(rf.params, types)), self._callee_types)
-        self.numba = NumbaPrograms(self)
+        self.native = NativePrograms(self)
 
     def _callee_types(self, call: CallFn, arg_types: tuple) -> None:
         self.callee_spec(call, arg_types)
@@ -181,13 +181,16 @@ class Specialization:
         self.dependencies.update(spec.dependencies)
         return low
 
-    def source(self, program: str) -> str:
-        """The generated Python module of ``program`` (``f.source(program)``)."""
-        return self.numba.source(program)
+    def source(self, program: str, backend: str = "python") -> str:
+        """The generated source of ``program`` (``f.source(program)``): the Python module (the low IR
+        as Python: what ``backend="python"`` runs), or ``backend="llvm"`` the LLVM module compiled."""
+        if backend == "llvm":
+            return self.native.module(program)[0]
+        return self.native.source(program)
 
     def callable(self, program: str):
-        """``program`` compiled by Numba (or plain Python), its callees linked in."""
-        return self.numba.callable(program)
+        """``program`` compiled to machine code (or plain Python), its callees loaded first."""
+        return self.native.callable(program)
 
 
 def _source_text(rf) -> str:

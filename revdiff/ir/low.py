@@ -73,11 +73,14 @@ class Check:
 @dataclass
 class Invoke:
     """Call a generated function. It returns its scalar parameters, in order; ``results`` holds, per
-    argument, where the returned value goes (None for an array argument, updated in place)."""
+    argument, where the returned value goes (None for an array argument, updated in place).
+    ``record``: the error record the callee fills (None: the caller's own, and a failure there ends
+    the caller too); a batched entry gives each element a record of its own and goes on."""
 
     fn: str
     args: tuple
     results: tuple
+    record: "Expr | None" = None
 
 
 @dataclass

@@ -175,7 +175,16 @@ class LaneRewriter:
     def function(self) -> LowFunction:
         params = self.expand_names(self.fn.params)
         returns = self.expand_names(self.fn.returns)
-        return replace(self.fn, params=params, body=self.block(self.fn.body), returns=returns)
+        types = {}
+        for p in self.fn.params:  # a lane array gains its lane axis; a lane scalar is one per lane
+            t = self.fn.param_types[p]
+            if p in self.c.arrays:
+                types[p] = replace(t, ndim=t.ndim + 1)
+            elif p in self.c.scalars:
+                types.update({lane_name(p, k): t for k in range(self.width)})
+            else:
+                types[p] = t
+        return replace(self.fn, params=params, body=self.block(self.fn.body), returns=returns, param_types=types)
 
     def expand_names(self, names) -> list:
         out = []

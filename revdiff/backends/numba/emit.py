@@ -106,11 +106,13 @@ class PythonEmitter:
             self.out(d + 1, "; ".join(stores))
             self.out(d + 1, self.ret)
         elif isinstance(s, Invoke):
-            call = f"{s.fn}({', '.join([expr_source(a) for a in s.args] + ['_err'])})"
+            record = "_err" if s.record is None else expr_source(s.record)
+            call = f"{s.fn}({', '.join([expr_source(a) for a in s.args] + [record])})"
             targets = [expr_source(r) for r in s.results if r is not None]
             self.out(d, f"{', '.join(targets)}{',' if len(targets) == 1 else ''} = {call}" if targets else call)
-            self.out(d, "if _err[0] != 0.0:")
-            self.out(d + 1, self.ret)
+            if s.record is None:
+                self.out(d, "if _err[0] != 0.0:")
+                self.out(d + 1, self.ret)
         elif isinstance(s, Zero):
             if s.shape is None:
                 self.out(d, f"{s.name} = {zero_source(s.dtype)}")

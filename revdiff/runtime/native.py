@@ -1,0 +1,165 @@
+"""Machine code of generated LLVM modules: optimised and compiled by LLVM in this process (llvmlite,
+the LLVM binding Numba is built on), loaded into one JIT shared by every module, and cached on disk.
+
+A module's object code is stored in the cache directory under a digest of everything it depends
+on: the module's text, the optimisation pipeline, LLVM's version, and this machine's CPU and
+features. The file holds a digest of its bytes too, checked before the code is loaded: a damaged or
+foreign file is compiled again and rewritten, never run. Modules reach each other's programs by
+symbol (a caller is compiled after its callees); a symbol already loaded in this process is never
+loaded twice.
+
+Compiling takes a fraction of a second per program; one that takes longer than
+``NOTICE_SECONDS`` tells the user once per process, on standard error, what it compiles
+(``REVDIFF_COMPILE_NOTICE=0`` silences it).
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import re
+import sys
+import threading
+from pathlib import Path
+
+import llvmlite
+import llvmlite.binding as llvm
+
+from revdiff.runtime.cache import cache_dir, read_regular, write_atomically
+
+#: the optimisation level of generated programs (LLVM's -O2: loop and SLP vectorisers on)
+OPT_LEVEL = 2
+#: a compile running longer than this tells the user, once per process
+NOTICE_SECONDS = 2.0
+_FORMAT = b"revdiff-native-1\n"  # the header of a cached object file, before its digest
+
+_LOCK = threading.RLock()
+_STATE: dict = {}
+_LOADED: dict = {}  # symbol -> (module digest, address)
+_NOTICE: list = []
+
+
+def _initialize() -> dict:
+    """The target machine and the JIT engine of this process, made on first use."""
+    if not _STATE:
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        target = llvm.Target.from_triple(llvm.get_process_triple())
+        cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+        # static relocations and the JIT's code model, as Numba compiles for MCJIT on this machine
+        tm = target.create_target_machine(cpu=cpu, features=features, opt=OPT_LEVEL, reloc="static",
+                                          codemodel="jitdefault", jit=True)
+        engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+        host = f"{llvm.get_process_triple()} {cpu} {features} llvm {llvm.llvm_version_info} llvmlite {llvmlite.__version__}"
+        _STATE.update(tm=tm, engine=engine, host=host, layout=str(tm.target_data), triple=tm.triple)
+    return _STATE
+
+
+def target_triple() -> str:
+    return _initialize()["triple"]
+
+
+def data_layout() -> str:
+    return _initialize()["layout"]
+
+
+def _pipeline(vectorize: bool) -> str:
+    return f"O{OPT_LEVEL} vectorize={vectorize}"
+
+
+def _stem(name: str) -> str:
+    """A file name stem from a module's name: ASCII letters, digits and underscores, at most 80."""
+    return (re.sub(r"[^A-Za-z0-9_]", "_", name) or "module")[:80]
+
+
+def load(text: str, name: str, symbols: list, vectorize: bool = True) -> dict:
+    """The addresses of ``symbols``, defined by the LLVM module ``text`` (named ``name`` in the
+    cache): loaded from the cache, or compiled and cached. Every symbol it declares without defining
+    must be loaded already. Thread-safe."""
+    state = _initialize()
+    key = hashlib.sha256("\0".join((text, _pipeline(vectorize), state["host"])).encode()).hexdigest()
+    with _LOCK:
+        if symbols and all(s in _LOADED for s in symbols):
+            for s in symbols:
+                if _LOADED[s][0] != key:
+                    raise RuntimeError(f"revdiff: two different programs were generated under the symbol {s}")
+            return {s: _LOADED[s][1] for s in symbols}
+        path = cache_dir() / "native" / f"{_stem(name)}_{key[:24]}.o"
+        code = _read_object(path, key)
+        if code is None:
+            code = _compile(text, name, state, vectorize)
+            try:
+                write_atomically(path, _FORMAT + _digest(key, code) + code)
+            except FileNotFoundError:  # the cache directory went away meanwhile: made anew
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_atomically(path, _FORMAT + _digest(key, code) + code)
+        engine = state["engine"]
+        engine.add_object_file(llvm.ObjectFileRef.from_data(code))
+        engine.finalize_object()
+        addresses = {}
+        for s in symbols:
+            address = engine.get_function_address(s)
+            if not address:
+                raise RuntimeError(f"revdiff: the compiled module {name} defines no {s}")
+            _LOADED[s] = (key, address)
+            addresses[s] = address
+        return addresses
+
+
+def _digest(key: str, code: bytes) -> bytes:
+    return hashlib.sha256(key.encode() + b"\0" + code).digest()
+
+
+def _read_object(path: Path, key: str) -> bytes | None:
+    """The object code cached at ``path``, or None where there is none or it does not hold what its
+    digest says (it is then compiled again and rewritten)."""
+    if not path.parent.is_dir():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return None
+    data = read_regular(path)
+    if data is None:
+        return None
+    head, stored, code = data[:len(_FORMAT)], data[len(_FORMAT):len(_FORMAT) + 32], data[len(_FORMAT) + 32:]
+    if head != _FORMAT or _digest(key, code) != stored:
+        return None
+    return code
+
+
+def _compile(text: str, name: str, state: dict, vectorize: bool) -> bytes:
+    """Object code of module ``text``: parsed, optimised and compiled for this machine."""
+    timer = threading.Timer(NOTICE_SECONDS, _notice, (name,))
+    timer.daemon = True
+    timer.start()
+    try:
+        module = llvm.parse_assembly(text)
+        module.triple = state["triple"]
+        module.data_layout = state["layout"]
+        tuning = llvm.create_pipeline_tuning_options(speed_level=OPT_LEVEL)
+        tuning.loop_vectorization = vectorize
+        tuning.slp_vectorization = vectorize
+        builder = llvm.create_pass_builder(state["tm"], tuning)
+        builder.getModulePassManager().run(module, builder)
+        return state["tm"].emit_object(module)
+    finally:
+        timer.cancel()
+
+
+def _notice(name: str) -> None:
+    if _NOTICE or os.environ.get("REVDIFF_COMPILE_NOTICE", "1").strip().lower() in ("0", "false", "no", "off"):
+        return
+    _NOTICE.append(name)
+    sys.stderr.write(f"revdiff: compiling {name} (a first call of a new program or argument types; "
+                     f"the result is cached in {cache_dir()} for later processes)\n")
+
+
+def entry_function(address: int):
+    """A ctypes function of one pointer argument at ``address`` (a module's packed entry)."""
+    return ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
+
+
+def batch_function(address: int):
+    """A ctypes function ``(lo, hi, argv)`` at ``address`` (a batched entry)."""
+    return ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)(address)
+
+
+__all__ = ["load", "entry_function", "batch_function", "target_triple", "data_layout", "NOTICE_SECONDS"]

@@ -1,0 +1,66 @@
+"""Calling compiled programs from Python: the arguments packed into one array of 64-bit words (an
+array's data pointer, shape and byte strides; a pointer to each scalar; the error record), then one
+call through ctypes, which releases the GIL while the program runs."""
+from __future__ import annotations
+
+import numpy as np
+
+from revdiff.backends.llvm.module import entry_words
+from revdiff.runtime.native import entry_function
+
+
+def _python_number(value):
+    """A NumPy scalar the program returned, as the Python number it stands for."""
+    return value.item()
+
+
+class NativeProgram:
+    """A program compiled to machine code, called as ``program(*args, record)`` with the arguments of
+    its parameters (NumPy arrays, updated in place, and numbers) and a float64 error record
+    (``ir/checks.py``); returns the final values of its scalar parameters, in order, as the Python
+    program does."""
+
+    def __init__(self, name: str, types: tuple, address: int, loops: bool):
+        self.__name__ = name
+        self.types = types
+        self.revdiff_loops = loops  # a while loop: run where Ctrl-C can stop it (``calls.interruptible``)
+        self._function = entry_function(address)
+        self._words = entry_words(types)
+
+    def __repr__(self) -> str:
+        return f"<compiled revdiff program {self.__name__}>"
+
+    def __call__(self, *args):
+        *values, record = args
+        if len(values) != len(self.types):
+            raise TypeError(f"{self.__name__} takes {len(self.types)} arguments, got {len(values)}")
+        words = np.empty(self._words, np.int64)
+        scalars = []
+        k = 0
+        for v, t in zip(values, self.types):
+            if t.ndim:
+                if not isinstance(v, np.ndarray) or v.ndim != t.ndim or v.dtype.name != t.dtype \
+                        or not v.dtype.isnative:
+                    raise TypeError(f"{self.__name__} was compiled for a {t.describe()}, not {_describe(v)}")
+                words[k] = v.ctypes.data
+                words[k + 1:k + 1 + t.ndim] = v.shape
+                words[k + 1 + t.ndim:k + 1 + 2 * t.ndim] = v.strides
+                k += 1 + 2 * t.ndim
+            else:
+                slot = np.array([v], dtype=t.dtype)
+                scalars.append(slot)
+                words[k] = slot.ctypes.data
+                k += 1
+        if not (isinstance(record, np.ndarray) and record.dtype == np.float64 and record.flags.c_contiguous
+                and record.size >= 8):
+            raise TypeError(f"{self.__name__}: the error record must be a contiguous float64 array of 8 entries")
+        words[k] = record.ctypes.data
+        self._function(words.ctypes.data)
+        return tuple(_python_number(slot[0]) for slot in scalars)
+
+
+def _describe(v) -> str:
+    if isinstance(v, np.ndarray):
+        order = "" if v.dtype.isnative else " (non-native byte order)"
+        return f"a {v.dtype} array of rank {v.ndim}{order}"
+    return type(v).__name__
