@@ -26,7 +26,7 @@ from revdiff.ir.entries import EntrySignature
 from revdiff.compiler.batch_entries import element_entry, entry_names, lane_records
 from revdiff.compiler.graph import ascii_name, symbol
 from revdiff.compiler.lane_modules import LANE_MIN_BATCH, NotLaneable, compile_lanes, lane_module_source, lane_width
-from revdiff.compiler.native import entry_callable
+from revdiff.compiler.native import entry_callable, function_module
 from revdiff.ir.types import VarType, kind_of_dtype, type_of_value
 from revdiff.runtime.device import any_on_device, cupy_module, on_device
 from revdiff.runtime.threads import blas_single_threaded
@@ -120,7 +120,7 @@ class BatchedFunction:
         if self.layout == "auto" and (width is None or self._blas(arrays)  # lanes never call BLAS
                                       or self._size(arrays) < LANE_MIN_BATCH):
             return None, None
-        entry_types = _entry_types(self.signature(kind, types), arrays)
+        entry_types = _entry_types(self.signature(kind, types), arrays, types)
         key = ("lanes", kind, types, tuple(entry_types.items()), self.f.forward_function.version())
         if key not in self._entries:
             try:
@@ -146,7 +146,7 @@ class BatchedFunction:
         fused vjp) for element types ``types`` and the entry arguments ``arrays``, one element per
         iteration; ``blas``: programs with BLAS branches (``calls.blas_for``)."""
         sig = self.signature(kind, types)
-        entry_types = _entry_types(sig, arrays)
+        entry_types = _entry_types(sig, arrays, types)
         key = (kind, types, tuple(entry_types.items()), blas, self.f.forward_function.version())  # a changed global compiles anew
         fn = self._entries.get(key)
         if fn is None:
@@ -180,19 +180,24 @@ class BatchedFunction:
         ``arrays``: example entry arguments (default: C-ordered arrays of the element types). Raises
         ValueError when the program cannot run in lanes."""
         sig = self.signature(kind, types)
-        entry_types = _entry_types(sig, arrays) if arrays is not None else _default_entry_types(sig, types)
+        entry_types = _entry_types(sig, arrays or (), types)
         try:
             return lane_module_source(self, kind, types, self._lane_width(types, required=True), entry_types)
         except NotLaneable as exc:
             raise self._refusal(exc) from None
 
-    def source(self, kind: str, types: tuple, blas: bool = True, arrays: tuple | None = None) -> str:
-        """Generated source of the batched entry (one element per iteration; the Python rendering):
-        "call" runs the function, "vjp" runs it and its adjoint, "jvp" its tangent program and "hvp"
-        the tangent of the fused vjp."""
+    def source(self, kind: str, types: tuple, blas: bool = True, arrays: tuple | None = None,
+               backend: str = "python") -> str:
+        """Generated source of the batched entry (one element per iteration): "call" runs the
+        function, "vjp" runs it and its adjoint, "jvp" its tangent program and "hvp" the tangent of
+        the fused vjp; as Python (the low IR printed), or ``backend="llvm"`` the LLVM module compiled."""
         sig = self.signature(kind, types)
-        entry_types = _entry_types(sig, arrays) if arrays is not None else _default_entry_types(sig, types)
+        entry_types = _entry_types(sig, arrays or (), types)
         low, header = self._element_entry(kind, types, entry_types, blas)
+        if backend == "llvm":
+            spec = self.f.forward_function.specialize(types, blas)
+            callee = spec.native.signature(sig.program)
+            return function_module(low, {symbol(spec, sig.program): callee}, ascii_name(low.name), header)[0]
         return emit_module([low], "\n".join("# " + line for line in header.splitlines()))
 
     # ---------------------------------------------------------------- calling
@@ -391,37 +396,30 @@ class BatchedFunction:
         return checked_tangents(self.f, args, types, tangents, what, convert)
 
 
-def _entry_types(sig: EntrySignature, arrays: tuple) -> dict:
-    """The VarType of every argument of a batched entry, as given (batched arrays with their batch
-    axis, in their own dtype)."""
-    out = {}
-    for name, a in zip(entry_names(sig), arrays):
-        if isinstance(a, np.ndarray):
-            dtype = np.dtype(a.dtype)
-            out[name] = VarType(kind_of_dtype(dtype), a.ndim, dtype.name)
-        else:
-            out[name] = type_of_value(a)
-    return out
-
-
-def _default_entry_types(sig: EntrySignature, types: tuple) -> dict:
-    """Entry argument types for element ``types`` (for reading the source without arguments)."""
-    by_name = {}
-    params = sig.params + sig.grads + list(sig.tangents)
+def _entry_types(sig: EntrySignature, arrays: tuple, types: tuple) -> dict:
+    """The VarType of every argument of a batched entry: of ``arrays`` as given (batched ones with
+    their batch axis, in their own dtype), and for those not given, C-ordered arrays of the element
+    ``types`` (to read an entry's source without arguments)."""
     elements = dict(zip([p.name for p in sig.params], types))
-    for p in params:
-        base = p.name
-        for prefix in ("d_g_", "g_", "d_"):
-            if base.startswith(prefix) and base[len(prefix):] in elements:
-                base = base[len(prefix):]
+    batched = {p.name: p.batched for p in sig.params + sig.grads + list(sig.tangents)}
+    out = {}
+    for k, name in enumerate(entry_names(sig)):
+        if k < len(arrays):
+            a = arrays[k]
+            if isinstance(a, np.ndarray):
+                dtype = np.dtype(a.dtype)
+                out[name] = VarType(kind_of_dtype(dtype), a.ndim, dtype.name)
+            else:
+                out[name] = type_of_value(a)
+            continue
+        base = name
+        for prefix in ("dout_", "out_", "d_g_", "g_", "d_"):
+            if name.startswith(prefix) and name[len(prefix):] in elements:
+                base = name[len(prefix):]
                 break
         t = elements[base]
-        by_name[p.name] = VarType(t.kind, t.ndim + 1, t.dtype) if p.batched else t
-    for prefix, names in (("out_", sig.saved), ("dout_", sig.tangent_saved)):
-        for name in names:
-            t = elements[name]
-            by_name[prefix + name] = VarType(t.kind, t.ndim + 1, t.dtype)
-    return by_name
+        out[name] = VarType(t.kind, t.ndim + 1, t.dtype) if batched.get(name, True) else t
+    return out
 
 
 def is_array(a: Any) -> bool:

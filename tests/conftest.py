@@ -10,10 +10,6 @@ settings.register_profile("ci", deadline=None, max_examples=25, derandomize=True
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ci" if os.environ.get("CI") else "default")
 
-# Compile in a worker process that is replaced as its memory grows (``runtime/compile_worker.py``):
-# the test processes then hold only compiled code, not every LLVM module compiled in the run.
-os.environ.setdefault("REVDIFF_COMPILE_WORKER", "1")
-
 
 def _malloc_trim():
     """glibc's ``malloc_trim``, or None elsewhere."""

@@ -145,12 +145,9 @@ def test_batched_entry_source_is_readable():
     assert "for _b in range(_lo, _hi):" in src and "_errors[_b]" in src
 
 
-def test_an_entry_calls_its_program_through_its_address_not_a_linked_copy(tmp_path, monkeypatch):
-    """The compiled entry holds its loop, not the program (``runtime/program_calls.py``): Numba would
-    otherwise compile the program's whole call tree into it once more. (A function of its own, so
-    that Numba compiles it here: code from its disk cache cannot be inspected; and
-    compiled in this process, not by the compile worker, for the same reason.)"""
-    monkeypatch.setenv("REVDIFF_COMPILE_WORKER", "0")
+def test_an_entry_calls_its_program_by_symbol_not_a_linked_copy(tmp_path):
+    """The compiled entry's module holds its loop and only declares the program it calls: the program
+    is compiled once, in its own module, and found by its symbol when the entry is loaded."""
     scale = f"{rng.uniform(1, 2)!r}"
     (tmp_path / "unique_program.py").write_text(textwrap.dedent(f"""
         import revdiff
@@ -166,11 +163,11 @@ def test_an_entry_calls_its_program_through_its_address_not_a_linked_copy(tmp_pa
     bf = revdiff.batched(module.scaled_copy, ("y", "x"), layout="elements")
     y, x = np.zeros((3, 4)), rng.standard_normal((3, 4))
     np.testing.assert_array_equal(bf(y, x)[0], float(scale) * x)
-    entry = bf.entry("call", bf._element_types((y, x)), blas=False)
-    (ir,) = entry.inspect_llvm().values()
-    defined = [line for line in ir.splitlines() if line.startswith("define")]
-    assert any("scaled_copy_batch_call" in line for line in defined)
-    assert not any("scaled_copy_forward" in line for line in defined), defined
+    ir = bf.source("call", bf._element_types((y, x)), blas=False, arrays=(y, x), backend="llvm")
+    defined = [line for line in ir.splitlines() if line.startswith("define") and "internal" not in line]
+    declared = [line for line in ir.splitlines() if line.startswith("declare")]
+    assert all("scaled_copy_batch_call" in line for line in defined), defined
+    assert any("scaled_copy_" in line and "_forward_" in line for line in declared), declared
 
 
 @revdiff.reversible

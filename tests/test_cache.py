@@ -1,7 +1,6 @@
 """The on-disk cache across processes: a program edited two calls deep must not reuse a caller
 compiled against its old version (the caller's own generated text is unchanged), and a cache
 damaged on disk is rebuilt, never trusted."""
-import hashlib
 import os
 import subprocess
 import sys
@@ -76,49 +75,54 @@ def _flip_a_byte(path) -> None:
     path.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("fault", ["flipped byte in compiled code", "truncated source", "edited source",
-                                   "overwritten index", "FIFOs for every file", "links to /dev/zero"])
+FAULTS = ["flipped byte", "truncated", "emptied", "swapped with another module's", "directories in place of files",
+          "FIFOs for every file", "links to /dev/zero"]
+
+
+@pytest.mark.parametrize("fault", FAULTS)
 def test_a_damaged_cache_is_rebuilt_not_trusted(tmp_path, fault):
-    """A fault in the on-disk cache (Numba's compiled objects or index, the generated sources) is
-    detected in a fresh process and rebuilt there: the results are right, and the next process
-    finds a sound cache again."""
+    """A fault in the on-disk cache of compiled programs is detected in a fresh process and rebuilt
+    there: the results are right, and the next process finds a sound cache again."""
     assert run_fault_program(tmp_path) == EXPECTED
     cache = tmp_path / "cache"
-    sources = [p for p in cache.glob("*.py")]
-    compiled = list(cache.rglob("*.nbc"))
-    assert sources and compiled
-    if fault == "flipped byte in compiled code":
+    compiled = sorted((cache / "native").glob("*.o"))
+    assert len(compiled) >= 2
+    if fault == "flipped byte":
         for path in compiled:
             _flip_a_byte(path)
-    elif fault == "truncated source":
-        for path in sources:
+    elif fault == "truncated":
+        for path in compiled:
             path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
-    elif fault == "edited source":
-        for path in sources:
-            path.write_text(path.read_text().replace("2.5", "7.0"))
-    elif fault == "overwritten index":
-        for path in cache.rglob("*.nbi"):
-            _flip_a_byte(path)
-    else:  # a read of either would never end: a FIFO waits for a writer, /dev/zero has no end
-        for path in sources + compiled + list(cache.rglob("*.nbi")):
+    elif fault == "emptied":
+        for path in compiled:
+            path.write_bytes(b"")
+    elif fault == "swapped with another module's":
+        datas = [path.read_bytes() for path in compiled]
+        for path, data in zip(compiled, datas[1:] + datas[:1]):
+            path.write_bytes(data)
+    else:  # a read would never end (a FIFO waits for a writer, /dev/zero has no end), or cannot be made
+        for path in compiled:
             path.unlink()
             if fault == "FIFOs for every file":
                 os.mkfifo(path)
-            else:
+            elif fault == "links to /dev/zero":
                 path.symlink_to("/dev/zero")
+            else:
+                path.mkdir()
     assert run_fault_program(tmp_path) == EXPECTED
     assert run_fault_program(tmp_path) == EXPECTED
-    for path in cache.glob("*.py"):  # every generated file holds what its name promises again
-        assert hashlib.sha256(path.read_bytes()).hexdigest()[:20] == path.stem.rsplit("_", 1)[1]
+    for path in (cache / "native").glob("*.o"):  # every file holds sound code again
+        assert path.is_file() and not path.is_symlink() and path.stat().st_size > 0
 
 
 def test_a_cached_entry_calls_the_program_compiled_now(tmp_path):
-    """A batched entry calls its program through the address of the program compiled (or loaded) in
-    this process: where the entry comes from the disk cache and its program's compiled code is gone
-    (the program compiles anew, elsewhere in memory), the results are still right."""
+    """A batched entry calls its program by symbol: where the entry comes from the disk cache and its
+    program's compiled code is gone (the program compiles anew, elsewhere in memory), the results
+    are still right."""
     assert run_fault_program(tmp_path) == EXPECTED
-    programs = [p for p in (tmp_path / "cache").rglob("*.nb[ic]") if "_batch_" not in p.name]
-    entries = [p for p in (tmp_path / "cache").rglob("*.nb[ic]") if "_batch_" in p.name]
+    compiled = list((tmp_path / "cache" / "native").glob("*.o"))
+    programs = [p for p in compiled if "_batch_" not in p.name]
+    entries = [p for p in compiled if "_batch_" in p.name]
     assert programs and entries
     for path in programs:
         path.unlink()
@@ -128,24 +132,25 @@ def test_a_cached_entry_calls_the_program_compiled_now(tmp_path):
 
 
 CLEARED_PROGRAM = textwrap.dedent("""
-    import os
+    import shutil
     import numpy as np
     import revdiff
-    from revdiff.runtime import loader
+    from revdiff.runtime import native
+    from revdiff.runtime.cache import cache_dir
 
     @revdiff.reversible
     def weighted_sum(s, x, a):
         for i in range(len(x)):
             s += a * x[i]
 
-    write = loader.source_file
+    compile = native._compile
 
-    def written_then_removed(source, stem):  # someone clears the cache just after revdiff wrote a file
-        path = write(source, stem)
-        os.unlink(path)
-        return path
+    def compiled_then_cleared(*args):  # someone clears the cache while revdiff compiles
+        code = compile(*args)
+        shutil.rmtree(cache_dir())
+        return code
 
-    loader.source_file = written_then_removed
+    native._compile = compiled_then_cleared
     s, x, a = weighted_sum(0.0, np.arange(3.0), 2.0)
     g = revdiff.grad(weighted_sum, "s")(0.0, np.arange(3.0), 2.0)
     print(s, g[1].tolist(), g[2])
@@ -153,11 +158,12 @@ CLEARED_PROGRAM = textwrap.dedent("""
 
 
 def test_a_cache_cleared_while_a_process_compiles_is_written_again(tmp_path):
-    """A generated file removed between revdiff writing it and Numba reading its stamp (the cache
-    cleared by another process) is written again, not a raw error from Numba's cache."""
+    """The cache directory removed between a compile and its write (cleared by another process) is
+    made again and written, not a raw error."""
     script = tmp_path / "cleared.py"
     script.write_text(CLEARED_PROGRAM)
     env = dict(os.environ, REVDIFF_CACHE_DIR=str(tmp_path / "cache"))
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "6.0 [2.0, 2.0, 2.0] 3.0"
+    assert list((tmp_path / "cache" / "native").glob("*.o"))

@@ -333,19 +333,25 @@ def add_three(y):
     y += 3.0
 
 
-def test_running_out_of_memory_while_compiling_is_not_called_the_programs_allocation(monkeypatch):
-    """A MemoryError raised by the compiler (or a cache read) at a first call passes through as it
-    is: the program never ran, so no allocation of its failed."""
-    import numba.core.dispatcher
+def test_running_out_of_memory_while_compiling_is_not_called_the_programs_allocation(monkeypatch, tmp_path):
+    """A MemoryError raised by the compiler at a first call passes through as it is: the program
+    never ran, so no allocation of its failed. (An empty cache and a function of its own, so that
+    the first call compiles.)"""
+    from revdiff.runtime import native
 
-    def no_memory(self, sig):
+    @revdiff.reversible
+    def add_four(y):
+        y += 4.0
+
+    def no_memory(*args):
         raise MemoryError("the compiler ran out")
 
-    monkeypatch.setattr(numba.core.dispatcher.Dispatcher, "compile", no_memory)
+    monkeypatch.setenv("REVDIFF_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(native, "_compile", no_memory)
     with pytest.raises(MemoryError, match="^the compiler ran out$"):
-        add_three(0.0)
+        add_four(0.0)
     monkeypatch.undo()
-    assert add_three(0.0) == (3.0,)
+    assert add_four(0.0) == (4.0,)
 
 
 def test_the_element_whose_allocation_fails_is_the_one_named():

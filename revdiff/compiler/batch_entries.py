@@ -92,7 +92,7 @@ def lane_entry(name: str, program: str, sig: EntrySignature, lane_types: tuple, 
     batched = _batched(sig)
     saved = {f"out_{n}" for n in sig.saved} | {f"dout_{n}" for n in sig.tangent_saved}
     first = next(n for n in names if batched[n])
-    n_, b, k = Name("_n"), Name("_b"), Name("_k")
+    n_, b = Name("_n"), Name("_b")
     last = BinOp("-", n_, Const(1))
     body: list = [Local("_n", Shape(first, 0)),
                   Local("_groups", BinOp("//", _plus(n_, Const(width - 1)), Const(width))),

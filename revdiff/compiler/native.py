@@ -53,8 +53,8 @@ def python_function(low, name: str, header: str, dependencies: dict):
     callables ``dependencies`` by name."""
     deps = dict(dependencies)
     deps.update(routines(host_routines(low)))
-    module = loader.load(emit_module([low], header), name, "python", deps)
-    fn = loader.compiled(module, low.name, "python", deps)
+    module = loader.load(emit_module([low], header), name, deps)
+    fn = loader.compiled(module, low.name, deps)
     fn.revdiff_loops = INTERRUPT_CHECK in host_routines(low) or any(getattr(d, "revdiff_loops", False)
                                                                      for d in dependencies.values())
     return fn

@@ -55,6 +55,27 @@ def _initialize() -> dict:
     return _STATE
 
 
+#: the BLAS functions generated code calls (``backends/llvm/host.py``), by the symbol it calls them
+#: under: SciPy's (``scipy.linalg.cython_blas``), made known to the JIT when a module first needs them
+BLAS_SYMBOLS = {"revdiff_dgemv": "dgemv", "revdiff_sgemv": "sgemv", "revdiff_dgemm": "dgemm",
+                "revdiff_sgemm": "sgemm"}
+
+
+def _register_blas() -> None:
+    if _STATE.get("blas"):
+        return
+    from scipy.linalg import cython_blas  # noqa: PLC0415 - SciPy's BLAS is loaded only where a program uses it
+
+    api = ctypes.pythonapi
+    api.PyCapsule_GetName.restype, api.PyCapsule_GetName.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    for symbol, name in BLAS_SYMBOLS.items():
+        capsule = cython_blas.__pyx_capi__[name]
+        llvm.add_symbol(symbol, api.PyCapsule_GetPointer(capsule, api.PyCapsule_GetName(capsule)))
+    _STATE["blas"] = True
+
+
 def target_triple() -> str:
     return _initialize()["triple"]
 
@@ -77,6 +98,8 @@ def load(text: str, name: str, symbols: list, vectorize: bool = True) -> dict:
     cache): loaded from the cache, or compiled and cached. Every symbol it declares without defining
     must be loaded already. Thread-safe."""
     state = _initialize()
+    if "@revdiff_" in text:
+        _register_blas()
     key = hashlib.sha256("\0".join((text, _pipeline(vectorize), state["host"])).encode()).hexdigest()
     with _LOCK:
         if symbols and all(s in _LOADED for s in symbols):

@@ -5,8 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from revdiff.backends.llvm.module import entry_words
 from revdiff.runtime.native import entry_function
+
+
+def entry_words(types) -> int:
+    """How many 64-bit words the packed arguments of a program of parameter ``types`` take: per
+    array its data pointer, shape and byte strides; per scalar a pointer to it; then the error record
+    (the layout ``backends/llvm/module.packed_entry`` unpacks)."""
+    return sum(1 + 2 * t.ndim for t in types) + 1
 
 
 def _python_number(value):

@@ -3,7 +3,7 @@ C functions it calls, the helpers it uses, its functions, and an entry that Pyth
 ctypes with every argument packed into one array of 64-bit words (``runtime/native.py``)."""
 from __future__ import annotations
 
-from revdiff.backends.llvm import prelude
+from revdiff.backends.llvm import host, prelude
 from revdiff.backends.llvm.emit import FunctionEmitter, ProgramSignature, declaration
 from revdiff.backends.llvm.types import MEMORY
 
@@ -11,12 +11,6 @@ from revdiff.backends.llvm.types import MEMORY
 def entry_name(symbol: str) -> str:
     """The symbol of the packed-argument entry of program ``symbol``."""
     return f"{symbol}.entry"
-
-
-def entry_words(types) -> int:
-    """How many 64-bit words the packed arguments of a program of parameter ``types`` take: per
-    array its data pointer, shape and byte strides; per scalar a pointer to it; then the error record."""
-    return sum(1 + 2 * t.ndim for t in types) + 1
 
 
 def packed_entry(sig: ProgramSignature) -> str:
@@ -45,12 +39,16 @@ def module_text(emitters: list, signatures: dict, header: str, externals: list, 
     """The module of ``emitters`` (FunctionEmitters, already emitted into ``functions``), calling the
     programs ``externals`` (ProgramSignatures) defined in other modules."""
     functions = [em.emitted for em in emitters]
-    helpers, libm = set(), set()
+    helpers, libm, blas, largest = set(), set(), set(), set()
     for em in emitters:
         helpers |= em.helpers
         libm |= em.libm
+        blas |= em.blas
+        largest |= em.largest
     definitions, calls = prelude.helper_definitions(helpers)
-    libm |= calls
+    routines, needs = host.declarations(blas, largest)
+    libm |= calls | needs
+    definitions += routines
     own = {em.symbol for em in emitters}
     parts = ["; " + line for line in header.splitlines()]
     parts += [declaration(sig) for sig in sorted(externals, key=lambda s: s.symbol) if sig.symbol not in own]
@@ -62,4 +60,4 @@ def module_text(emitters: list, signatures: dict, header: str, externals: list, 
     return "\n\n".join(parts) + "\n"
 
 
-__all__ = ["FunctionEmitter", "MEMORY", "entry_name", "entry_words", "module_text", "packed_entry"]
+__all__ = ["FunctionEmitter", "MEMORY", "entry_name", "module_text", "packed_entry"]

@@ -43,6 +43,8 @@ def declarations(used: set) -> list:
             out.append("declare ptr @calloc(i64, i64)")
         elif name == "free":
             out.append("declare void @free(ptr)")
+        elif name == "smax":
+            out.append("declare i64 @llvm.smax.i64(i64, i64)")
         elif name == "memset":
             out.append("declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)")
         else:
@@ -159,7 +161,7 @@ neg:
 
 def _float_helpers(t: str) -> dict:
     s = _SUFFIX[t]
-    fmod, floor, copysign = f"@{libm('fmod', t)}", f"@llvm.floor.{s}", f"@{libm('copysign', t)}"
+    fmod, floor = f"@{libm('fmod', t)}", f"@llvm.floor.{s}"
     divmod_body = f"""  %mod = call {t} {fmod}({t} %a, {t} %b)
   %amod = fsub {t} %a, %mod
   %div = fdiv {t} %amod, %b
@@ -189,7 +191,7 @@ def _float_helpers(t: str) -> dict:
     mod = f"define internal {t} {_fn(t, 'mod')}({t} %a, {t} %b) alwaysinline {{\nentry:\n{divmod_body}\n  ret {t} %modr\n}}"
     floordiv = (f"define internal {t} {_fn(t, 'floordiv')}({t} %a, {t} %b) alwaysinline {{\nentry:\n{divmod_body}\n"
                 f"  ret {t} %floordiv\n}}")
-    uses = {("fmod", t), ("floor", t), ("copysign", t)}
+    uses = {("fmod", t), ("floor", t)}
     powi = f"""define internal {t} {_fn(t, 'powi')}({t} %x, i64 %n) {{
 entry:
   %big = icmp sgt i64 %n, 65536
@@ -342,8 +344,8 @@ neg:
     # Kahan's formula; |x| > 22: tanh x rounds to +-1, the imaginary part 4 sin y cos y e^(-2|x|)
     ctanh = cfn("ctanh", f"""  %ax = call {t} @llvm.fabs.{s}({t} %x)
   %far = fcmp ogt {t} %ax, {_c(t, 22.0)}
-  br i1 %far, label %far, label %near
-far:
+  br i1 %far, label %farpath, label %nearpath
+farpath:
   %one = call {t} {L('copysign')}({t} {one}, {t} %x)
   %sy = call {t} {L('sin')}({t} %y)
   %cy = call {t} {L('cos')}({t} %y)
@@ -353,7 +355,7 @@ far:
   %ex = call {t} {L('exp')}({t} %m2)
   %fim = fmul {t} %f4c, %ex
 {pack('%one', '%fim').replace('%pk', '%fk')}
-near:
+nearpath:
   %tn = call {t} {L('tan')}({t} %y)
   %tt = fmul {t} %tn, %tn
   %beta = fadd {t} {one}, %tt
@@ -379,14 +381,14 @@ near:
   %bx = fcmp ogt {t} %ax, {_c(t, 1e18)}
   %by = fcmp ogt {t} %ay, {_c(t, 1e18)}
   %far = or i1 %bx, %by
-  br i1 %far, label %far, label %near
-far:
+  br i1 %far, label %farpath, label %nearpath
+farpath:
   %h = call {t} {L('hypot')}({t} %x, {t} %y)
   %re0 = call {t} {L('copysign')}({t} {_c(t, 1.5707963267948966)}, {t} %x)
   %q = fdiv {t} %y, %h
   %im0 = fdiv {t} %q, %h
 {pack('%re0', '%im0').replace('%pk', '%fk')}
-near:
+nearpath:
   %x2 = fmul {t} {two}, %x
   %a1 = fsub {t} {one}, %y
   %a2 = fadd {t} {one}, %y

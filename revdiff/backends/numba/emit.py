@@ -74,8 +74,8 @@ class PythonEmitter:
         elif isinstance(s, Local):
             self.out(d, f"{s.name} = {expr_source(s.expr)}")
         elif isinstance(s, Loop):
-            self.out(d, f"for {s.var} in range({expr_source(s.start)}, {expr_source(s.stop)}, "
-                        f"{expr_source(s.step)}):")
+            step = "" if isinstance(s.step, Const) and s.step.value == 1 else f", {expr_source(s.step)}"
+            self.out(d, f"for {s.var} in range({expr_source(s.start)}, {expr_source(s.stop)}{step}):")
             self.block(s.body, d + 1)
         elif isinstance(s, Branch):
             self.out(d, f"if {expr_source(s.cond)}:")

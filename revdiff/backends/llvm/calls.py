@@ -1,0 +1,131 @@
+"""Calls in the LLVM emitter: of other generated programs (scalar arguments through stack slots,
+copied back into the targets the IR names; a failure in the callee leaves the caller, unless the
+call has an error record of its own, as a batched entry's elements do), and of the host routines
+(``host.py``: BLAS where it applies, the largest magnitude of a view), each with its loops as the
+fallback."""
+from __future__ import annotations
+
+from revdiff.backends.llvm.builder import EmitError, vartype
+from revdiff.backends.llvm.host import BLAS_ROUTINES
+from revdiff.backends.llvm.memory import Memory
+from revdiff.backends.llvm.types import FLOAT64, INT, ITEMSIZE, MEMORY
+from revdiff.backends.llvm.values import Array, Scalar
+from revdiff.ir.high import Const, Index, Name, Slice
+from revdiff.ir.low import HostCall, Invoke
+from revdiff.primitives.printer import expr_source
+
+
+class Calls(Memory):
+    """Invoke and HostCall statements. Subclasses set ``callees`` (name -> ProgramSignature), ``blas``
+    and ``largest`` (the dtypes of the host routines used) and provide ``stmts`` (a fallback's loops)."""
+
+    def invoke(self, s: Invoke) -> None:
+        sig = self.callees[s.fn]
+        args, temps = [], {}
+        for k, (a, t) in enumerate(zip(s.args, sig.types)):
+            v = self.expr(a)
+            if t.ndim:
+                if not isinstance(v, Array) or v.ndim != t.ndim:
+                    raise EmitError(f"argument {expr_source(a)} of {s.fn} is not an array of rank {t.ndim}")
+                args += [f"ptr {v.data}"] + [f"i64 {x}" for x in v.shape + v.strides]
+            else:
+                temp = f"%arg{self.counter}.{k}"
+                self.counter += 1
+                self.entry_lines.append(f"  {temp} = alloca {MEMORY[t.dtype]}")
+                self._store_memory(v, temp, t.dtype)
+                temps[k] = (temp, t)
+                args.append(f"ptr {temp}")
+        if s.record is None:
+            record = "%err"
+        else:
+            target = self.expr(s.record)
+            if not isinstance(target, Array) or target.dtype != "float64":
+                raise EmitError(f"the error record {expr_source(s.record)} is not a float64 array")
+            record = target.data
+        self.out(f"call void @{sig.symbol}({', '.join(args + [f'ptr {record}'])})")
+        if s.record is None:
+            self._leave_on_failure()
+        for k, r in enumerate(s.results):
+            if r is None or k not in temps:
+                continue
+            temp, t = temps[k]
+            self.store(r, self._load_memory(temp, t.dtype))
+
+    def _leave_on_failure(self) -> None:
+        code = self._op("load double, ptr %err")
+        failed = self._op(f"fcmp une double {code}, 0.0")
+        cont = self._new_label("called")
+        self._cond_br(failed, "exit", cont)
+        self._label(cont)
+
+    def host_call(self, s: HostCall) -> None:
+        """A host routine (``backends/llvm/host.py``) where it applies, else its loops: BLAS where
+        ``when`` holds and the routine accepts the views, the largest magnitude of a vector or matrix."""
+        if s.routine == "largest_magnitude":
+            view = self.expr(s.args[1])
+            if isinstance(view, Array) and view.ndim in (1, 2) and view.dtype in ITEMSIZE and \
+                    vartype(view.dtype).kind in ("float", "complex"):
+                self.largest.add(view.dtype)
+                scale = self.convert(self.expr(s.args[0]), FLOAT64).ref
+                fn = f"@rd_largest_{view.dtype}"
+                if view.ndim == 1:
+                    result = self._op(f"call double {fn}(double {scale}, ptr {view.data}, i64 {view.shape[0]}, "
+                                      f"i64 {view.strides[0]})")
+                else:
+                    result = self._rows_largest(fn, scale, view)
+                self.store(Name(s.result), Scalar(result, FLOAT64))
+                return
+            self.stmts(s.fallback)
+            return
+        if s.routine not in BLAS_ROUTINES:
+            self.stmts(s.fallback)
+            return
+        views = [self.expr(a) for a in s.args if not isinstance(a, Const) and self._is_view(a)]
+        dtypes = {v.dtype for v in views if isinstance(v, Array)}
+        if len(dtypes) != 1 or not dtypes <= {"float32", "float64"} or not all(isinstance(v, Array) for v in views):
+            self.stmts(s.fallback)
+            return
+        dtype = dtypes.pop()
+        self.blas.add(dtype)
+        flags = [self.truth(self.expr(a)) for a in s.args[len(views):-1]]
+        sign = self.expr(s.args[-1])
+        positive = self.compare(">", sign, Scalar("0", INT)).ref
+        pieces = [f"ptr {v.data}" + "".join(f", i64 {x}" for x in v.shape + v.strides) for v in views]
+        call, loops, done = self._new_label("blas"), self._new_label("loops"), self._new_label("hosted")
+        if s.when is not None:
+            self._cond_br(self.truth(self.expr(s.when)), call, loops)
+        self._label(call)
+        letter = "d" if dtype == "float64" else "s"
+        ok = self._op(f"call i1 @rd_{s.routine}_{letter}({', '.join(pieces + [f'i1 {f}' for f in flags])}, i1 {positive})")
+        self._cond_br(ok, done, loops)
+        self._label(loops)
+        self.stmts(s.fallback)
+        self._br(done)
+        self._label(done)
+
+    def _is_view(self, e) -> bool:
+        return (isinstance(e, Name) and e.id in self.arrays) or (isinstance(e, Index) and (
+            any(isinstance(i, Slice) for i in e.indices) or len(e.indices) < self.types[e.base].ndim))
+
+    def _rows_largest(self, fn: str, scale: str, view: Array) -> str:
+        """max(scale, |x|) over a matrix view, row by row."""
+        acc = f"%largest{self.counter}"
+        row = f"%row{self.counter}"
+        self.counter += 1
+        self.entry_lines += [f"  {acc} = alloca double", f"  {row} = alloca i64"]
+        self.out(f"store double {scale}, ptr {acc}")
+        self.out(f"store i64 0, ptr {row}")
+        head, body, done = self._new_label("rows"), self._new_label("row"), self._new_label("rowsdone")
+        self._br(head)
+        self._label(head)
+        i = self._op(f"load i64, ptr {row}")
+        self._cond_br(self._op(f"icmp slt i64 {i}, {view.shape[0]}"), body, done)
+        self._label(body)
+        at = self._op(f"getelementptr i8, ptr {view.data}, i64 {self._op(f'mul i64 {i}, {view.strides[0]}')}")
+        so_far = self._op(f"load double, ptr {acc}")
+        value = self._op(f"call double {fn}(double {so_far}, ptr {at}, i64 {view.shape[1]}, i64 {view.strides[1]})")
+        self.out(f"store double {value}, ptr {acc}")
+        self.out(f"store i64 {self._op(f'add i64 {i}, 1')}, ptr {row}")
+        self._br(head)
+        self._label(done)
+        return self._op(f"load double, ptr {acc}")

@@ -1,0 +1,171 @@
+"""Memory in the LLVM emitter: stack slots of variables, arrays as (data, shape, byte strides), the
+views NumPy's basic indexing makes (integers fix axes, slices keep them, negative indices count from
+the end), and loads and stores in each dtype's memory type (narrow integers widened to i64, bools
+stored as bytes)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from revdiff.backends.llvm.arithmetic import Arithmetic
+from revdiff.backends.llvm.builder import EmitError, vartype
+from revdiff.backends.llvm.types import INT, ITEMSIZE, MEMORY, UNSIGNED, scalar
+from revdiff.backends.llvm.values import Array, Scalar
+from revdiff.ir.high import BinOp, Const, Index, Name, Shape, Slice
+from revdiff.primitives.printer import expr_source
+
+
+@dataclass
+class Slot:
+    """The stack slot of a scalar variable (its dtype's memory type)."""
+    ref: str
+    dtype: str
+
+
+@dataclass
+class ArraySlot:
+    """Stack slots of an array variable's data pointer, shape and strides."""
+    data: str
+    shape: tuple
+    strides: tuple
+    dtype: str
+
+
+class Memory(Arithmetic):
+    """Variables, arrays and views. Subclasses set ``slots`` (scalar name -> Slot), ``arrays`` (array
+    name -> Array for parameters, ArraySlot for locals), ``owned_names`` (ancilla arrays: C order)
+    and ``nonnegative`` (loop variables known not to go below zero)."""
+
+    def store(self, target, v) -> None:
+        if isinstance(target, Name) and target.id in self.arrays:
+            slot = self.arrays[target.id]
+            if not isinstance(v, Array) or not isinstance(slot, ArraySlot):
+                raise EmitError(f"cannot assign {v} to the array {target.id}")
+            self.out(f"store ptr {v.data}, ptr {slot.data}")
+            for x, ref in zip(v.shape + v.strides, slot.shape + slot.strides):
+                self.out(f"store i64 {x}, ptr {ref}")
+            return
+        if isinstance(v, Array):
+            raise EmitError(f"an array assigned to the number {expr_source(target)}")
+        if isinstance(target, Name):
+            slot = self.slots[target.id]
+            self._store_memory(v, slot.ref, slot.dtype)
+            return
+        address, dtype = self.element_address(target)
+        self._store_memory(v, address, dtype)
+
+    def _store_memory(self, v: Scalar, pointer: str, dtype: str) -> None:
+        t = scalar(vartype(dtype))
+        x = self.convert(v, t).ref
+        memory = MEMORY[dtype]
+        if dtype == "bool":
+            x = self._op(f"zext i1 {x} to i8")
+        elif t.kind == "int" and memory != "i64":
+            x = self._op(f"trunc i64 {x} to {memory}")
+        self.out(f"store {memory} {x}, ptr {pointer}, align 1")
+
+    def _load_memory(self, pointer: str, dtype: str) -> Scalar:
+        memory = MEMORY[dtype]
+        x = self._op(f"load {memory}, ptr {pointer}, align 1")
+        t = scalar(vartype(dtype))
+        if dtype == "bool":
+            x = self._op(f"icmp ne i8 {x}, 0")
+        elif t.kind == "int" and memory != "i64":
+            x = self._op(f"{'zext' if dtype in UNSIGNED else 'sext'} {memory} {x} to i64")
+        return Scalar(x, t)
+
+    # ---------------------------------------------------------------- arrays
+
+    def array(self, name: str) -> Array:
+        a = self.arrays[name]
+        if isinstance(a, Array):
+            return a
+        data = self._op(f"load ptr, ptr {a.data}")
+        shape = tuple(self._op(f"load i64, ptr {s}") for s in a.shape)
+        strides = tuple(self._op(f"load i64, ptr {s}") for s in a.strides)
+        if name in self.owned_names:  # an ancilla: C order, its last stride the itemsize
+            strides = strides[:-1] + (str(ITEMSIZE[a.dtype]),)
+        return Array(data, shape, strides, a.dtype)
+
+    def _index(self, e, extent: str) -> str:
+        """An integer index as an offset from 0: a negative one counts from the end, as in Python."""
+        i = self.convert(self.expr(e), INT).ref
+        if self._never_negative(e):
+            return i
+        wrapped = self._op(f"add i64 {i}, {extent}")
+        return self._op(f"select i1 {self._op(f'icmp slt i64 {i}, 0')}, i64 {wrapped}, i64 {i}")
+
+    def _never_negative(self, e) -> bool:
+        if isinstance(e, Const):
+            return not isinstance(e.value, bool) and isinstance(e.value, int) and e.value >= 0
+        if isinstance(e, Name):
+            return e.id in self.nonnegative
+        if isinstance(e, Shape):
+            return True
+        if isinstance(e, BinOp) and e.op in ("+", "*"):
+            return self._never_negative(e.left) and self._never_negative(e.right)
+        return False
+
+    def element_address(self, e: Index) -> tuple:
+        a = self.array(e.base)
+        if len(e.indices) != a.ndim or any(isinstance(i, Slice) for i in e.indices):
+            raise EmitError(f"{expr_source(e)} is not an element")
+        offset = None
+        for i, extent, stride in zip(e.indices, a.shape, a.strides):
+            term = self._op(f"mul i64 {self._index(i, extent)}, {stride}")
+            offset = term if offset is None else self._op(f"add i64 {offset}, {term}")
+        return self._op(f"getelementptr i8, ptr {a.data}, i64 {offset}"), a.dtype
+
+    def view(self, e: Index) -> Array:
+        """The view ``e`` (integers fix axes, slices keep them), as NumPy's basic indexing makes it."""
+        a = self.array(e.base)
+        if len(e.indices) > a.ndim:
+            raise EmitError(f"{expr_source(e)} has more indices than {e.base} has axes")
+        data, shape, strides = a.data, [], []
+        offset = None
+        indices = tuple(e.indices) + (Slice(),) * (a.ndim - len(e.indices))
+        for i, extent, stride in zip(indices, a.shape, a.strides):
+            if not isinstance(i, Slice):
+                term = self._op(f"mul i64 {self._index(i, extent)}, {stride}")
+            else:
+                start, length, step = self._slice(i, extent)
+                term = self._op(f"mul i64 {start}, {stride}") if start != "0" else None
+                shape.append(length)
+                strides.append(stride if step == 1 else self._op(f"mul i64 {stride}, {step}"))
+            if term is not None:
+                offset = term if offset is None else self._op(f"add i64 {offset}, {term}")
+        if offset is not None:
+            data = self._op(f"getelementptr i8, ptr {data}, i64 {offset}")
+        return Array(data, tuple(shape), tuple(strides), a.dtype)
+
+    def _slice(self, s: Slice, n: str) -> tuple:
+        """(start, length, step) of slice ``s`` of an axis of length ``n``, clamped as Python's
+        slice.indices does, for a constant step."""
+        step = 1 if s.step is None else s.step.value if isinstance(s.step, Const) else None
+        if step is None or step == 0:
+            raise EmitError(f"a slice step must be a nonzero constant, not {expr_source(s.step)}")
+
+        def bound(b, default: str, low: str, high: str) -> str:
+            if b is None:
+                return default
+            x = self.convert(self.expr(b), INT).ref
+            if isinstance(b, Const) and b.value >= 0:
+                return self._op(f"select i1 {self._op(f'icmp sgt i64 {x}, {high}')}, i64 {high}, i64 {x}")
+            wrapped = self._op(f"add i64 {x}, {n}")
+            x = self._op(f"select i1 {self._op(f'icmp slt i64 {x}, 0')}, i64 {wrapped}, i64 {x}")
+            x = self._op(f"select i1 {self._op(f'icmp slt i64 {x}, {low}')}, i64 {low}, i64 {x}")
+            return self._op(f"select i1 {self._op(f'icmp sgt i64 {x}, {high}')}, i64 {high}, i64 {x}")
+
+        if step > 0:
+            start = bound(s.lower, "0", "0", n)
+            stop = bound(s.upper, n, "0", n)
+            span = self._op(f"sub i64 {stop}, {start}")
+            if step != 1:
+                span = self._op(f"sdiv i64 {self._op(f'add i64 {span}, {step - 1}')}, {step}")
+        else:
+            last = self._op(f"sub i64 {n}, 1")
+            start = bound(s.lower, last, "-1", last)
+            stop = bound(s.upper, "-1", "-1", last)
+            distance = self._op(f"sub i64 {start}, {stop}")
+            span = self._op(f"sdiv i64 {self._op(f'add i64 {distance}, {-step - 1}')}, {-step}")
+        length = self._op(f"select i1 {self._op(f'icmp slt i64 {span}, 0')}, i64 0, i64 {span}")
+        return start, length, step
