@@ -640,10 +640,15 @@ def ancilla_in_a_column(A, y):
 
 
 def test_ancilla_scales_are_the_largest_magnitude_of_what_was_written():
-    from revdiff.runtime.host import largest_magnitude
+    from revdiff.compiler.host_routines import compiled_largest, largest_magnitude
     A = np.arange(12.0).reshape(4, 3) - 6.0
     for view in (A, A[:, 1], A[1:3, ::2], A.T, A.astype(np.float32)[:, 2], A * (1 - 2j)):
         assert largest_magnitude(0.5, view) == max(0.5, np.abs(view).max())
+        rows = view.reshape(-1, view.shape[-1]) if view.ndim == 2 else view[None]
+        scale = 0.5
+        for row in rows:
+            scale = compiled_largest(scale, row)
+        assert scale == max(0.5, np.abs(view).max())
     assert largest_magnitude(100.0, A) == 100.0
     src = ancilla_in_a_column.source("forward", A, np.zeros(4))
     assert src.count("_scale_t = _host_largest_magnitude(_scale_t, t)") == 1  # the uncompute rescans nothing

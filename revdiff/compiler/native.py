@@ -16,7 +16,7 @@ from revdiff.backends.llvm.module import entry_name, module_text
 from revdiff.backends.numba.emit import INTERRUPT_CHECK, emit_module, host_routines
 from revdiff.compiler.graph import ascii_name, invoked, symbol
 from revdiff.runtime import loader, native
-from revdiff.runtime.host import routines
+from revdiff.compiler.host_routines import routines
 from revdiff.runtime.native_calls import NativeProgram
 
 #: the name a module calls itself by until its digest, and with it its symbol, is known

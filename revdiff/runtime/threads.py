@@ -1,13 +1,14 @@
 """Threads of a batch, and BLAS threads inside it.
 
 A batch runs its elements on ``batch_threads()`` threads (``calls.run_batch``); when each
-element's program also calls BLAS (``runtime/host.py``), OpenBLAS would start threads of its own
+element's program also calls BLAS (``backends/llvm/host.py``), OpenBLAS would start threads of its own
 inside every worker and the two pools would fight over the cores (a batch of 500×250 block-CGS2
 gradients takes about three times as long). So BLAS runs single-threaded for the length of a batch
 called from the main thread.
 """
 from __future__ import annotations
 
+import os
 import threading
 from contextlib import contextmanager
 from typing import Iterator
@@ -15,13 +16,38 @@ from typing import Iterator
 from revdiff.runtime.held import HeldSetting
 
 _CONTROLLER: list = []
+_THREADS: list = []  # the count set_num_threads chose, if any
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system says, else all)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 def batch_threads() -> int:
-    """How many threads run a batch: Numba's thread count (``numba.set_num_threads``, or the
-    ``NUMBA_NUM_THREADS`` environment variable), as for Numba's own parallel loops."""
-    import numba
-    return numba.get_num_threads()
+    """How many threads run a batch: ``set_num_threads``'s count, else ``REVDIFF_NUM_THREADS`` (a
+    positive whole number; anything else raises ValueError naming it), else the cores available."""
+    if _THREADS:
+        return _THREADS[0]
+    text = os.environ.get("REVDIFF_NUM_THREADS", "").strip()
+    if not text:
+        return available_cores()
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"REVDIFF_NUM_THREADS must be a positive whole number, got {text!r}")
+    return int(text)
+
+
+def set_num_threads(n: "int | None") -> "int | None":
+    """Run batches on ``n`` threads from now on (None: back to ``REVDIFF_NUM_THREADS`` or the cores);
+    returns the count set before (None where none was), to restore it."""
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise ValueError(f"the number of threads must be a positive integer or None, got {n!r}")
+    previous = _THREADS[0] if _THREADS else None
+    _THREADS[:] = [] if n is None else [n]
+    return previous
 
 
 @contextmanager

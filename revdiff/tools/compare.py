@@ -20,6 +20,7 @@ import numpy as np
 
 from revdiff import formulas
 from revdiff import programs as P
+from revdiff.runtime.threads import set_num_threads
 from revdiff.tools import compare_rank, peers, reference
 
 DEFAULT_CONDS = (1e0, 1e2, 1e4, 1e6, 1e8, 1e10, 1e12)
@@ -156,16 +157,15 @@ def _measure(method: Method, A, inputs, ref, repeats: int) -> tuple:
 
 @contextmanager
 def thread_limit(threads: int):
-    """Every method on at most ``threads`` threads: revdiff's batch loop (Numba), BLAS (NumPy's, SciPy's
+    """Every method on at most ``threads`` threads: revdiff's batches, BLAS (NumPy's, SciPy's
     and so the formulas'), PyTorch's intra-op pool, and JAX's CPU backend when it starts here (XLA
     reads its thread flags once, at start). Unlimited pools fight each other and other work on a
     small machine, and a peer then looks many times slower than it is."""
-    import numba
     from threadpoolctl import threadpool_limits
     if threads == 1 and "jax" not in sys.modules:
         os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), "--xla_cpu_multi_thread_eigen=false",
                                             "intra_op_parallelism_threads=1"]).strip()
-    numba_threads, torch_threads = numba.get_num_threads(), []
+    torch_threads = []
 
     def limit_torch() -> None:
         """Limit torch's pool, once it is imported (the methods import it), remembering its size."""
@@ -176,12 +176,12 @@ def thread_limit(threads: int):
             torch.set_num_threads(threads)
 
     limit_torch()
-    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    previous = set_num_threads(threads)
     try:
         with threadpool_limits(limits=threads):
             yield limit_torch
     finally:
-        numba.set_num_threads(numba_threads)
+        set_num_threads(previous)
         if torch_threads:  # also when the run imported torch: the caller's process gets its pool back
             sys.modules["torch"].set_num_threads(torch_threads[0])
 

@@ -16,9 +16,13 @@ as Numba's): ``runtime/native.py`` makes its ``?gemv``/``?gemm`` known to the JI
 """
 from __future__ import annotations
 
+from revdiff.backends.llvm import prelude
 from revdiff.backends.llvm.blas import _LETTER, common, routine_definitions
 
 BLAS_ROUTINES = ("matvec", "matvec_input_gradient", "outer_update", "matmat", "matmat_gradient")
+#: each routine's operands: the ranks of its views, then how many flags (the sign comes last)
+OPERANDS = {"matvec": ((1, 2, 1), 1), "matvec_input_gradient": ((1, 2, 1), 1), "outer_update": ((2, 1, 1), 0),
+            "matmat": ((2, 2, 2), 2), "matmat_gradient": ((2, 2, 2), 2)}
 
 
 
@@ -95,3 +99,27 @@ def declarations(used_dtypes: set, largest: set) -> tuple:
         part = "float" if dtype in ("float32", "complex64") else "double"
         needs.add(("hypot", part) if dtype.startswith("complex") else ("fabs", part))
     return texts, needs
+
+
+def exported(dtype: str) -> tuple:
+    """(LLVM module, {routine: symbol}): the BLAS routines of ``dtype`` and the largest-magnitude scans
+    of ``dtype`` and its complex twin (``largest_<dtype>``) under external names, for callers outside
+    generated code (the Python backend's host routines, tests)."""
+    x = _LETTER[dtype]
+    complex_ = "complex128" if dtype == "float64" else "complex64"
+    texts, needs = declarations({dtype}, {dtype, complex_})
+    symbols = {}
+    for d in (dtype, complex_):
+        symbols[f"largest_{d}"] = f"revdiff_host_largest_{d}"
+        texts.append(f"define double @revdiff_host_largest_{d}(double %s, ptr %v, i64 %n, i64 %st) {{\nentry:\n"
+                     f"  %r = call double @rd_largest_{d}(double %s, ptr %v, i64 %n, i64 %st)\n  ret double %r\n}}")
+    for routine, (ranks, flags) in OPERANDS.items():
+        params = []
+        for k, rank in enumerate(ranks):
+            names = [f"%v{k}"] + [f"%v{k}.{j}" for j in range(2 * rank)]
+            params += [f"ptr {names[0]}"] + [f"i64 {n}" for n in names[1:]]
+        params += [f"i1 %f{k}" for k in range(flags)] + ["i1 %positive"]
+        symbols[routine] = f"revdiff_host_{routine}_{x}"
+        texts.append(f"define i1 @{symbols[routine]}({', '.join(params)}) {{\nentry:\n"
+                     f"  %ok = call i1 @rd_{routine}_{x}({', '.join(params)})\n  ret i1 %ok\n}}")
+    return "\n\n".join(prelude.declarations(needs) + texts) + "\n", symbols

@@ -9,6 +9,8 @@ is CPython's ``_Py_c_quot``; the complex functions are those of the CUDA prelude
 """
 from __future__ import annotations
 
+from revdiff.backends.llvm.values import float_constant
+
 #: C library functions of one floating argument, by their name in the function table; ``f``-suffixed
 #: for float32 (``sinf``). sqrt and fabs are LLVM intrinsics (exact), the rest calls into libm, as
 #: Numba's code does.
@@ -63,7 +65,6 @@ def helper_name(name: str, t: str) -> str:
 
 def _c(t: str, x: float) -> str:
     """A floating constant of type ``t`` as LLVM writes it (float constants in double's hex form)."""
-    from revdiff.backends.llvm.values import float_constant
     return float_constant(x, t)
 
 
