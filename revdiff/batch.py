@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from revdiff.backends.numba.emit import emit_module
+from revdiff.backends.python.emit import emit_module
 from revdiff.calls import (ERROR_RECORD, blas_for, check_array_cotangent, checked_tangents, cotangent,
                            cotangent_value, in_dtype_of, loss_index, run, zero_like)
 from revdiff.compiler.cuda import run_on_device

@@ -2,7 +2,7 @@
 
 Decoration parses and checks the function. A call specialises it on the argument types (arrays:
 dtype and rank; scalars: kind), generates forward / inverse / adjoint code from the IR, and runs
-it with Numba (default) or as plain Python (``backend="python"``, for debugging).
+it as machine code compiled through LLVM (default) or as plain Python (``backend="python"``, for debugging).
 """
 from __future__ import annotations
 
@@ -27,13 +27,15 @@ from revdiff.passes.analysis import modified_names
 from revdiff.primitives import INSTRUCTIONS
 from revdiff.runtime.device import any_on_device, may_share_memory, on_device, writeable
 
-BACKENDS = ("numba", "python")
+BACKENDS = ("llvm", "python")
+#: other names of the backends: "numba", the compiled backend's name while Numba compiled it
+BACKEND_NAMES = {"numba": "llvm"}
 _MISSING = object()
 
 
 def check_options(*, check, backend, atol, rtol, fmad, fuse_loops) -> None:
     """ValueError or TypeError for an option ``@reversible`` cannot take."""
-    if backend not in BACKENDS:
+    if BACKEND_NAMES.get(backend, backend) not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     for name, value, optional in (("atol", atol, False), ("rtol", rtol, True)):
         if not (optional and value is None) and (isinstance(value, bool) or not isinstance(value, numbers.Real)
@@ -57,7 +59,7 @@ class ReversibleFunction:
 
     __revdiff_reversible__ = True
 
-    def __init__(self, fn: Callable, *, check: bool = True, backend: str = "numba",
+    def __init__(self, fn: Callable, *, check: bool = True, backend: str = "llvm",
                  atol: float = 1e-12, rtol: float | None = None, fmad: bool = False, fuse_loops: bool = True):
         check_options(check=check, backend=backend, atol=atol, rtol=rtol, fmad=fmad, fuse_loops=fuse_loops)
         self.py_function = fn
@@ -65,7 +67,7 @@ class ReversibleFunction:
         self.__qualname__ = fn.__qualname__
         self.__doc__ = fn.__doc__
         self.__module__ = fn.__module__
-        self.backend = backend
+        self.backend = BACKEND_NAMES.get(backend, backend)
         self.options = Options(check=check, atol=atol, rtol=rtol, fmad=fmad, fuse_loops=fuse_loops)
         self.ir: Function = parse_function(fn)
         self.params: list = list(self.ir.params)
@@ -138,6 +140,7 @@ class ReversibleFunction:
         current = {"backend": self.backend, "check": self.options.check, "atol": self.options.atol,
                    "rtol": self.options.rtol, "fmad": self.options.fmad, "fuse_loops": self.options.fuse_loops}
         merged = {**current, **options}
+        merged["backend"] = BACKEND_NAMES.get(merged["backend"], merged["backend"])
         key = tuple(sorted(merged.items()))
         variants = self.__dict__.setdefault("_variants", {})
         if key not in variants:
@@ -299,7 +302,7 @@ class ReversibleFunction:
             self._specs[(types, blas)] = found
         return found[1]
 
-    def source(self, program: str = "forward", *example_args: Any, backend: str = "numba") -> str:
+    def source(self, program: str = "forward", *example_args: Any, backend: str = "python") -> str:
         """Generated source of ``program`` ("forward", "inverse", "adjoint", "inverse_adjoint", "vjp",
         "inverse_vjp": forward and adjoint fused; "vjp_forward": the forward program as a fused vjp's
         forward half runs it, without the uncomputes its adjoint half repeats; "jvp", "hvp" and the
@@ -314,10 +317,11 @@ class ReversibleFunction:
         types = f.argument_types(example_args) if example_args else f.default_types()
         if backend == "cuda":
             return program_source(f, program, types)
-        if backend not in ("numba", "python", "llvm"):
-            raise ValueError(f"backend must be 'numba', 'python', 'llvm' or 'cuda', got {backend!r}")
+        backend = BACKEND_NAMES.get(backend, backend)
+        if backend not in ("python", "llvm"):
+            raise ValueError(f"backend must be 'python', 'llvm' or 'cuda', got {backend!r}")
         spec = f.specialize(types, blas_for(example_args) if example_args else True)
-        return spec.source(program, "llvm" if backend == "llvm" else "python")
+        return spec.source(program, backend)
 
     def default_types(self) -> tuple:
         """float64 for every parameter, arrays where the body indexes them or passes them to a vector
@@ -370,7 +374,7 @@ class InverseFunction(ReversibleFunction):
         return f"<reversible function ~{self._forward.__qualname__}({', '.join(self.params)})>"
 
 
-def reversible(fn: Callable | None = None, *, check: bool = True, backend: str = "numba",
+def reversible(fn: Callable | None = None, *, check: bool = True, backend: str = "llvm",
                atol: float = 1e-12, rtol: float | None = None, fmad: bool = False, fuse_loops: bool = True):
     """Decorate a function written in the reversible language. ``check=False`` drops runtime checks;
     ``atol``/``rtol`` set the tolerance of ancilla deallocation checks; ``backend="python"`` runs

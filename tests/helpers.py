@@ -43,7 +43,7 @@ def assert_round_trip(f, *args, rtol=1e-12, atol=1e-12, exact=False):
 
 
 def both_backends(f):
-    return [f.with_options(backend="numba"), f.with_options(backend="python")]
+    return [f.with_options(backend="llvm"), f.with_options(backend="python")]
 
 
 def assert_backends_agree(f, *args, rtol=1e-14, atol=0.0):

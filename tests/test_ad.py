@@ -88,14 +88,14 @@ def _id(case):
     return case[0].__name__
 
 
-@pytest.mark.parametrize("backend", ["numba", "python"])
+@pytest.mark.parametrize("backend", ["llvm", "python"])
 @pytest.mark.parametrize("case", REAL_CASES, ids=[_id(c) for c in REAL_CASES])
 def test_gradient_real(case, backend):
     f, args = case
     assert_gradient(f.with_options(backend=backend), *args)
 
 
-@pytest.mark.parametrize("backend", ["numba", "python"])
+@pytest.mark.parametrize("backend", ["llvm", "python"])
 @pytest.mark.parametrize("case", COMPLEX_CASES, ids=[_id(c) for c in COMPLEX_CASES])
 def test_gradient_complex(case, backend):
     f, args = case

@@ -63,7 +63,7 @@ def test_failed_check_names_the_batch_element():
 @pytest.mark.parametrize("threads", [1, 3, 7])
 @pytest.mark.parametrize("layout", ["elements", "lanes"])
 def test_a_batch_split_among_threads_gives_the_same_bits_and_names_the_element(monkeypatch, threads, layout):
-    """The batch runs in contiguous parts, one per thread (``numba.get_num_threads()``), each on
+    """The batch runs in contiguous parts, one per thread (``runtime.threads.batch_threads()``), each on
     a worker thread: the results do not depend on the split, and a failure in any part names its
     element."""
     import revdiff.calls

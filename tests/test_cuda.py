@@ -175,7 +175,7 @@ def _check_vjp(module, bf, types, args, tol):
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for host emulation")
 @pytest.mark.parametrize("case", list(CASES))
-def test_host_emulation_of_kernel_source_matches_numba(case):
+def test_host_emulation_of_kernel_source_matches_the_cpu(case):
     program, batched, args = CASES[case]()
     entries = _entries(program, batched, args)
     module = launch.HostModule(kernels.module_source([e[:3] for e in entries], host=True), "test_" + program.__name__)
@@ -365,7 +365,7 @@ def gpu_only(test):
 
 @gpu_only
 @pytest.mark.parametrize("case", list(CASES))
-def test_gpu_matches_numba(case):
+def test_gpu_matches_the_cpu(case):
     import cupy
     program, batched, args = CASES[case]()
     bf = revdiff.batched(program, batched)
@@ -425,11 +425,11 @@ def _tangent_entry(bf, method, *args):
     """(kind, element types, the argument list of the batched entry ``bf.<method>(*args)`` runs,
     what the Numba entry leaves in it)."""
     calls = []
-    numba_execute = bf._execute
+    cpu_execute = bf._execute
 
     def spy(kind, types, arrays, xp):
         calls.append((kind, types, [a.copy() if isinstance(a, np.ndarray) else a for a in arrays]))
-        return numba_execute(kind, types, arrays, xp)
+        return cpu_execute(kind, types, arrays, xp)
 
     bf._execute = spy
     try:
@@ -437,7 +437,7 @@ def _tangent_entry(bf, method, *args):
     finally:
         del bf._execute
     ((kind, types, inputs),) = calls
-    expected = numba_execute(kind, types, tuple(a.copy() if isinstance(a, np.ndarray) else a for a in inputs), np)
+    expected = cpu_execute(kind, types, tuple(a.copy() if isinstance(a, np.ndarray) else a for a in inputs), np)
     return kind, types, inputs, expected
 
 
@@ -456,7 +456,7 @@ def _run_tangent_kernels(runs: list, stem: str, tol: float) -> list:
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for host emulation")
-def test_host_emulation_of_tangent_kernels_matches_numba():
+def test_host_emulation_of_tangent_kernels_matches_the_cpu():
     """The jvp and vjp-jvp (hvp) entries as CUDA kernels, run as host C++ against the Numba entries,
     and compiled by NVRTC."""
     runs = []

@@ -58,11 +58,11 @@ def test_values_match_numpy_round_trip_and_gradients(cplx):
     assert revdiff.check_grad(statements, *args) < 1e-7
 
 
-def test_numba_equals_plain_python():
+def test_compiled_equals_plain_python():
     args = _args()
-    numba = statements(*(a.copy() if isinstance(a, np.ndarray) else a for a in args))
+    compiled = statements(*(a.copy() if isinstance(a, np.ndarray) else a for a in args))
     python = statements.with_options(backend="python")(*(a.copy() if isinstance(a, np.ndarray) else a for a in args))
-    for a, b in zip(numba, python):
+    for a, b in zip(compiled, python):
         assert np.array_equal(a, b)
 
 

@@ -104,7 +104,7 @@ def test_a_failed_check_inside_an_inlined_function_names_its_line():
         fused_vjp(calls_dot_once, (0.0, np.ones(4), np.ones(3)), (1.0, None, None))
 
 
-def test_inlined_vjp_on_the_python_backend_equals_numba():
+def test_inlined_vjp_on_the_python_backend_equals_the_compiled_one():
     args = _args()
     cots = (1.3, rng.standard_normal((2, 3)), None, None)
     py = calls_once.with_options(backend="python")

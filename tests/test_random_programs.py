@@ -177,7 +177,7 @@ def test_random_programs_round_trip_and_gradient(body):
 @given(block(0, ()))
 def test_random_programs_agree_across_backends(body):
     fp, _ = load(body, "python")
-    fn, src = load(body, "numba")
+    fn, src = load(body, "llvm")
     a, b = fp(*args()), fn(*args())
     for x, y in zip(a, b):
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-13, atol=1e-13, err_msg=src)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from revdiff.backends.lanes.rewrite import LANE_DTYPES, NotLaneable, lane_alias, to_lanes
-from revdiff.backends.numba.emit import INTERRUPT_CHECK, emit_module, host_routines
+from revdiff.backends.python.emit import INTERRUPT_CHECK, emit_module, host_routines
 from revdiff.compiler.batch_entries import lane_entry
 from revdiff.compiler.entries import entry_signature
 from revdiff.compiler.graph import ascii_name, invoked, symbol

@@ -13,7 +13,7 @@ import hashlib
 
 from revdiff.backends.llvm.emit import FunctionEmitter, ProgramSignature
 from revdiff.backends.llvm.module import entry_name, module_text
-from revdiff.backends.numba.emit import INTERRUPT_CHECK, emit_module, host_routines
+from revdiff.backends.python.emit import INTERRUPT_CHECK, emit_module, host_routines
 from revdiff.compiler.graph import ascii_name, invoked, symbol
 from revdiff.runtime import loader, native
 from revdiff.compiler.host_routines import routines

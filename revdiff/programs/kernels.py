@@ -32,7 +32,7 @@ def kernel(name: str, make: Callable, arrays: dict):
             all_types = {"_lo": INT, "_hi": INT, "_errors": VarType("float", 2, "float64"), **types}
             low = LowFunction(f"{name}_{'_'.join(t.dtype for t in types.values())}", params, body, ["_lo", "_hi"],
                               all_types)
-            fn = _KERNELS[key] = entry_callable(low, {}, "numba", f"revdiff kernel {name}", loops=False)
+            fn = _KERNELS[key] = entry_callable(low, {}, "llvm", f"revdiff kernel {name}", loops=False)
     return fn
 
 

@@ -1,1 +1,0 @@
-"""The Numba backend: Python source of low-level IR, and batched entry points around it."""
