@@ -167,3 +167,47 @@ def test_a_cache_cleared_while_a_process_compiles_is_written_again(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "6.0 [2.0, 2.0, 2.0] 3.0"
     assert list((tmp_path / "cache" / "native").glob("*.o"))
+
+
+NOTICE_PROGRAM = textwrap.dedent("""
+    import time
+    import llvmlite.binding as llvm
+    import numpy as np
+    import revdiff
+    from revdiff.runtime import native
+
+    native.NOTICE_SECONDS = 0.05
+    parse = llvm.parse_assembly
+
+    def slow_parse(text):  # a compile that takes longer than the notice waits
+        time.sleep(0.3)
+        return parse(text)
+
+    llvm.parse_assembly = slow_parse
+
+    @revdiff.reversible
+    def add_twice(y, x):
+        y += 2.0 * x
+
+    print(add_twice(0.0, 1.5)[0], revdiff.grad(add_twice, "y")(0.0, 1.5)[1])
+""")
+
+
+@pytest.mark.parametrize("setting", [None, "0"])
+def test_a_long_compile_is_announced_once_unless_silenced(tmp_path, setting):
+    """A compile that takes longer than NOTICE_SECONDS says so on standard error, once per process,
+    naming what it compiles and the cache; REVDIFF_COMPILE_NOTICE=0 silences it."""
+    script = tmp_path / "notice.py"
+    script.write_text(NOTICE_PROGRAM)
+    env = dict(os.environ, REVDIFF_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("REVDIFF_COMPILE_NOTICE", None)
+    if setting is not None:
+        env["REVDIFF_COMPILE_NOTICE"] = setting
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["3.0", "2.0"]
+    notices = [line for line in done.stderr.splitlines() if line.startswith("revdiff: compiling")]
+    if setting == "0":
+        assert notices == []
+    else:
+        assert len(notices) == 1 and "add_twice" in notices[0] and str(tmp_path / "cache") in notices[0]

@@ -335,7 +335,8 @@ class FunctionEmitter(Calls):
             size = self._product(dims)
             nbytes = self._op(f"mul i64 {size}, {item}")
             self.libm.add(("memset", "ptr"))
-            self.out(f"call void @llvm.memset.p0.i64(ptr {old}, i8 0, i64 {nbytes}, i1 false)")
+            start = self._op(f"getelementptr i8, ptr {old}, i64 {self.stagger(s.name)}")
+            self.out(f"call void @llvm.memset.p0.i64(ptr {start}, i8 0, i64 {nbytes}, i1 false)")
             self._br(done)
         self._br(allocate)
         self._label(allocate)
@@ -355,7 +356,8 @@ class FunctionEmitter(Calls):
         self.out(f"store ptr null, ptr {slot.data}")
         size = self._product(dims)
         count = self._op(f"select i1 {self._op(f'icmp eq i64 {size}, 0')}, i64 1, i64 {size}")
-        data = self._op(f"call ptr @calloc(i64 {count}, i64 {item})")
+        nbytes = self._op(f"add i64 {self._op(f'mul i64 {count}, {item}')}, {self.stagger(s.name)}")
+        data = self._op(f"call ptr @calloc(i64 {nbytes}, i64 1)")
         self.libm |= {("calloc", "ptr"), ("free", "ptr")}
         got = self._new_label("got")
         self._cond_br(self._op(f"icmp eq ptr {data}, null"), fail, got)
@@ -379,6 +381,12 @@ class FunctionEmitter(Calls):
             self.out(f"store i64 {st}, ptr {ref}")
         self._br(done)
         self._label(done)
+
+    def stagger(self, name: str) -> int:
+        """The offset of ancilla array ``name``'s data in its allocation: ancillas of one program
+        start at different offsets modulo 4096, so that the CPU does not take accesses to the same
+        index of two of them for the same address (4K aliasing)."""
+        return 64 * (1 + sorted(self.owned_names).index(name) % 31)
 
     def _product(self, dims: list) -> str:
         size = "1"

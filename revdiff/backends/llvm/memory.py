@@ -84,6 +84,7 @@ class Memory(Arithmetic):
         strides = tuple(self._op(f"load i64, ptr {s}") for s in a.strides)
         if name in self.owned_names:  # an ancilla: C order, its last stride the itemsize
             strides = strides[:-1] + (str(ITEMSIZE[a.dtype]),)
+            data = self._op(f"getelementptr i8, ptr {data}, i64 {self.stagger(name)}")
         return Array(data, shape, strides, a.dtype)
 
     def _index(self, e, extent: str) -> str:
