@@ -278,7 +278,9 @@ class FunctionEmitter(Calls):
         head, body, done = (self._new_label(h) for h in ("for", "body", "endfor"))
         if isinstance(s.step, Const) and s.step.value != 0:
             step = int_constant(s.step.value)
-            if s.step.value > 0 and isinstance(s.start, Const) and s.start.value >= 0:
+            # counting up from a start >= 0, or down to a stop >= -1 (the last value is above the stop)
+            if (s.step.value > 0 and self._never_negative(s.start)) or (s.step.value < 0 and (
+                    self._never_negative(s.stop) or (isinstance(s.stop, Const) and s.stop.value == -1))):
                 self.nonnegative.add(s.var)
             self.out(f"store i64 {start}, ptr {slot}")
             self._br(head)

@@ -10,7 +10,7 @@ from revdiff.backends.llvm.arithmetic import Arithmetic
 from revdiff.backends.llvm.builder import EmitError, vartype
 from revdiff.backends.llvm.types import INT, ITEMSIZE, MEMORY, UNSIGNED, scalar
 from revdiff.backends.llvm.values import Array, Scalar
-from revdiff.ir.high import BinOp, Const, Index, Name, Shape, Slice
+from revdiff.ir.high import BinOp, Call, Const, Index, Name, Shape, Slice
 from revdiff.primitives.printer import expr_source
 
 
@@ -96,14 +96,19 @@ class Memory(Arithmetic):
         return self._op(f"select i1 {self._op(f'icmp slt i64 {i}, 0')}, i64 {wrapped}, i64 {i}")
 
     def _never_negative(self, e) -> bool:
+        """Whether integer expression ``e`` is known not to be negative (an index that needs no
+        wrap-around): constants, shapes, loop variables counting up from such a start, and their
+        sums, products, floor quotients, minima and maxima."""
         if isinstance(e, Const):
             return not isinstance(e.value, bool) and isinstance(e.value, int) and e.value >= 0
         if isinstance(e, Name):
             return e.id in self.nonnegative
         if isinstance(e, Shape):
             return True
-        if isinstance(e, BinOp) and e.op in ("+", "*"):
+        if isinstance(e, BinOp) and e.op in ("+", "*", "//"):
             return self._never_negative(e.left) and self._never_negative(e.right)
+        if isinstance(e, Call) and e.fn in ("min", "max"):
+            return all(self._never_negative(a) for a in e.args)
         return False
 
     def element_address(self, e: Index) -> tuple:
