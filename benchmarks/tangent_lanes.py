@@ -3,10 +3,7 @@
 projection's ``jvp`` (``BatchedFunction.jvp``) and ``hvp`` (``vjp_jvp``, the tangent of the fused
 vjp), with a check that both layouts give the same bits.
 
-    python benchmarks/tangent_lanes.py [--batch 10000] [--kinds jvp,hvp] [--rounds 5] [--max-lines 6000]
-
-``--max-lines`` raises the lanes' size limit (``LANE_MAX_LINES``) for this run: the projection's
-hvp lane module is above the default one, so without it its "lanes" row fails.
+    python benchmarks/tangent_lanes.py [--batch 10000] [--kinds jvp,hvp] [--rounds 5]
 """
 from __future__ import annotations
 
@@ -23,7 +20,6 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=10000, help="matrices in the batch (default 10000)")
     parser.add_argument("--kinds", default="jvp,hvp", help="jvp, hvp or both (default jvp,hvp)")
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds; medians reported (default 5)")
-    parser.add_argument("--max-lines", type=int, default=None, help="the lanes' size limit for this run")
     a = parser.parse_args()
     os.environ["REVDIFF_CACHE_DIR"] = tempfile.mkdtemp(prefix="revdiff-tangent-lanes-")
 
@@ -31,10 +27,6 @@ def main() -> None:
 
     import revdiff
     from revdiff import programs as P
-    from revdiff.compiler import lane_modules
-
-    if a.max_lines is not None:
-        lane_modules.LANE_MAX_LINES = a.max_lines
     B, m, n = a.batch, 32, 16
     rng = np.random.default_rng(0)
     args = (np.zeros((B, m)), np.zeros((B, n, n)), rng.standard_normal((B, m, n)), rng.standard_normal((B, m)))
@@ -43,7 +35,7 @@ def main() -> None:
     calls = {"jvp": lambda bf: bf.jvp(args, direction),
              "hvp": lambda bf: bf.vjp_jvp(args, cotangents, direction)}
     print(f"{B} x {m}x{n} float64 cgs2 projection, {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} cores, LANE_MAX_LINES {lane_modules.LANE_MAX_LINES}")
+          f"{os.cpu_count()} cores")
     print("| entry | layout | first call (compile) | median | elements / lanes | same bits |")
     print("|---|---|---|---|---|---|")
     for kind in a.kinds.split(","):
