@@ -51,7 +51,21 @@ def _dask(name: str, value: Any, core: int) -> da.Array:
                              f"(chunks {a.chunks[axis]}), one of its matrix/vector axes: revdiff runs whole "
                              f"matrices; rechunk it, e.g. {name}.rechunk({{{axis}: -1}}), and chunk the "
                              "batch axes instead")
+    a._revdiff_name = name  # for the message of ``_aligned``
     return a
+
+
+def _aligned(arguments: list) -> None:
+    """ValueError naming the arguments whose chunk sizes are unknown (``A[mask]`` leaves them so), when
+    there are several arguments: their batch axes cannot be aligned without the sizes."""
+    unknown = [getattr(a, "_revdiff_name", f"argument {k}") for k, a in enumerate(arguments)
+               if any(np.isnan(size) for sizes in a.chunks for size in sizes)]
+    if unknown and len(arguments) > 1:
+        names = ", ".join(f"'{n}'" for n in unknown)
+        first = unknown[0] if not unknown[0].startswith("argument") else "A"
+        raise ValueError(f"{names} {'has' if len(unknown) == 1 else 'have'} unknown chunk sizes (as A[mask] "
+                         "gives): their batch axes cannot be aligned with the other arguments'; call "
+                         f"compute_chunk_sizes() first, e.g. {first} = {first}.compute_chunk_sizes()")
 
 
 def _broadcasting(function: Callable, cores: tuple) -> Callable:
@@ -68,6 +82,7 @@ def _broadcasting(function: Callable, cores: tuple) -> Callable:
 def _gufunc(function: Callable, signature: str, arguments: list, output_dtypes, output_sizes=None):
     inputs = signature.split("->")[0]
     cores = tuple(part.count(",") + 1 if part.strip("()") else 0 for part in inputs[1:-1].split("),("))
+    _aligned(arguments)
     if any(0 in a.shape for a in arguments):  # empty: no work, and apply_gufunc cannot align empty axes
         out = _broadcasting(function, cores)(*(np.asarray(a) for a in arguments))
         return tuple(da.from_array(o) for o in out) if isinstance(out, tuple) else da.from_array(out)

@@ -26,6 +26,7 @@ from revdiff.ir.types import VarType, type_of_value
 from revdiff.passes.analysis import modified_names
 from revdiff.primitives import INSTRUCTIONS
 from revdiff.runtime.device import any_on_device, may_share_memory, on_device, writeable
+from revdiff.runtime.loader import deeply_nested
 
 BACKENDS = ("llvm", "python")
 #: other names of the backends: "numba", the compiled backend's name while Numba compiled it
@@ -69,13 +70,14 @@ class ReversibleFunction:
         self.__module__ = fn.__module__
         self.backend = BACKEND_NAMES.get(backend, backend)
         self.options = Options(check=check, atol=atol, rtol=rtol, fmad=fmad, fuse_loops=fuse_loops)
-        self.ir: Function = parse_function(fn)
-        self.params: list = list(self.ir.params)
-        self._specs: dict = {}
-        self._checked = False
-        self._modified: set | None = None
-        self._inverse = InverseFunction(self)
-        self._try_check()
+        with deeply_nested(fn):
+            self.ir: Function = parse_function(fn)
+            self.params: list = list(self.ir.params)
+            self._specs: dict = {}
+            self._checked = False
+            self._modified: set | None = None
+            self._inverse = InverseFunction(self)
+            self._try_check()
 
     # ---------------------------------------------------------------- globals read at parse time
 
@@ -293,13 +295,14 @@ class ReversibleFunction:
     def specialize(self, types: tuple, blas: bool = True) -> "Specialization":
         """The programs for argument ``types``; ``blas``: whether vector instructions on large views
         may call BLAS (``blas_for``), else they compile to loops only."""
-        self._check()
-        version = self.version()
-        found = self._specs.get((types, blas))
-        if found is None or found[0] != version:
-            self._check()  # again, if version() parsed the function anew
-            found = (version, Specialization(self, types, blas))
-            self._specs[(types, blas)] = found
+        with deeply_nested(self.py_function):
+            self._check()
+            version = self.version()
+            found = self._specs.get((types, blas))
+            if found is None or found[0] != version:
+                self._check()  # again, if version() parsed the function anew
+                found = (version, Specialization(self, types, blas))
+                self._specs[(types, blas)] = found
         return found[1]
 
     def source(self, program: str = "forward", *example_args: Any, backend: str = "python") -> str:

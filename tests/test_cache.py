@@ -211,3 +211,73 @@ def test_a_long_compile_is_announced_once_unless_silenced(tmp_path, setting):
         assert notices == []
     else:
         assert len(notices) == 1 and "add_twice" in notices[0] and str(tmp_path / "cache") in notices[0]
+
+
+RACE_PROGRAM = textwrap.dedent("""
+    import threading
+    import numpy as np
+    import revdiff
+    from revdiff import programs as P
+
+    @revdiff.reversible
+    def axpy_2(y, x):
+        for i in range(len(x)):
+            y[i] += 2.0 * x[i]
+
+    @revdiff.reversible
+    def axpy_3(y, x):
+        for i in range(len(x)):
+            y[i] += 3.0 * x[i]
+
+    @revdiff.reversible
+    def axpy_4(y, x):
+        for i in range(len(x)):
+            y[i] += 4.0 * x[i]
+
+    @revdiff.reversible
+    def axpy_5(y, x):
+        for i in range(len(x)):
+            y[i] += 5.0 * x[i]
+
+    functions = [(axpy_2, 2.0), (axpy_3, 3.0), (axpy_4, 4.0), (axpy_5, 5.0)]
+    results, errors = [], []
+    start = threading.Barrier(8)
+
+    def own(f, scale):
+        start.wait()
+        try:
+            got = f(np.zeros(3), np.arange(3.0))[0]
+            results.append(bool(np.array_equal(got, scale * np.arange(3.0))))
+        except BaseException as exc:
+            errors.append(repr(exc))
+
+    def shared():
+        start.wait()
+        try:
+            A = np.random.default_rng(0).standard_normal((300, 8, 4))
+            Q, R = P.qr(A)
+            results.append(bool(np.allclose(Q @ R, A)))
+        except BaseException as exc:
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=own, args=fs) for fs in functions]
+    threads += [threading.Thread(target=shared) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print(sorted(results), errors)
+""")
+
+
+def test_threads_compiling_at_once_from_a_cold_process(tmp_path):
+    """Eight threads making their first calls at once in a fresh process with an empty cache (the
+    JIT itself made by whichever comes first, four distinct programs and four of one): every result
+    right, no crash (two threads creating LLVM's target at once crashed)."""
+    script = tmp_path / "race.py"
+    script.write_text(RACE_PROGRAM)
+    for run in range(3):
+        env = dict(os.environ, REVDIFF_CACHE_DIR=str(tmp_path / f"cache{run}"))
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert done.stdout.strip() == "[True, True, True, True, True, True, True, True] []"

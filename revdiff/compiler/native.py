@@ -139,7 +139,7 @@ class NativePrograms:
         called as ``fn(*args, error_record)``."""
         fn = self._callables.get(program)
         if fn is None:
-            with loader.deep_recursion():  # a long chain of calls is compiled callee by callee
+            with loader.deeply_nested(self.spec.rf.py_function):  # also a long chain of calls, callee by callee
                 fn = self._callables[program] = self._make_callable(program)
         return fn
 

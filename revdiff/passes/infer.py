@@ -42,7 +42,21 @@ class TypeEnv:
 
 
 def expr_type(e, env: TypeEnv, loc) -> VarType:
-    """The VarType of an expression (a view for sliced indices)."""
+    """The VarType of an expression (a view for sliced indices). Each subexpression is typed once:
+    typing a node reads its operands' types twice (their kinds, then their precision), which
+    without the memo doubled the work at every level of a nested expression."""
+    return _typed(e, env, loc, {})
+
+
+def _typed(e, env: TypeEnv, loc, memo: dict) -> VarType:
+    key = id(e)  # nodes of one tree, alive for the call: hashing them would walk them again
+    hit = memo.get(key)
+    if hit is None:
+        hit = memo[key] = _type_of(e, env, loc, memo)
+    return hit
+
+
+def _type_of(e, env: TypeEnv, loc, memo: dict) -> VarType:
     if isinstance(e, Const):
         v = e.value
         kind = "bool" if isinstance(v, bool) else "int" if isinstance(v, int) else \
@@ -60,7 +74,7 @@ def expr_type(e, env: TypeEnv, loc) -> VarType:
         for i in e.indices:
             if isinstance(i, Slice):
                 continue
-            it = expr_type(i, env, loc)
+            it = _typed(i, env, loc, memo)
             if it.kind != "int" or it.is_array:  # NumPy reads a bool (array) as a mask, an int array as a gather
                 what = f"an array of {it.dtype}" if it.is_array else f"a {it.dtype}"
                 raise ReversibilityError(f"an index of '{e.base}' is not an integer: '{expr_source(i)}' is {what} "
@@ -75,43 +89,44 @@ def expr_type(e, env: TypeEnv, loc) -> VarType:
         return VarType("int", 0, "int64")
     if isinstance(e, (Compare, BoolOp)):
         for c in ((e.left, e.right) if isinstance(e, Compare) else e.values):
-            if expr_type(c, env, loc).kind == "complex" and isinstance(e, Compare) and e.op not in ("==", "!="):
+            if _typed(c, env, loc, memo).kind == "complex" and isinstance(e, Compare) and e.op not in ("==", "!="):
                 raise ReversibilityError(f"'{e.op}' orders real numbers, and '{expr_source(c)}' is complex "
                                          "(compare its .real, .imag or abs())", loc)
         return VarType("bool", 0, "bool")
     if isinstance(e, Unary):
-        t = _scalar(e.operand, env, loc)
+        t = _scalar(e.operand, env, loc, memo)
         return VarType("bool", 0, "bool") if e.op == "not" else t
     if isinstance(e, Select):
-        expr_type(e.cond, env, loc)
-        return _result(join(_scalar(e.a, env, loc).kind, _scalar(e.b, env, loc).kind), [e.a, e.b], env, loc)
+        _typed(e.cond, env, loc, memo)
+        kind = join(_scalar(e.a, env, loc, memo).kind, _scalar(e.b, env, loc, memo).kind)
+        return _result(kind, [e.a, e.b], env, loc, memo)
     if isinstance(e, BinOp):
         args = (e.left, e.right)
     elif isinstance(e, Call):
         args = e.args
     else:
         raise TypeError(e)
-    kinds = tuple(_scalar(a, env, loc).kind for a in args)
+    kinds = tuple(_scalar(a, env, loc, memo).kind for a in args)
     fn = FUNCTIONS[e.op if isinstance(e, BinOp) else e.fn]
     if fn.real_only and "complex" in kinds:
         raise ReversibilityError(f"{fn.name} takes real arguments, not complex ones (here: "
                                  f"{expr_source(e)}); take the real or imaginary part first", loc)
     kind = fn.result_kind(kinds)
-    return _result(kind, args, env, loc)
+    return _result(kind, args, env, loc, memo)
 
 
-def _scalar(e, env, loc) -> VarType:
-    t = expr_type(e, env, loc)
+def _scalar(e, env, loc, memo: dict) -> VarType:
+    t = _typed(e, env, loc, memo)
     if t.is_array:
         raise ReversibilityError("an array is used where a number is expected (index its elements)", loc)
     return t
 
 
-def _result(kind: str, args, env, loc) -> VarType:
+def _result(kind: str, args, env, loc, memo: dict) -> VarType:
     """Result type: the kind, in the precision of the widest floating argument."""
     precision = None
     for a in args:
-        d = expr_type(a, env, loc).dtype
+        d = _typed(a, env, loc, memo).dtype
         if d in ("float64", "complex128"):
             precision = "float64"
         elif d in ("float32", "complex64") and precision is None:

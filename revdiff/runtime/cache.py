@@ -14,6 +14,7 @@ import os
 import shutil
 import stat
 import uuid
+import warnings
 from pathlib import Path
 
 from revdiff.errors import CacheDirectoryError
@@ -47,6 +48,20 @@ def clear(path) -> None:
             shutil.rmtree(path, ignore_errors=True)
         else:
             path.unlink(missing_ok=True)
+
+
+_UNWRITABLE: list = []
+
+
+def unwritable(directory: Path, exc: OSError) -> None:
+    """Where the cache cannot take a file (a full disk, a quota, a file-size limit, a directory made
+    read-only while the process runs): say so once per process, as a RuntimeWarning naming the
+    directory and the system's reason, and go on without caching it (the code compiled and runs)."""
+    if not _UNWRITABLE:
+        _UNWRITABLE.append(directory)
+        warnings.warn(f"revdiff could not write to its cache directory {directory} ({exc.strerror or exc}); "
+                      "compiled code runs but is not cached for later processes. Free space there or set "
+                      "REVDIFF_CACHE_DIR to another directory", RuntimeWarning, stacklevel=3)
 
 
 def write_atomically(path: Path, data: bytes) -> None:
@@ -98,9 +113,12 @@ def read_regular(path) -> bytes | None:
 
 def ensure_file(path: Path, data: bytes) -> None:
     """``path`` holds exactly ``data`` afterwards: written when missing, not a regular file, or when
-    its bytes differ."""
+    its bytes differ (where the directory takes no file, ``unwritable`` says so and it goes on)."""
     if read_regular(path) != data:
-        write_atomically(path, data)
+        try:
+            write_atomically(path, data)
+        except OSError as exc:
+            unwritable(path.parent, exc)
 
 
 def digest(data: bytes) -> str:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import sys
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from types import ModuleType
+from typing import Callable, Iterator
 
+from revdiff.errors import ReversibilityError, SourceLocation
 from revdiff.runtime.cache import cache_dir, ensure_file
 from revdiff.runtime.held import HeldSetting
 
@@ -113,3 +115,20 @@ def compiled(module: ModuleType, name: str, dependencies: dict):
     """``module.name``, the generated functions it calls linked in as its globals."""
     link(module, dependencies)
     return getattr(module, name)
+
+
+@contextmanager
+def deeply_nested(fn: Callable) -> Iterator[None]:
+    """Parse, check, lower or compile the reversible function ``fn`` with room for deeply nested
+    code (a sum of hundreds of terms is an expression hundreds of levels deep, which every pass walks
+    recursively); beyond that room, a ReversibilityError naming ``fn`` instead of a RecursionError."""
+    with deep_recursion():
+        try:
+            yield
+        except RecursionError:
+            code = getattr(fn, "__code__", None)
+            name = getattr(fn, "__qualname__", str(fn))
+            loc = SourceLocation(code.co_filename, code.co_firstlineno, 0, "", name) if code else None
+            raise ReversibilityError(f"{name} nests an expression or block too deeply to compile (more "
+                                     f"levels than {COMPILE_RECURSION_LIMIT} frames of recursion hold); split it "
+                                     "into several statements", loc) from None

@@ -25,7 +25,7 @@ from pathlib import Path
 import llvmlite
 import llvmlite.binding as llvm
 
-from revdiff.runtime.cache import cache_dir, read_regular, write_atomically
+from revdiff.runtime.cache import cache_dir, read_regular, unwritable, write_atomically
 
 #: the optimisation level of generated programs (LLVM's -O2: loop and SLP vectorisers on)
 OPT_LEVEL = 2
@@ -40,7 +40,15 @@ _NOTICE: list = []
 
 
 def _initialize() -> dict:
-    """The target machine and the JIT engine of this process, made on first use."""
+    """The target machine and the JIT engine of this process, made on first use (by one thread: two
+    threads making them at once crashed LLVM)."""
+    if _STATE:
+        return _STATE
+    with _LOCK:
+        return _initialized()
+
+
+def _initialized() -> dict:
     if not _STATE:
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
@@ -113,9 +121,8 @@ def load(text: str, name: str, symbols: list, vectorize: bool = True) -> dict:
             code = _compile(text, name, state, vectorize)
             try:
                 write_atomically(path, _FORMAT + _digest(key, code) + code)
-            except FileNotFoundError:  # the cache directory went away meanwhile: made anew
-                path.parent.mkdir(parents=True, exist_ok=True)
-                write_atomically(path, _FORMAT + _digest(key, code) + code)
+            except OSError as exc:  # a full disk, a quota, a directory made read-only meanwhile
+                unwritable(path.parent, exc)
         engine = state["engine"]
         engine.add_object_file(llvm.ObjectFileRef.from_data(code))
         engine.finalize_object()
@@ -136,9 +143,6 @@ def _digest(key: str, code: bytes) -> bytes:
 def _read_object(path: Path, key: str) -> bytes | None:
     """The object code cached at ``path``, or None where there is none or it does not hold what its
     digest says (it is then compiled again and rewritten)."""
-    if not path.parent.is_dir():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return None
     data = read_regular(path)
     if data is None:
         return None

@@ -39,7 +39,7 @@ class _FunctionOps:
         self.f, self.outputs = f, outputs
         self.picked = [f.params.index(o) for o in outputs]
         self._batched: BatchedFunction | None = None
-        stem = re.sub(r"\W", "_", f.__qualname__)
+        stem = re.sub(r"\W", "_", f.__qualname__, flags=re.ASCII)  # a custom op name is ASCII
         name = f"function_{stem}_{len(_FUNCTIONS)}"
         self.call = _operation(name, "(Tensor[] args, int batch_dims) -> Tensor[]", self._call_impl,
                                self._call_fake, self._vmap(lambda: self.call))
