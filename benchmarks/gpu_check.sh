@@ -2,7 +2,7 @@
 # The one prepared script for a GPU machine: the GPU tests beside the GPU benchmark, then a new
 # process's first call (CuPy's on-disk kernel cache) and the two PyTorch examples on CUDA tensors.
 #   bash benchmarks/gpu_check.sh
-# It installs nothing: revdiff is imported from this tree (PYTHONPATH); numpy, numba, cupy, torch,
+# It installs nothing: revdiff is imported from this tree (PYTHONPATH); numpy, llvmlite, scipy, cupy, torch,
 # pytest and hypothesis must be installed. Environment: OUT (where the logs go, default
 # /tmp/revdiff_gpu), GPU_CASES (benchmark batches, default 100000x32x16,10000x64x32),
 # GPU_TEST_WORKERS (pytest-xdist workers, default 6), GPU_TEST_TIMEOUT and GPU_BENCH_TIMEOUT
@@ -21,11 +21,11 @@ export CUPY_CACHE_DIR="${CUPY_CACHE_DIR:-/tmp/revdiff_gpu_cupy_cache}"
     done
     date -u
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
-    python3 -c "import sys, numpy, numba, cupy; print(sys.version.split()[0], 'numpy', numpy.__version__, 'numba', numba.__version__, 'cupy', cupy.__version__, 'cuda runtime', cupy.cuda.runtime.runtimeGetVersion())"
+    python3 -c "import sys, numpy, llvmlite, cupy; print(sys.version.split()[0], 'numpy', numpy.__version__, 'llvmlite', llvmlite.__version__, 'cupy', cupy.__version__, 'cuda runtime', cupy.cuda.runtime.runtimeGetVersion())"
     python3 -c "import torch; print('torch', torch.__version__, torch.cuda.is_available())" || true
     nproc
 } 2>&1 | tee "$out/machine.txt"
-# tests and benchmark side by side: the tests' kernels are tiny, their time is Numba compiling on the CPU
+# tests and benchmark side by side: the tests' kernels are tiny, their time is compiling on the CPU
 workers=()
 python3 -c "import xdist" 2>/dev/null && workers=(-n "${GPU_TEST_WORKERS:-6}")
 timeout "${GPU_TEST_TIMEOUT:-360}" python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_cuda.py \

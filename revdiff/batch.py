@@ -30,6 +30,7 @@ from revdiff.compiler.native import entry_callable, function_module
 from revdiff.ir.types import VarType, kind_of_dtype, type_of_value
 from revdiff.runtime.device import any_on_device, cupy_module, on_device
 from revdiff.runtime.threads import blas_single_threaded
+from revdiff.user_names import as_written, escaped
 
 if TYPE_CHECKING:  # for annotations only: revdiff.function imports this module
     from revdiff.function import ReversibleFunction
@@ -49,43 +50,43 @@ class BatchedFunction:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
         self.layout = layout
         batched = (batched,) if isinstance(batched, str) else tuple(batched)
-        unknown = [b for b in batched if b not in f.params]
+        unknown = [b for b in batched if b not in f.parameter_names]
         if unknown:
             raise ValueError(f"{', '.join(map(repr, unknown))} is not a parameter of {f.__qualname__} "
-                             f"({', '.join(f.params)})")
+                             f"({', '.join(f.parameter_names)})")
         if not batched:
             raise ValueError("name at least one batched parameter")
         check_names(f)
         self.f = f
-        self.batched = frozenset(batched)
+        self.batched = frozenset(escaped(b) for b in batched)  # as compiled, as ``f.params``
         self._entries: dict = {}
 
     def __repr__(self) -> str:
-        return f"<batched {self.f!r} over {', '.join(sorted(self.batched))}>"
+        return f"<batched {self.f!r} over {', '.join(sorted(map(as_written, self.batched)))}>"
 
     # ---------------------------------------------------------------- checking arguments
 
     def _element_types(self, args: tuple) -> tuple:
         f = self.f
         if len(args) != len(f.params):
-            raise TypeError(f"{f.__qualname__}() takes {len(f.params)} arguments ({', '.join(f.params)}), "
+            raise TypeError(f"{f.__qualname__}() takes {len(f.params)} arguments ({', '.join(f.parameter_names)}), "
                             f"got {len(args)}")
         size = None
         types = []
-        for name, a in zip(f.params, args):
+        for name, shown, a in zip(f.params, f.parameter_names, args):
             if name in self.batched:
                 if not is_array(a) or a.ndim < 1:
-                    raise TypeError(f"batched argument '{name}' must be an array with a leading batch axis")
+                    raise TypeError(f"batched argument '{shown}' must be an array with a leading batch axis")
                 if size is not None and a.shape[0] != size[1]:
-                    raise ValueError(f"batched arguments '{size[0]}' and '{name}' have batch sizes {size[1]} "
+                    raise ValueError(f"batched arguments '{size[0]}' and '{shown}' have batch sizes {size[1]} "
                                      f"and {a.shape[0]}")
-                size = size or (name, a.shape[0])
+                size = size or (shown, a.shape[0])
                 dtype = np.dtype(a.dtype)
                 types.append(VarType(kind_of_dtype(dtype), a.ndim - 1, dtype.name) if a.ndim > 1
                              else type_of_value(dtype.type(0)))
             elif is_array(a):
                 if a.ndim == 0:  # as a single call refuses it (``type_of_value``): a kernel takes a scalar by value
-                    raise TypeError(f"argument '{name}' of {f.__qualname__}(): 0-d arrays are not supported; "
+                    raise TypeError(f"argument '{shown}' of {f.__qualname__}(): 0-d arrays are not supported; "
                                     "pass a Python or NumPy scalar")
                 dtype = np.dtype(a.dtype)
                 types.append(VarType(kind_of_dtype(dtype), a.ndim, dtype.name))
@@ -93,7 +94,7 @@ class BatchedFunction:
                 try:
                     types.append(type_of_value(a))
                 except TypeError as exc:
-                    raise TypeError(f"argument '{name}' of {f.__qualname__}(): {exc}") from None
+                    raise TypeError(f"argument '{shown}' of {f.__qualname__}(): {exc}") from None
         modified = f.forward_function.modified_positions()
         for k, name in enumerate(f.params):
             if k in modified and name not in self.batched:
@@ -365,7 +366,7 @@ class BatchedFunction:
         k = loss_index(self.f, loss)
         xp, args, types = self._bound(args)
         if self.f.params[k] not in self.batched or types[k].kind != "float" or types[k].ndim:
-            raise TypeError(f"hvp: the loss '{self.f.params[k]}' must be a batched real scalar (one loss per element)")
+            raise TypeError(f"hvp: the loss '{self.f.parameter_names[k]}' must be a batched real scalar (one loss per element)")
         seeds = [xp.ones(self._size(args), types[k].dtype) if j == k else None for j in range(len(args))]
         return self.vjp_jvp(args, seeds, v)[3]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import numbers
 import threading
+import warnings
 from typing import Any, Iterable
 
 import numpy as np
@@ -58,7 +59,7 @@ def run(fn, args: tuple, batch_errors: np.ndarray | None = None, partial: str = 
         if record[0]:
             raise_failure(record, batch_element=element, partial=partial)
         scalars = iter(result or ())
-        return tuple(a if isinstance(a, np.ndarray) else next(scalars) for a in args)
+        return tuple(a if isinstance(a, np.ndarray) else scalar_like(a, next(scalars)) for a in args)
     except RecursionError:
         raise ReversibilityError(f"{getattr(fn, '__name__', fn)}: reversible functions call each other too deeply "
                                  "to run as plain Python (each level of calls is a Python call, and this chain "
@@ -104,16 +105,29 @@ def run_batch(entry, args: tuple, errors: np.ndarray, units: int, lane_elements:
     return args
 
 
-def interruptible(calls: list, record: np.ndarray, loops: bool, compiling: bool = False) -> list:
+def scalar_like(argument, value):
+    """``value``, a program's final value of scalar ``argument``, in the argument's type: a NumPy
+    scalar stays one of its dtype (``np.int32`` updated by ``+=`` is an ``np.int32``, as in NumPy 2);
+    an integer that left its dtype's range wraps around as NumPy's integer arithmetic does, with
+    NumPy's RuntimeWarning."""
+    if not isinstance(argument, np.generic) or type(argument) is type(value):
+        return value
+    if isinstance(argument, np.integer) and not isinstance(argument, np.bool_):
+        info = np.iinfo(argument.dtype)
+        if not info.min <= value <= info.max:
+            warnings.warn(f"overflow encountered: {value} does not fit {argument.dtype.name}, wrapped around as "
+                          "NumPy's integer arithmetic does", RuntimeWarning, stacklevel=4)
+            return np.array(value, np.int64).astype(argument.dtype)[()]
+    return argument.dtype.type(value)
+
+
+def interruptible(calls: list, record: np.ndarray, loops: bool) -> list:
     """The results of ``calls`` (functions of no arguments), run at once. One call that cannot loop
     without end runs here; otherwise each runs in a thread, so that Ctrl-C reaches this one: it
     sets the interrupt field of ``record`` (every row), which while loops read (``loops``: the
     programs have some), waits for the calls to return, and the failure they recorded raises
-    KeyboardInterrupt. ``compiling``: a first call, which compiles, runs in a thread with a deep
-    stack: Numba's compiler recurses through a large program (a batch of block-CGS2 gradients in
-    SIMD lanes) deeper than the main thread's stack holds, and a C stack that overflows is a
-    segfault, not an error."""
-    if len(calls) == 1 and not loops and not compiling:
+    KeyboardInterrupt."""
+    if len(calls) == 1 and not loops:
         return [calls[0]()]
     outcomes: list = [None] * len(calls)
     remaining = [len(calls)]
@@ -131,7 +145,7 @@ def interruptible(calls: list, record: np.ndarray, loops: bool, compiling: bool 
                 if not remaining[0]:
                     done.set()
 
-    here = [k for k in range(len(calls)) if not _start(functools.partial(task, k), compiling)]
+    here = [k for k in range(len(calls)) if not workers.start(functools.partial(task, k))]
     for k in here:  # no thread could be started (no memory for its stack): run here, where it fails or not
         task(k)
     try:
@@ -147,13 +161,6 @@ def interruptible(calls: list, record: np.ndarray, loops: bool, compiling: bool 
         if not ok:
             raise value
     return [value for _, value in outcomes]
-
-
-def _start(task, compiling: bool) -> bool:
-    """Start ``task`` on a thread: a fresh one with a deep stack to compile, else a worker."""
-    if not compiling:
-        return workers.start(task)
-    return workers.start_compile_thread(task) is not None
 
 
 def raise_failure(record: np.ndarray, batch_element: int | None = None, partial: str = "") -> None:
@@ -229,9 +236,9 @@ def loss_index(f, loss: "str | int") -> int:
     if isinstance(loss, bool) or not isinstance(loss, (str, int)):
         raise TypeError(f"loss must name a parameter of {f.__qualname__} or give its position, got {loss!r}")
     if isinstance(loss, str):
-        if loss not in f.params:
-            raise ValueError(f"loss '{loss}' is not a parameter of {f.__qualname__} ({', '.join(f.params)})")
-        return f.params.index(loss)
+        if loss not in f.parameter_names:
+            raise ValueError(f"loss '{loss}' is not a parameter of {f.__qualname__} ({', '.join(f.parameter_names)})")
+        return f.parameter_names.index(loss)
     if not -len(f.params) <= loss < len(f.params):
         raise IndexError(f"loss index {loss} out of range for {len(f.params)} parameters")
     return loss % len(f.params)
@@ -243,9 +250,9 @@ def checked_tangents(f, args: tuple, types: tuple, tangents, what: str, convert=
     of an integer parameter or a wrong count."""
     if not isinstance(tangents, (tuple, list)) or len(tangents) != len(args):
         raise TypeError(f"{what}: tangents must be a tuple with one entry per argument of {f.__qualname__} "
-                        f"({', '.join(f.params)}), got {tangents!r}")
+                        f"({', '.join(f.parameter_names)}), got {tangents!r}")
     out = []
-    for name, a, t, d in zip(f.params, args, types, tangents):
+    for name, a, t, d in zip(f.parameter_names, args, types, tangents):
         if not t.differentiable:
             if d is not None:
                 raise TypeError(f"{what}: '{name}' is {t.describe()}, which has no tangent; pass None for it")

@@ -48,7 +48,7 @@ def _status_bytes(key: str) -> int:
 
 def peak_memory_growth(fn: Callable, *args: Any) -> tuple:
     """``(fn(*args), bytes)``: how far the process's resident memory peaked above its level at the
-    call (everything counted: NumPy, Numba, frameworks). Linux only; bytes is None elsewhere."""
+    call (everything counted: NumPy, LLVM, frameworks). Linux only; bytes is None elsewhere."""
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")  # reset the peak-RSS mark (Linux >= 4.0)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from revdiff.user_names import in_user_terms
+
 
 @dataclass(frozen=True)
 class SourceLocation:
@@ -22,7 +24,7 @@ class ReversibilityError(Exception):
     """A reversibility rule is broken, found statically (at decoration) or at run time."""
 
     def __init__(self, message: str, loc: SourceLocation | None = None):
-        self.message = message
+        self.message = in_user_terms(message)  # names as the user wrote them (``user_names``)
         self.loc = loc
         self.filename = loc.filename if loc else None
         self.lineno = loc.lineno if loc else None

@@ -6,7 +6,7 @@ A rule is ``rule(operands, ctx)``: ``operands`` are IR expressions in the order 
 ``ctx`` (a ``RuleContext``) emits low-level statements. The *forward* rule updates the targets; the
 *gradient* rule, run after the inverse's forward rule has restored the old values, maps the
 cotangents of the new values (``ctx.grad(target)``) to those of the old ones (``ctx.push``). Every
-backend prints what the rules emit, so a new entry runs on Numba, in SIMD lanes and as CUDA.
+backend prints what the rules emit, so a new entry runs compiled (LLVM), in SIMD lanes and as CUDA.
 
     from revdiff import extend
     from revdiff.ir.low import Assign

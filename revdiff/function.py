@@ -27,6 +27,7 @@ from revdiff.passes.analysis import modified_names
 from revdiff.primitives import INSTRUCTIONS
 from revdiff.runtime.device import any_on_device, may_share_memory, on_device, writeable
 from revdiff.runtime.loader import deeply_nested
+from revdiff.user_names import as_written
 
 BACKENDS = ("llvm", "python")
 #: other names of the backends: "numba", the compiled backend's name while Numba compiled it
@@ -237,16 +238,21 @@ class ReversibleFunction:
         return self._inverse
 
     def __repr__(self) -> str:
-        return f"<reversible function {self.__qualname__}({', '.join(self.params)})>"
+        return f"<reversible function {self.__qualname__}({', '.join(self.parameter_names)})>"
+
+    @property
+    def parameter_names(self) -> tuple:
+        """The parameters' names as the user wrote them (``params``: as compiled, ``user_names``)."""
+        return tuple(as_written(p) for p in self.params)
 
     # ---------------------------------------------------------------- calling
 
     def argument_types(self, args: tuple) -> tuple:
         if len(args) != len(self.params):
             raise TypeError(f"{self.__qualname__}() takes {len(self.params)} arguments "
-                            f"({', '.join(self.params)}), got {len(args)}")
+                            f"({', '.join(self.parameter_names)}), got {len(args)}")
         types = []
-        for name, value in zip(self.params, args):
+        for name, value in zip(self.parameter_names, args):
             try:
                 types.append(type_of_value(value))
             except TypeError as exc:
@@ -260,7 +266,7 @@ class ReversibleFunction:
         arrays = [(k, a) for k, a in enumerate(args) if isinstance(a, np.ndarray) or on_device(a)]
         for k, a in arrays:
             if k in modified and not writeable(a):
-                raise ValueError(f"argument '{self.params[k]}' of {self.__qualname__}() is read-only, "
+                raise ValueError(f"argument '{self.parameter_names[k]}' of {self.__qualname__}() is read-only, "
                                  "but the function modifies it")
         for i, (k, a) in enumerate(arrays):
             for j, b in arrays[i + 1:]:
@@ -271,7 +277,8 @@ class ReversibleFunction:
 
     def bind(self, args: tuple, kwargs: dict | None = None) -> tuple:
         """Every parameter's argument, in order: keywords by name, defaults for those left out."""
-        return bind(self.__qualname__, self.params, self.forward_function.ir.defaults, tuple(args), kwargs or {})
+        defaults = {as_written(p): v for p, v in self.forward_function.ir.defaults.items()}
+        return bind(self.__qualname__, list(self.parameter_names), defaults, tuple(args), kwargs or {})
 
     def __call__(self, *args: Any, **kwargs: Any) -> tuple:
         args = self.bind(args, kwargs)
@@ -285,7 +292,7 @@ class ReversibleFunction:
     def partial_note(self, args: tuple) -> str:
         """What a failed call leaves behind: the arrays it updates in place stop half-updated."""
         modified = self.forward_function.modified_positions()
-        names = [f"'{p}'" for k, (p, a) in enumerate(zip(self.params, args)) if k in modified
+        names = [f"'{p}'" for k, (p, a) in enumerate(zip(self.parameter_names, args)) if k in modified
                  and isinstance(a, np.ndarray)]
         if not names:
             return ""
@@ -312,8 +319,9 @@ class ReversibleFunction:
         other tangent programs of ``compiler.specialization.TANGENTS``: forward mode),
         specialised on the types of ``example_args`` (default: float64 arrays where the body indexes a
         parameter or passes it to a vector instruction, floats otherwise: pass example arguments for the
-        whole arrays a whole-array statement reads) and, for Numba, on their sizes (``blas_for``: without example arguments, the version
-        with BLAS branches); or with ``backend="cuda"`` CUDA C device functions for any shapes."""
+        whole arrays a whole-array statement reads) and, for the CPU backends, on their sizes
+        (``blas_for``: without example arguments, the version with BLAS branches); or with
+        ``backend="cuda"`` CUDA C device functions for any shapes."""
         if program not in PLANS:
             raise ValueError(f"program must be one of {tuple(PLANS)}, got {program!r}")
         f = self.forward_function
@@ -374,17 +382,17 @@ class InverseFunction(ReversibleFunction):
         return self._forward
 
     def __repr__(self) -> str:
-        return f"<reversible function ~{self._forward.__qualname__}({', '.join(self.params)})>"
+        return f"<reversible function ~{self._forward.__qualname__}({', '.join(self.parameter_names)})>"
 
 
 def reversible(fn: Callable | None = None, *, check: bool = True, backend: str = "llvm",
                atol: float = 1e-12, rtol: float | None = None, fmad: bool = False, fuse_loops: bool = True):
     """Decorate a function written in the reversible language. ``check=False`` drops runtime checks;
     ``atol``/``rtol`` set the tolerance of ancilla deallocation checks; ``backend="python"`` runs
-    the generated code without Numba; ``fmad=True`` lets the CUDA compiler contract a*b+c into
-    FMAs (off by default, so that GPU results agree with the CPU's); ``fuse_loops=False`` compiles
-    every loop as written instead of fusing adjacent ones (``optimize/fuse_loops.py``; the results
-    are bit-for-bit the same)."""
+    the generated code as plain Python, uncompiled; ``fmad=True`` lets the CUDA compiler contract
+    a*b+c into FMAs (off by default, so that GPU results agree with the CPU's); ``fuse_loops=False``
+    compiles every loop as written instead of fusing adjacent ones (``optimize/fuse_loops.py``; the
+    results are bit-for-bit the same)."""
     check_options(check=check, backend=backend, atol=atol, rtol=rtol, fmad=fmad, fuse_loops=fuse_loops)
 
     def wrap(f: Callable) -> ReversibleFunction:

@@ -178,9 +178,9 @@ def weighted_add(y, x, w):
 
 @pytest.mark.parametrize("layout", ["C", "F", "strided", "read-only"])
 def test_an_entry_calls_the_program_compiled_for_its_arguments_layout(layout):
-    """The program an entry calls through its address is the overload typed for the elements the
-    entry passes (Numba's types of ``x[_b]``: C, or A for Fortran-ordered and strided batches), also
-    for a shared read-only argument: the results are those of NumPy."""
+    """An entry passes each element ``x[_b]`` to the program it calls through its address with the
+    element's own strides (C-ordered, Fortran-ordered or strided batches), also a shared read-only
+    argument: the results are those of NumPy."""
     B, n = 5, 6
     x, w = rng.standard_normal((B, n)), rng.standard_normal(n)
     y = np.zeros((B, n))
@@ -300,9 +300,8 @@ def fourteen(x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13):
 
 
 def test_an_entry_calling_a_program_of_many_arguments():
-    """A vjp entry whose program takes 34 arguments (Numba could not type such a call inside a
-    ``try``, which entries no longer have): same results as per-element calls, and a failure still
-    names its element."""
+    """A vjp entry whose program takes 34 arguments: same results as per-element calls, and a
+    failure still names its element."""
     B = 5
     params = fourteen.params
     args = [rng.standard_normal(B) + 2.0 for _ in params]

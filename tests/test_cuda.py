@@ -1,6 +1,6 @@
 """The CUDA backend without a GPU: every program's kernels compile with NVRTC (sm_90 and sm_80),
 and the very kernel source, compiled as host C++ and run one thread after another, agrees with
-the Numba backend (forward, inverse and both adjoints). GPU tests run only where a GPU is."""
+the compiled backend (forward, inverse and both adjoints). GPU tests run only where a GPU is."""
 import ctypes
 import functools
 import math
@@ -98,7 +98,7 @@ def _element(bf, args, b):
 
 
 def _per_element_call(bf, args):
-    """The Numba backend, one element at a time (no parallel entry to compile)."""
+    """The compiled backend, one element at a time (no batched entry to compile)."""
     results = [bf.f(*_element(bf, args, b)) for b in range(B)]
     return [np.stack([r[k] for r in results]) if p in bf.batched else results[0][k]
             for k, p in enumerate(bf.f.params)]
@@ -107,7 +107,7 @@ def _per_element_call(bf, args):
 def _entries(program, batched, args, run=True):
     """(BatchedFunction, kind, types, arguments) of f and ~f; ~f runs on f's results. ``run=False``:
     only the kernels' types are wanted, and ~f gets f's arguments (same types) instead of its
-    results, so no Numba program is compiled to produce them."""
+    results, so no CPU program is compiled to produce them."""
     out = []
     forward = revdiff.batched(program, batched)
     inverse_inputs = _per_element_call(forward, args) if run else args
@@ -423,7 +423,7 @@ def test_gpu_tangents_and_hessian_vector_products_match_cpu():
 
 def _tangent_entry(bf, method, *args):
     """(kind, element types, the argument list of the batched entry ``bf.<method>(*args)`` runs,
-    what the Numba entry leaves in it)."""
+    what the compiled entry leaves in it)."""
     calls = []
     cpu_execute = bf._execute
 
@@ -443,7 +443,7 @@ def _tangent_entry(bf, method, *args):
 
 def _run_tangent_kernels(runs: list, stem: str, tol: float) -> list:
     """Build one host module of the tangent entries ``runs`` ((bf, ``_tangent_entry`` result) each),
-    run each in both layouts and compare it with the Numba entry to ``tol``; returns the entries."""
+    run each in both layouts and compare it with the compiled entry to ``tol``; returns the entries."""
     entries = [(bf, kind, types) for bf, (kind, types, _, _) in runs]
     module = launch.HostModule(kernels.module_source(entries, host=True), stem)
     for bf, (kind, types, inputs, expected) in runs:
@@ -457,7 +457,7 @@ def _run_tangent_kernels(runs: list, stem: str, tol: float) -> list:
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for host emulation")
 def test_host_emulation_of_tangent_kernels_matches_the_cpu():
-    """The jvp and vjp-jvp (hvp) entries as CUDA kernels, run as host C++ against the Numba entries,
+    """The jvp and vjp-jvp (hvp) entries as CUDA kernels, run as host C++ against the compiled entries,
     and compiled by NVRTC."""
     runs = []
     for case in ("project_cgs2", "tangent_project complex"):
@@ -516,7 +516,7 @@ def complex64_ancilla(y, x):
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for host emulation")
 def test_mixed_precision_complex_in_tangent_kernels():
     """complex128 with complex64 arithmetic (a float64 function's tangent of a complex64 ancilla)
-    promotes as NumPy does; the kernels compiled (the operator was ambiguous) and match Numba."""
+    promotes as NumPy does; the kernels compiled (the operator was ambiguous) and match the CPU."""
     bf = revdiff.batched(complex64_ancilla, ("y", "x"))
     args = (np.zeros((B, 3)), rand((B, 3)))
     runs = [(bf, _tangent_entry(bf, "jvp", args, (rand((B, 3)), rand((B, 3))))),

@@ -1,8 +1,8 @@
 """Whole-array statements (``y[:] += x * np.sin(z)``, ``Y[a:b, :] -= A * B``, ``y[:] *= w``,
 ``y[:] /= w``) and ancillas that start from a value (``t = ancilla(e)`` ... ``release(t, e)``):
-values against NumPy, round trips, gradients against central differences, Numba against plain
-Python, lanes against one element at a time, every static and runtime rule with its message, and
-the leapfrog programs (written with them) against the same programs written with loops."""
+values against NumPy, round trips, gradients against central differences, the compiled backend
+against plain Python, lanes against one element at a time, every static and runtime rule with its
+message, and the leapfrog programs (written with them) against the same programs written with loops."""
 from __future__ import annotations
 
 import numpy as np

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import revdiff
-from revdiff import ReversibilityError, reversible, routine, zero, zeros
+from revdiff import ReversibilityError, ancilla, release, reversible, routine, zero, zeros
 
 from helpers import fused_vjp
 
@@ -150,32 +150,47 @@ def test_ancilla_allocated_twice():
     assert_error(e, "twice", "'t' is already a live ancilla")
 
 
-def test_names_beginning_with_an_underscore_are_reserved():
-    """They would meet generated code's own names (a parameter `_err` made a duplicate argument)."""
-    with pytest.raises(ReversibilityError) as e:
-        @reversible
-        def f(_err, x):  # E:underscore_param
-            _err += x
-    assert_error(e, "underscore_param", "'_err': names beginning with an underscore are reserved",
-                 "rename the parameter")
-    with pytest.raises(ReversibilityError) as e:
-        @reversible
-        def g(y):
-            _t = zero()  # E:underscore_ancilla
-            del _t
-    assert_error(e, "underscore_ancilla", "'_t'", "rename the ancilla")
-    with pytest.raises(ReversibilityError) as e:
-        @reversible
-        def h(y):
-            for _i in range(3):  # E:underscore_loop
-                y += 1.0
-    assert_error(e, "underscore_loop", "'_i'", "rename the loop variable")
+def test_names_beginning_with_an_underscore_are_the_users():
+    """Generated code names its own variables with a leading underscore (``_err``, ``_t3``, ``_b``);
+    a user's ``_err``, ``_t``, ``_i`` or ``_`` is compiled under another name (``user_names``), so it
+    meets none of them, runs as written, is bound by keyword, and messages name it as written."""
+    @reversible
+    def g(_err, _b, u_b, _t3, _scale_x):
+        for _i in range(3):
+            _err += _b * _t3
+        _t = ancilla(_b)
+        u_b += _t * 2.0
+        release(_t, _b)
+        for _ in range(2):
+            _scale_x += 1.0
+
+    out = g(1.0, 2.0, 3.0, 4.0, _scale_x=5.0)
+    assert out == (25.0, 2.0, 7.0, 4.0, 7.0)
+    assert (~g)(*out) == (1.0, 2.0, 3.0, 4.0, 5.0)
+    assert g.with_options(backend="python")(1.0, 2.0, 3.0, 4.0, 5.0) == out
+    grads = revdiff.vjp(g, 1.0, 2.0, 3.0, 4.0, 5.0)[1](1.0, 1.0, 1.0, 1.0, 1.0)
+    assert grads == (1.0, 1.0 + 3 * 4.0 + 2.0, 1.0, 1.0 + 3 * 2.0, 1.0)
+    batch = revdiff.batched(g, ["_err", "_b", "u_b", "_t3", "_scale_x"])(np.ones(4), np.full(4, 2.0), np.zeros(4), np.ones(4), np.zeros(4))
+    np.testing.assert_array_equal(batch[0], np.full(4, 7.0))
+    with pytest.raises(TypeError, match="unexpected keyword argument 'u_err'.*parameters: _err, _b, u_b"):
+        g(1.0, 2.0, 3.0, 4.0, u_err=5.0)
 
     @reversible
-    def k(y):
-        for _ in range(3):  # a lone underscore is a name like any other
-            y += 1.0
-    assert k(0.0) == (3.0,)
+    def h(x, _y):
+        _t = ancilla(_y)
+        x += _t
+        _y += 1.0
+        release(_t, _y)  # E:underscore_release
+    with pytest.raises(ReversibilityError) as e:
+        h(0.0, 1.0)
+    assert_error(e, "underscore_release", "ancilla '_t' no longer equals _y")
+    with pytest.raises(ReversibilityError) as e:
+        @reversible
+        def k(_x):
+            _t = zero()
+            _t = 0.0  # E:underscore_twice
+            del _t
+    assert_error(e, "underscore_twice", "'_t' is already a live ancilla")
 
 
 def test_ancilla_never_deallocated():
@@ -337,7 +352,7 @@ def test_arithmetic_updates_of_bools_are_refused_at_first_call():
 
 def test_masks_index_arrays_and_bool_indices_are_refused_by_name():
     """NumPy reads a bool (array) index as a mask and an integer array as a gather; the error names
-    the user's line, not Numba's typing of the generated code."""
+    the user's line, not the generated code."""
     @reversible
     def f(y, x, m):
         y[m] += x[0]  # E:mask
@@ -599,8 +614,8 @@ def window(y, x, k):
 
 def test_division_by_zero_and_negative_sizes_name_the_line_in_every_batch_element():
     """Python raises ZeroDivisionError for x / 0; generated code says so with the user's line, also
-    in batch element 2 of a parallel loop, where an exception Numba raised would be lost (the batch
-    once returned element 2 half computed). A guarded division is checked only under its guard."""
+    in batch element 2 of a batched call, where compiled code would divide without raising (the
+    batch once returned element 2 half computed). A guarded division is checked only under its guard."""
     d = np.array([[1.0, 2.0], [4.0, 0.5], [1.0, 0.0], [2.0, 2.0]])
     x = np.ones((4, 2))
     with pytest.raises(ZeroDivisionError, match=r"division by zero: d\[i\] is 0") as e:

@@ -1,7 +1,7 @@
 """The inverse trigonometric and hyperbolic functions, the accurate logarithms and exponentials and
 the error functions: values against Python's math module (NumPy and math spellings alike), gradients
-against central differences, Numba against plain Python, lanes against one element at a time, and
-the domain and complex-argument errors, each naming the user's line."""
+against central differences, the compiled backend against plain Python, lanes against one element
+at a time, and the domain and complex-argument errors, each naming the user's line."""
 from __future__ import annotations
 
 import inspect

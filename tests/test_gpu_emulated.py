@@ -244,8 +244,8 @@ def _stacked(results):
 @pytest.mark.parametrize("name, cplx", CASES, ids=[f"{n}-{'complex' if c else 'real'}" for n, c in CASES])
 def test_every_table_entry_runs_on_the_gpu_as_on_the_cpu(gpu, name, cplx):
     """Each example of the instruction and function tables, batched, through the CUDA kernels of its
-    call, gradient, tangent and (for a real scalar loss) Hessian-vector product: what the Numba
-    programs compute element by element, in real and complex. The references are the programs the
+    call, gradient, tangent and (for a real scalar loss) Hessian-vector product: what the compiled
+    CPU programs compute element by element, in real and complex. The references are the programs the
     table tests compile (same types), so the disk cache serves them."""
     f, make, _ = EXAMPLES[name]
     bf = revdiff.batched(f, f.params)
@@ -315,10 +315,11 @@ def remainder_and_floor_quotient(r, q, s, x, w, c, k):
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_float_remainder_and_floor_division_on_the_gpu_are_pythons_bit_for_bit(gpu, dtype):
-    """``%`` and ``//`` of floats give the CPU's (Python's, through Numba) bits on the GPU too: the
+    """``%`` and ``//`` of floats give the CPU's (Python's) bits on the GPU too: the
     remainder has the divisor's sign and lies in [0, |w|), exactly, also where ``x / w`` is too
     large for ``x - floor(x / w) * w`` (1e20 % 3 is 1, not 0), and signed zeros are Python's; a
-    float32 with a double or an integer computes in double, as on the CPU."""
+    float32 with a double computes in double, as on the CPU (with an integer: in double on the GPU,
+    in float32 on the CPU)."""
     x = np.array([1e20, -1e20, 7.5, -7.5, 7.5, -7.5, 0.0, -0.0, 0.3, -1e-20, 1e-20, 5.0, 1e30, 3.0], dtype)
     w = np.array([3.0, 3.0, 2.0, 2.0, -2.0, -2.0, 2.0, -2.0, 0.1, 1.0, -1.0, 0.5, 7.0, 1e-30], dtype)
     bf = revdiff.batched(remainder_and_floor_quotient, ("r", "q", "s", "x", "w", "c", "k"))

@@ -775,3 +775,63 @@ def test_a_parameter_named_like_a_derived_entry_name_is_refused_by_name():
     with pytest.raises(ValueError, match="parameter 'g_x' of named_like_a_gradient has the name batched entries give the gradient of 'x'"):
         revdiff.batched(named_like_a_gradient, ("x", "g_x"))
     assert named_like_a_gradient(1.0, 2.0) == (3.0, 2.0)  # unbatched calls are unaffected
+
+
+def test_the_default_ancilla_tolerance_admits_rounding_and_no_more():
+    """rtol defaults to 1024 machine epsilons of the ancilla's type: a sum of a thousand terms
+    uncomputed in the other order (rounding) passes; a release off by 1e-10 relative (a million ulps
+    of nothing but a wrong program) is refused; float32 data, 1.2e-4."""
+    @reversible
+    def sum_and_back(x, out):
+        s = zero()
+        for i in range(len(x)):
+            s += x[i]
+        out[0] += s * 2.0
+        for i in range(len(x) - 1, -1, -1):  # another order: rounding leaves s a few ulps off zero
+            s -= x[i]
+        del s
+
+    x = np.random.default_rng(3).standard_normal(1000) * 1e4
+    for dtype, rel in ((np.float64, 1e-12), (np.float32, 1e-4)):
+        out = np.zeros(1, dtype)
+        sum_and_back(x.astype(dtype), out)
+        assert out[0] == pytest.approx(2 * x.sum(), rel=rel)
+
+    @reversible
+    def off_by(x, y, eps):
+        t = ancilla(x)
+        y += t
+        x += eps
+        release(t, x)
+
+    assert off_by(1e4, 0.0, 0.0) == (1e4, 1e4, 0.0)
+    with pytest.raises(revdiff.ReversibilityError, match=r"rtol=2\.27374e-13"):
+        off_by(1e4, 0.0, 1e-6)
+    assert revdiff.reversible(off_by.py_function, rtol=1e-9)(1e4, 0.0, 1e-7)[0] == 1e4 + 1e-7
+
+
+def test_numpy_scalars_keep_their_types():
+    """A NumPy scalar comes back a NumPy scalar of its dtype, from a call, its inverse and a vjp (as
+    NumPy 2 keeps ``np.int32(1) + 1`` an int32); an integer leaving its range wraps around as NumPy's
+    does, with a RuntimeWarning, and the inverse wraps back."""
+    @reversible
+    def bump(a, b, c, d, e):
+        a += 1
+        b += 1.5
+        c += 1.0
+        d ^= True
+        e += 2.0
+
+    args = (np.int32(1), np.float32(1), np.float64(1), np.bool_(False), np.complex64(1))
+    for out in (bump(*args), (~bump)(*args), revdiff.vjp(bump, *args)[0]):
+        assert [type(v) for v in out] == [type(a) for a in args]
+    assert bump(*args) == (2, 2.5, 2.0, True, 3.0)
+    grads = revdiff.vjp(bump, *args)[1](None, np.float32(1), 1.0, None, np.complex64(1))
+    assert [type(g) for g in grads] == [type(None), np.float32, np.float64, type(None), np.complex64]
+    assert [type(v) for v in bump(1, 1.0, 1.0, False, 1j)] == [int, float, float, bool, complex]
+    top = np.int32(2 ** 31 - 1)
+    with pytest.warns(RuntimeWarning, match="does not fit int32, wrapped around"):
+        wrapped = bump(top, *args[1:])[0]
+    assert wrapped == np.int32(-2 ** 31) and type(wrapped) is np.int32
+    with pytest.warns(RuntimeWarning):
+        assert (~bump)(wrapped, *args[1:])[0] == top

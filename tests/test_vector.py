@@ -1,6 +1,6 @@
 """Vector instructions (y += A @ x, A.T, A.conj().T, np.dot, np.vdot, y += a * x): values against
 NumPy, round trips, finite-difference inner-product gradients for each instruction (real and
-complex), Numba equal to the Python backend, and every error rule at the user's line."""
+complex), the compiled backend equal to the Python backend, and every error rule at the user's line."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -240,7 +240,7 @@ def _large_products(dtype, A):
 def test_large_real_products_through_blas(dtype, layout):
     """A @ x, A.T @ x, A[:, :k].T @ x and the matrix products through BLAS, on views BLAS takes (C and F
     order) and one it declines (its loops run): values against NumPy, round trips, gradients;
-    Numba and the Python backend agree bit for bit, in values and in the vjp."""
+    the compiled and the Python backend agree bit for bit, in values and in the vjp."""
     tol = 1e-12 if dtype == np.float64 else 2e-4
     for f, args, want, routine_name in _large_products(dtype, _layouts(dtype)[layout]):
         assert f"_host_{routine_name}(" in f.source("adjoint", *args)

@@ -159,7 +159,7 @@ def kernel_arguments(bf, kind: str, types: tuple) -> list:
 
 def run_on_host(module: HostModule, bf, kind: str, arrays: list, types: tuple, layout: str | None = None) -> None:
     """Run ``bf``'s ``kind`` entry of a host-built module in place on ``arrays`` (the argument list
-    of the Numba batched entry), in ``layout`` (``launch.LAYOUTS``; default ``launch.layout()``).
+    of the compiled batched entry), in ``layout`` (``launch.LAYOUTS``; default ``launch.layout()``).
     Raises what the CPU backend raises on a failed check."""
     run_host(module, entry_name(bf, kind, types), arrays, kernel_arguments(bf, kind, types),
              _batch_size(bf, arrays), kernel_layout(layout) == "interleaved")

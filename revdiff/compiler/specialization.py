@@ -1,8 +1,8 @@
 """The compiler driver: one function specialised on its argument types, and how each of its programs
 is made (``PROGRAMS``: which body, which lowering) from the high-level IR to the low-level IR, pruned,
-inlined, loop-fused and hoisted. The targets take the low IR from here: Numba (``compiler/numba.py``), lanes
-(``compiler/lane_modules.py``), CUDA (``compiler/cuda.py``). Callees are specialised once per
-specialisation and linked under ``symbol``."""
+inlined, loop-fused and hoisted. The targets take the low IR from here: LLVM (``compiler/native.py``,
+which also prints it as Python for ``backend="python"``), lanes (``compiler/lane_modules.py``), CUDA
+(``compiler/cuda.py``). Callees are specialised once per specialisation and linked under ``symbol``."""
 from __future__ import annotations
 
 import dataclasses

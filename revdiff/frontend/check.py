@@ -22,8 +22,6 @@ class Checker:
         self.modified = modified_names(func.body, callee_modifies)
 
     def run(self) -> None:
-        for p in self.func.params:
-            reserved(p, "parameter", self.func.loc)
         scope = {p: "parameter" for p in self.func.params}
         self.block(self.func.body, scope, loop_vars=set())
 
@@ -34,8 +32,6 @@ class Checker:
         allocated_here: dict = {}
         for s in body:
             self.statement(s, scope, loop_vars)
-            if isinstance(s, (Alloc, Bind)):
-                reserved(s.name, "ancilla" if isinstance(s, Alloc) else "constant", s.loc)
             if isinstance(s, Alloc):
                 if s.name in scope:
                     what = scope[s.name]
@@ -101,7 +97,6 @@ class Checker:
         elif isinstance(s, For):
             bounds = set().union(*(names_read(e) for e in (s.start, s.stop, s.step)))
             self.use(bounds, scope, s.loc)
-            reserved(s.var, "loop variable", s.loc)
             if s.var in scope:
                 raise ReversibilityError(f"the loop variable '{s.var}' already names a {scope[s.var]}", s.loc)
             inner = modified_names(s.body, self.callee_modifies)
@@ -203,15 +198,6 @@ class Checker:
                         f"'{base_name(a)}' is passed twice to '{s.callee}', which modifies one of them; "
                         "pass distinct variables (views of one array must differ in an integer index, "
                         "e.g. Q[:, j] and Q[:, k])", s.loc)
-
-
-def reserved(name: str, what: str, loc) -> None:
-    """Names beginning with an underscore (``_`` alone aside) belong to generated code: its error
-    record, temporaries, loop counters and batch buffers (``_err``, ``_t3``, ``_b``); a user's
-    would collide with them."""
-    if name.startswith("_") and name != "_":
-        raise ReversibilityError(f"'{name}': names beginning with an underscore are reserved for the code revdiff "
-                                 f"generates; rename the {what}", loc)
 
 
 def _show(lv) -> str:

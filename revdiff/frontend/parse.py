@@ -22,6 +22,7 @@ from revdiff.ir.high import (Alloc, Bind, CallFn, Compute, Const, Dealloc, DType
 from revdiff.ir.types import kind_of_dtype
 from revdiff.primitives import AUGMENTED, INSTRUCTIONS, called
 from revdiff.primitives.elementwise import ELEMENTWISE
+from revdiff.user_names import as_written, escaped
 
 _UNSUPPORTED = {
     "Return": "'return' is not allowed: a reversible function returns all its parameters itself",
@@ -62,6 +63,10 @@ class Parser:
                 except ValueError:  # cell not yet filled
                     pass
         local_names = set(self.params) | _assigned_names(node)
+        if any(escaped(n) != n for n in local_names):
+            _Hygiene(local_names).visit(node)
+            self.params = [escaped(p) for p in self.params]
+            local_names = {escaped(n) for n in local_names}
         _LanguageWords(self.globals, local_names).visit(node)
         self.expr = ExpressionParser(smap, local_names, self.globals)
         self.callees: dict = {}
@@ -322,8 +327,8 @@ class Parser:
             return tuple(self._argument(a) for a in call.args)
         defaults = callee.forward_function.ir.defaults
         try:
-            nodes = bind(name, callee.params, {p: None for p in defaults}, tuple(call.args),
-                         {k.arg: k.value for k in call.keywords})
+            nodes = bind(name, [as_written(p) for p in callee.params], {as_written(p): None for p in defaults},
+                         tuple(call.args), {k.arg: k.value for k in call.keywords})
         except TypeError as exc:
             raise self.error(s, str(exc)) from None
         return tuple(Const(_number(defaults[p])) if a is None else self._argument(a)
@@ -393,6 +398,24 @@ class _LanguageWords(ast.NodeTransformer):
         if isinstance(node.value, ast.Name) and node.value.id in self.modules and node.attr in LANGUAGE_WORDS:
             return ast.copy_location(ast.Name(id=node.attr, ctx=node.ctx), node)
         return self.generic_visit(node)
+
+
+class _Hygiene(ast.NodeTransformer):
+    """The function's local names (parameters, assigned names, loop variables) as compiled
+    (``user_names.escaped``): those beginning with an underscore move out of the generated names'
+    way. Globals keep their names (a global constant is compiled in as its value)."""
+
+    def __init__(self, local_names: set):
+        self.local_names = local_names
+
+    def visit_Name(self, node: ast.Name) -> ast.Name:
+        if node.id in self.local_names:
+            node.id = escaped(node.id)
+        return node
+
+    def visit_arg(self, node: ast.arg) -> ast.arg:
+        node.arg = escaped(node.arg)
+        return node
 
 
 def _is_uncompute(s: ast.stmt) -> bool:

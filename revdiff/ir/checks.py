@@ -5,6 +5,7 @@ import zlib
 from dataclasses import dataclass
 
 from revdiff.errors import ReversibilityError, SourceLocation
+from revdiff.user_names import in_user_terms
 
 
 @dataclass(frozen=True)
@@ -20,10 +21,11 @@ _CHECKS: dict = {}
 # The error record of generated CPU code (float64, zero until written), field by field:
 #   0 failure code (nonzero: a check failed), 1 SIMD lane of the failure, 2 and 3 the values the
 #   message reports: written by a failed check; one code names the function and the check, so a
-#   failure costs three stores, not five (each is code Numba must type and compile, at every check);
-#   4 allocation code, 5 its number of entries: written before each array allocation and cleared
-#   after it, since an allocation that fails raises inside Numba, and the caller turns them into a
-#   MemoryError naming the ancilla;
+#   failure costs three stores, not five (each is code to compile, at every check);
+#   4 allocation code, 5 its number of entries: written by Python code before each array
+#   allocation and cleared after it, since an allocation that fails raises inside NumPy, and the
+#   caller turns them into a MemoryError naming the ancilla (compiled code whose calloc fails
+#   writes the allocation code into 0 and the entries into 2, as a failed check);
 #   6 interrupt: set by the caller on Ctrl-C, read by every iteration of a while loop, which then
 #   returns (compiled code cannot see Python's signals otherwise);
 #   7 where a batch entry is, so that the caller finds the element an exception stopped: element
@@ -105,4 +107,4 @@ def to_error(fkey: int, idx: int, a: float, b: float, batch_element: int | None 
     detail += tail
     if info.error is ReversibilityError:
         return ReversibilityError(info.message + detail, info.loc)
-    return info.error(f"{info.loc}: {info.message}{detail}")
+    return info.error(f"{info.loc}: {in_user_terms(info.message + detail)}")

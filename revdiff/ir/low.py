@@ -1,7 +1,7 @@
 """The low-level IR that emitters print: plain assignments, loops, branches and checks.
 
 Passes lower the high-level IR (``revdiff.ir.high``) into these few statements by reading the
-instruction table; the Python/Numba emitter and the CUDA C emitter only print them.
+instruction table; the LLVM, Python and CUDA C emitters only print them.
 """
 from __future__ import annotations
 
@@ -87,8 +87,9 @@ class Invoke:
 class Zero:
     """Allocate a zero-initialised ancilla: a scalar (shape None) or an array. ``reuse``: the name
     already holds an array (declared at the top of the function); zero-fill it when the shape matches.
-    ``alloc``: the failure code the CPU code records before allocating the array, so that a failed
-    allocation (an exception Numba raises) is reported with the ancilla's name and line."""
+    ``alloc``: the failure code the CPU code records for the array's allocation (compiled code when
+    calloc fails, Python code before allocating, since NumPy raises), so that a failed allocation
+    is reported with the ancilla's name and line."""
 
     name: str
     shape: "tuple | None"

@@ -34,7 +34,7 @@ class VarType:
         return f"{self.dtype} array of rank {self.ndim}" if self.ndim else self.dtype
 
 
-#: the element types generated code computes in (Numba has no float16 arithmetic)
+#: the element types generated code computes in (no float16: no backend emits it)
 SUPPORTED_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                     "float32", "float64", "complex64", "complex128")
 

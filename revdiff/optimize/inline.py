@@ -1,10 +1,9 @@
 """Inline the generated functions a program calls once: the callee's low IR replaces the call.
 
-Numba compiles each generated function as a unit, and LLVM then optimises and compiles every callee
-again inside each caller's module. A fused vjp calls its callees' forward and adjoint programs once
-each, and those are the largest functions of a gradient (the whole QR of a projection): compiled
-as units of their own, they cost about as much again as the vjp that contains them. Inlined, each
-is compiled once, inside the vjp (``benchmarks/compile_profile.py``).
+Each generated function is compiled as an LLVM module of its own, which its callers call by
+symbol (``compiler/native.py``). A fused vjp calls its callees' forward and adjoint programs once
+each, and those are the largest functions of a gradient (the whole QR of a projection). Inlined,
+each is compiled inside the vjp, where LLVM optimises it with its caller.
 
 A call is inlined when every array argument is a whole array (a view would need a variable of its
 own). The callee's names get a prefix; a scalar parameter becomes a variable of the caller, and the

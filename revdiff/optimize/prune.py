@@ -17,9 +17,8 @@ range. This pass removes a check (or the conjuncts of one) that is implied on ev
   instructions already rely on, so ``i < g_v.shape[0]`` follows from ``i < v.shape[0]``.
 
 A check in a loop body that reads nothing the loop changes moves before the loop (guarded by the
-loop running at all). Fewer checks mean less code for Numba to compile (a third of a small
-program's compile time was its checks) and fewer branches at run time. Error messages are
-unchanged: a check that can fail is kept with its own message and reported values.
+loop running at all). Fewer checks mean less code to compile and fewer branches at run time.
+Error messages are unchanged: a check that can fail is kept with its own message and reported values.
 """
 from __future__ import annotations
 

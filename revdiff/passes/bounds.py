@@ -4,7 +4,7 @@ size), the divisors of its divisions (``/``, ``//``, ``%``) that must not be zer
 arguments of functions defined on part of the line (``log``, ``sqrt``, ``asin``, ...: their table
 entry's ``domain``).
 
-Revdiff compiles without Numba's bounds checks and emits these instead, so that an out-of-range
+Compiled code has no bounds checks of its own; revdiff emits these, so that an out-of-range
 index names the user's line, and so that the loops of vector instructions, whose views are checked
 once before the loop, run without a check per element. An index read only under a condition
 (``x[i + 1] if i < n - 1 else 0.0``, the right operand of ``and``/``or``) is checked under it.
@@ -49,7 +49,8 @@ def _index_conditions(exprs, wanted) -> list:
 def division_conditions(stmt) -> list:
     """(condition, divisor) for every division ``stmt`` itself evaluates by a divisor not known to be
     nonzero: Python raises ZeroDivisionError there, and generated code must say so with the user's
-    line rather than let Numba raise, which names neither (and inside a parallel loop loses it)."""
+    line. Compiled code divides without raising (an integer divisor of 0 gives 0, a float one inf or
+    NaN)."""
     out, seen = [], set()
     for e in _own_exprs(stmt):
         for node, guard in _guarded(e, None, _is_division):

@@ -61,7 +61,7 @@ class Lowerer(AliasChecks):
 
     def index_checks(self, stmt) -> None:
         """Check every integer index ``stmt`` itself reads or writes before it runs (Python's range:
-        -size <= i < size). Generated code is compiled without Numba's bounds checks: these name the
+        -size <= i < size). Compiled code has no bounds checks of its own: these name the
         user's line, and loops of vector instructions, whose views are checked once, run unchecked."""
         for ok, node, axis in index_conditions(stmt):
             self.check_index(node, axis, ok)

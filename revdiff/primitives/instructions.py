@@ -65,8 +65,9 @@ def _nonzero(ops, ctx, verb: str):
 
 
 def _integer_range(ctx, t):
-    """(iinfo of integer target ``t``'s dtype); uint64 is refused: Numba computes uint64 with the
-    int64 of a Python integer in float64, which rounds."""
+    """(iinfo of integer target ``t``'s dtype); uint64 is refused: compiled code computes integers
+    in int64, which holds no uint64 above 2**63 - 1, and NumPy computes uint64 with int64 in float64,
+    which rounds."""
     dtype = np.dtype(ctx.dtype(base_name(t)))
     if dtype == np.uint64:
         raise ReversibilityError("'*=' and '/=' on uint64 values are not supported (mixed with the int64 of a "

@@ -17,9 +17,10 @@ def _norm(ctx, x):
     """The expression of ||x||_2 at any finite magnitude, after the loops it needs: the squares are
     summed as |x_i / t|^2 with t = max |x_i|, so none overflows or underflows (as LAPACK's nrm2
     scales), and ||x|| = t sqrt(sum); zero for x = 0 (x_i / t is then x_i itself: no 0 / 0). Two
-    passes and one division per element, in x's precision (no constant that Numba would widen),
-    the same in the instruction, its inverse and its gradient, so the inverse subtracts exactly
-    what the forward added. A NaN or infinite x_i gives NaN (the high-level functions refuse them)."""
+    passes and one division per element, in x's precision (no float constant, which would widen
+    float32 to float64), the same in the instruction, its inverse and its gradient, so the inverse
+    subtracts exactly what the forward added. A NaN or infinite x_i gives NaN (the high-level
+    functions refuse them)."""
     n = _len(ctx, x)
     t = ctx.accumulator("scale", A.call("abs", _at(ctx, x, Const(0))))
     ctx.loop(Const(0), n, lambda i: ctx.emit(Assign((t,), (A.call("max", t, A.call("abs", _at(ctx, x, i))),))), "i")

@@ -54,7 +54,7 @@ def _initialized() -> dict:
         llvm.initialize_native_asmprinter()
         target = llvm.Target.from_triple(llvm.get_process_triple())
         cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
-        # static relocations and the JIT's code model, as Numba compiles for MCJIT on this machine
+        # static relocations and the JIT's code model for MCJIT (the settings Numba's JIT uses on x86)
         tm = target.create_target_machine(cpu=cpu, features=features, opt=OPT_LEVEL, reloc="static",
                                           codemodel="jitdefault", jit=True)
         engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)

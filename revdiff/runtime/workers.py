@@ -8,12 +8,10 @@ import queue
 import threading
 from typing import Callable
 
-#: the stack of a thread that compiles: room for Numba's recursive compilation of a large program
-COMPILE_STACK = 256 << 20
 _TASKS: queue.SimpleQueue = queue.SimpleQueue()
 _LOCK = threading.Lock()
 _IDLE = [0]  # started threads not yet promised a task
-_STARTING = threading.Lock()  # held while a thread starts: a compile thread changes threading.stack_size
+_STARTING = threading.Lock()  # one thread started at a time
 
 
 def start(task: Callable[[], None]) -> bool:
@@ -31,21 +29,6 @@ def start(task: Callable[[], None]) -> bool:
             return False
     _TASKS.put(task)  # the new thread, or an older one that became idle first: either takes it
     return True
-
-
-def start_compile_thread(task: Callable[[], None], name: str = "revdiff-compile") -> threading.Thread | None:
-    """Run ``task`` on a fresh daemon thread with a deep stack (Numba compiles recursively, and a
-    thread's default stack can be small); None when no memory is left for its stack."""
-    with _STARTING:
-        previous = threading.stack_size(COMPILE_STACK)
-        try:
-            thread = threading.Thread(target=task, name=name, daemon=True)
-            thread.start()
-            return thread
-        except RuntimeError:
-            return None
-        finally:
-            threading.stack_size(previous)
 
 
 def _work() -> None:

@@ -28,7 +28,7 @@ _DEVICE_ERROR = np.dtype([("code", np.int32), ("fkey", np.int32), ("idx", np.int
 class HostModule:
     """A kernel module compiled as host C++ (g++, unoptimised: it checks correctness, not speed)
     and called through ctypes, one thread at a time: the kernel source NVRTC compiles, run on the
-    CPU to check it against the Numba backend."""
+    CPU to check it against the compiled (LLVM) backend."""
 
     def __init__(self, source: str, stem: str):
         digest = hashlib.sha256(source.encode()).hexdigest()[:20]
@@ -149,7 +149,7 @@ def launch(run: Callable[[list, int, bool], tuple], arrays: list, kinds: list, i
 def run_host(module: HostModule, entry: str, arrays: list, kinds: list, batch: int,
              interleaved: bool, scratch_bytes: int = 1 << 16) -> None:
     """Run kernel ``entry`` of a host-compiled module in place on ``arrays`` (the argument list of
-    the Numba batched entry; ``kinds`` an ``Argument`` for each), one batch element at a time, in the
+    the compiled batched entry; ``kinds`` an ``Argument`` for each), one batch element at a time, in the
     layout a GPU runs (``interleaved`` or not)."""
 
     def run(work: list, size: int, interleaved: bool) -> tuple:

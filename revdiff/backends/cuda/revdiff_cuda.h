@@ -135,7 +135,7 @@ template <typename T> RD_FN rd_complex<T> atan(rd_complex<T> z) {  // principal 
 template <typename T> RD_FN T rd_sign(T x) { return (T)((x > 0) - (x < 0)); }
 template <typename A, typename B> RD_FN auto rd_min(A a, B b) -> decltype(a + b) { return b < a ? b : a; }
 template <typename A, typename B> RD_FN auto rd_max(A a, B b) -> decltype(a + b) { return b > a ? b : a; }
-// Python's % and // (as Numba compiles them). Integers: the remainder takes the divisor's sign.
+// Python's % and // (as CPython computes them). Integers: the remainder takes the divisor's sign.
 RD_FN rd_int rd_py_floordiv(rd_int a, rd_int b) {
     rd_int q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
@@ -160,8 +160,9 @@ template <typename T> RD_FN T rd_py_floordiv(T a, T b) {
     T f = floor(q);
     return q - f > (T)0.5 ? f + 1 : f;
 }
-// The type Numba computes a % b and a // b in: integers (and bools) in int64, two float32 in float32,
-// anything else in float64 (a float32 with a double or an integer too).
+// The type a % b and a // b compute in here: integers (and bools) in int64, two float32 in float32,
+// anything else in float64 (a float32 with a double or an integer too, as Numba computed them).
+// The CPU backend computes a float32 with an integer in float32 (passes/infer.py).
 template <typename T> struct rd_divmod_rank { static const int value = 0; };
 template <> struct rd_divmod_rank<float> { static const int value = 1; };
 template <> struct rd_divmod_rank<double> { static const int value = 2; };
@@ -274,7 +275,7 @@ struct rd_array {
     rd_status* st;     // where an out-of-bounds index is reported (checked builds)
 
     RD_FN T& at(rd_int offset) const { return data[offset]; }
-    // a negative index counts from the end, as in Python and the Numba backend (one select each)
+    // a negative index counts from the end, as in Python and the compiled CPU backend (one select each)
     RD_FN rd_int wrap(int k, rd_int i) const { return i < 0 ? i + shape[k] : i; }
 #ifdef RD_BOUNDSCHECK
     RD_FN bool out(int k, rd_int i) const {  // the index as written: -shape..shape-1 is in bounds

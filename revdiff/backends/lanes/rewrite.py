@@ -22,7 +22,7 @@ from revdiff.ir.low import (Assign, AugAssign, Branch, Check, Comment, HostCall,
                             LowFunction, Repeat, Zero, nested_blocks)
 from revdiff.primitives.functions import FUNCTIONS
 
-LANE_DTYPES = ("float32", "float64")  # complex: SLP gains nothing on Numba's complex structs
+LANE_DTYPES = ("float32", "float64")  # batched complex or integer data runs one element at a time
 
 
 class NotLaneable(Exception):

@@ -91,7 +91,7 @@ class Arithmetic(Builder):
         if t.kind == "float":
             p = register(t)
             x = self.convert(a, t)
-            if b.t.kind in ("int", "bool"):  # by squaring, as Numba and LLVM's powi
+            if b.t.kind in ("int", "bool"):  # by squaring, as LLVM's powi
                 self.helpers.add(f"powi:{p}")
                 n = self.convert(b, INT)
                 return Scalar(self._op(f"call {p} {prelude.helper_name('powi', p)}({p} {x.ref}, i64 {n.ref})"), t)

@@ -10,8 +10,8 @@ Reversibility: ``y += A @ x`` computes ``t = A @ x`` into scratch with one BLAS 
 added: the same call on the same operands returns the same ``t``. Gradient updates accumulate into
 the gradient arrays directly (``beta = 1``).
 
-BLAS is SciPy's (``scipy.linalg.cython_blas``, the library behind NumPy's products on this machine
-as Numba's): ``runtime/native.py`` makes its ``?gemv``/``?gemm`` known to the JIT as
+BLAS is SciPy's (``scipy.linalg.cython_blas``, the BLAS Numba's products called too):
+``runtime/native.py`` makes its ``?gemv``/``?gemm`` known to the JIT as
 ``revdiff_dgemm`` and so on. Views arrive as (data, shape..., byte strides...).
 """
 from __future__ import annotations

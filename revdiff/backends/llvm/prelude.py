@@ -3,7 +3,7 @@ integer powers by squaring, complex division and the complex elementary function
 library functions they and the programs call. A module carries only the helpers it uses, each once
 (``internal``: every module has its own copy, so compiled modules depend on nothing but the C library).
 
-The float ``//`` and ``%`` are CPython's ``float_divmod`` (as Numba compiles them); complex division
+The float ``//`` and ``%`` are CPython's ``float_divmod``; complex division
 is CPython's ``_Py_c_quot``; the complex functions are those of the CUDA prelude
 (``backends/cuda/revdiff_cuda.h``), so the CPU and the GPU compute them with the same formulas.
 """
@@ -12,8 +12,7 @@ from __future__ import annotations
 from revdiff.backends.llvm.values import float_constant
 
 #: C library functions of one floating argument, by their name in the function table; ``f``-suffixed
-#: for float32 (``sinf``). sqrt and fabs are LLVM intrinsics (exact), the rest calls into libm, as
-#: Numba's code does.
+#: for float32 (``sinf``). sqrt and fabs are LLVM intrinsics (exact), the rest calls into libm.
 LIBM_UNARY = {"sin": "sin", "cos": "cos", "tan": "tan", "exp": "exp", "log": "log", "log2": "log2",
               "log10": "log10", "log1p": "log1p", "expm1": "expm1", "sinh": "sinh", "cosh": "cosh",
               "tanh": "tanh", "atan": "atan", "asin": "asin", "acos": "acos", "asinh": "asinh",

@@ -1,4 +1,5 @@
-"""Print low-level IR as Python source, compiled by Numba (or run as is by the python backend)."""
+"""Print low-level IR as Python source: what the python backend runs as it is, and the readable form
+of a compiled program (``f.source(program)``)."""
 from __future__ import annotations
 
 from revdiff.ir.checks import ALLOCATION, INTERRUPTED, failure_code
