@@ -18,6 +18,10 @@ if __name__ == "__main__":
     norm_before = np.linalg.norm(v)
     w, _ = rotate_chain(v.copy(), angles)
     print(f"norm before {norm_before:.15f}, after {np.linalg.norm(w):.15f} (rotations keep it)")
+    assert abs(np.linalg.norm(w) - norm_before) <= 8 * np.finfo(float).eps * norm_before
     back, _ = (~rotate_chain)(w.copy(), angles)
     print(f"round-trip error: {np.max(np.abs(back - v)):.2e}")
-    print(f"gradient check (relative error): {revdiff.check_grad(rotate_chain, v, angles):.2e}")
+    assert np.max(np.abs(back - v)) <= 16 * np.finfo(float).eps * norm_before  # rounding, not exact
+    error = revdiff.check_grad(rotate_chain, v, angles)
+    print(f"gradient check (relative error): {error:.2e}")
+    assert error < 1e-7  # against central differences, whose own error is about 1e-9 here

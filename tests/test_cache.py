@@ -281,3 +281,43 @@ def test_threads_compiling_at_once_from_a_cold_process(tmp_path):
         done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]
         assert done.stdout.strip() == "[True, True, True, True, True, True, True, True] []"
+
+
+FULL_DISK = textwrap.dedent("""
+    import resource, signal, warnings
+    import numpy as np
+    import revdiff
+    from revdiff import reversible
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
+    resource.setrlimit(resource.RLIMIT_FSIZE, (256, 256))  # no object file fits: a full disk, to the writer
+
+    @reversible
+    def scale(y, x):
+        y += 3.0 * x
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = scale(0.0, 1.0)
+        second = revdiff.grad(scale, 0)(0.0, 1.0)
+    print(first, second)
+    for w in caught:
+        print(w.category.__name__, w.message)
+""")
+
+
+def test_a_cache_directory_that_takes_no_file_is_a_warning_and_the_program_runs(tmp_path):
+    """A full disk (here a file-size limit, which fails writes with EFBIG as a full disk fails them
+    with ENOSPC) is a RuntimeWarning naming the directory and the way out, once per process; the
+    compiled programs run uncached."""
+    script = tmp_path / "full.py"
+    script.write_text(FULL_DISK)
+    env = dict(os.environ, REVDIFF_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert lines[0] == "(3.0, 1.0) (1.0, 3.0)"
+    warned = [line for line in lines[1:] if line.startswith("RuntimeWarning")]
+    assert len(warned) == 1, done.stdout
+    assert str(tmp_path / "cache") in warned[0] and "File too large" in warned[0]
+    assert "REVDIFF_CACHE_DIR" in warned[0]

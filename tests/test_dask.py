@@ -96,3 +96,16 @@ def test_a_gradient_is_declared_in_the_dtype_its_chunks_hold_when_precisions_mix
     for grads in cases:
         for grad in grads if isinstance(grads, tuple) else (grads,):
             assert grad.compute().dtype == grad.dtype
+
+
+def test_unknown_chunk_sizes_are_named_with_the_fix():
+    """A boolean mask leaves Dask's chunk sizes unknown (NaN): the argument is named with the call
+    that makes them known, not Dask's internal '__loopdim0__'; after it, the result is NumPy's."""
+    A, y, _ = arrays()
+    keep = rng.standard_normal(len(A)) > 0
+    dA, dy = da.from_array(A, chunks=(10, 7, 3))[da.from_array(keep, chunks=10)], da.from_array(y, chunks=(10, 7))
+    dy = dy[da.from_array(keep, chunks=10)]
+    with pytest.raises(ValueError, match=r"'A', 'y' have unknown chunk sizes.*compute_chunk_sizes\(\)"):
+        rd.project(dA, dy)
+    got = rd.project(dA.compute_chunk_sizes(), dy.compute_chunk_sizes()).compute()
+    np.testing.assert_array_equal(got, P.project(A[keep], y[keep]))

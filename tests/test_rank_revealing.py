@@ -336,3 +336,21 @@ def test_torch_and_jax_report_the_rank_the_truncation_used():
     import revdiff.jax as rj
     with pytest.raises(ValueError, match="unknown method"):
         jax.jit(lambda a: rj.qr(a, method="lu"))(np.eye(3))
+
+
+@pytest.mark.parametrize("method", ["cgs2", "householder"])
+def test_pivoting_orders_columns_of_any_finite_magnitude(method):
+    """|R[k, k]| non-increasing at any finite magnitude, as SciPy's: each column is scaled on its own
+    for the choice (a scan scaled by the largest entry alone let 1e-200 and 1e-190 underflow to zero
+    and kept them in the order given), batched and with the scan in 1e308 and subnormal ranges too."""
+    for diag in ([1e200, 1e-200, 1e-190], [1e-300, 1e300, 1e-310], [1.5e308, 5e-324, 1e-320]):
+        A = np.diag(diag)
+        want = scipy.linalg.qr(A, pivoting=True)[2]
+        R, perm = P.qr(A, method, mode="r", pivoting=True)
+        np.testing.assert_array_equal(perm, want)
+        d = np.abs(np.diag(R))
+        assert np.all(d[:-1] >= d[1:]), d
+        batch = np.stack([A, A[:, ::-1]])
+        perms = P.qr(batch, method, mode="r", pivoting=True)[1]
+        np.testing.assert_array_equal(perms[0], want)
+        np.testing.assert_array_equal(perms[1], scipy.linalg.qr(A[:, ::-1], pivoting=True)[2])

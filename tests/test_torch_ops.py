@@ -3,6 +3,7 @@ torch.compile (fullgraph), torch.func.grad and vmap equal to eager calls."""
 import numpy as np
 import pytest
 
+import revdiff
 from helpers import scaled_norm
 
 torch = pytest.importorskip("torch")
@@ -286,3 +287,23 @@ def test_cuda_tensors_run_on_torchs_current_device_and_stream(monkeypatch):
         assert seen == [("enter", ("device", 1)), ("enter", stream), ("impl", 1), ("exit", stream),
                         ("exit", ("device", 1))]
         seen.clear()
+
+
+@revdiff.reversible
+def maßstab(out, x, c):
+    """A function whose name Python allows and torch.library's ASCII op names do not."""
+    for i in range(len(x)):
+        out += c * x[i] * x[i]
+
+
+def test_a_function_with_a_non_ascii_name_becomes_an_operation():
+    """The operation's name keeps ASCII letters only (torch.library decodes op names as ASCII), so it
+    registers; it runs and differentiates like any other."""
+    f = rt.function(maßstab, "out")
+    x = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64, requires_grad=True)
+    value = f(0.0, x, 2.0)
+    value.backward()
+    assert value.item() == 28.0
+    torch.testing.assert_close(x.grad, 4.0 * x.detach(), rtol=0, atol=0)
+    names = [n for n in dir(torch.ops.revdiff) if n.startswith("function_ma")]
+    assert names and all(n.isascii() for n in names), names

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -835,3 +836,62 @@ def test_numpy_scalars_keep_their_types():
     assert wrapped == np.int32(-2 ** 31) and type(wrapped) is np.int32
     with pytest.warns(RuntimeWarning):
         assert (~bump)(wrapped, *args[1:])[0] == top
+
+
+def _module_from_source(tmp_path, name: str, source: str):
+    import importlib.util
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_deep_expressions_compile_in_time_linear_in_their_size(tmp_path):
+    """A sum of 700 terms (an expression 700 levels deep, which Python compiles) decorates, runs and
+    differentiates, each subexpression typed once (not twice per level: exponential), and the
+    adjoint's walk types the whole once (not once per level: quadratic); 21 nested sin as well."""
+    terms = " + ".join(f"x[{k % 4}] * {k + 1}.0" for k in range(700))
+    nested = "x[0]"
+    for _ in range(21):
+        nested = f"np.sin({nested})"
+    module = _module_from_source(tmp_path, "deep_sums", textwrap.dedent(f"""
+        import numpy as np
+        import revdiff
+
+        @revdiff.reversible
+        def long_sum(s, x):
+            s += {terms}
+
+        @revdiff.reversible
+        def nested_sines(s, x):
+            s += {nested}
+    """))
+    x = np.array([1.0, 2.0, 3.0, 4.0])
+    weights = np.array([sum(k + 1.0 for k in range(700) if k % 4 == j) for j in range(4)])
+    started = time.perf_counter()
+    assert module.long_sum(0.0, x)[0] == pytest.approx(weights @ x, rel=1e-14)
+    np.testing.assert_allclose(revdiff.grad(module.long_sum, 0)(0.0, x)[1], weights, rtol=1e-15)
+    value, grad = 1.0, 1.0
+    for _ in range(21):
+        grad *= math.cos(value)
+        value = math.sin(value)
+    assert module.nested_sines(0.0, x)[0] == pytest.approx(value, rel=1e-15)
+    assert revdiff.grad(module.nested_sines, 0)(0.0, x)[1][0] == pytest.approx(grad, rel=1e-13)
+    assert time.perf_counter() - started < 30  # 0.5 s on a 2-core VM; the quadratic walk took minutes
+
+
+def test_an_expression_too_deep_to_compile_is_refused_by_name(tmp_path):
+    """Beyond the raised recursion limit, a ReversibilityError naming the function and the way out
+    (split the statement), not a bare RecursionError from an AST visitor."""
+    terms = " + ".join(f"x[{k % 4}]" for k in range(5000))
+    source = f"import revdiff\n\n@revdiff.reversible\ndef too_deep(s, x):\n    s += {terms}\n"
+    saved = sys.getrecursionlimit()
+    sys.setrecursionlimit(8000)  # room for Python to compile the module (its default takes about 2000 terms)
+    try:
+        with pytest.raises(revdiff.ReversibilityError, match=r"too_deep nests an expression .* split it"):
+            module = _module_from_source(tmp_path, "too_deep_sum", source)  # parsed and checked here
+            module.too_deep(0.0, np.ones(4))  # or lowered here
+    finally:
+        sys.setrecursionlimit(saved)

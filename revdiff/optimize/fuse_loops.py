@@ -65,9 +65,10 @@ def _fuse_block(body: list, counters: frozenset) -> list:
 
 def _append(out: list, s, counters: frozenset) -> None:
     """Append ``s`` (its nested blocks already fused) to the fused block ``out``, merging it with the
-    last loop or branch before it for as long as they merge."""
+    last loop or branch before it for as long as they merge (only loops and branches merge: other
+    statements are appended without looking back, so that a long straight block fuses in linear time)."""
     out.append(s)
-    while True:
+    while isinstance(s, (Loop, Branch)):
         k = len(out) - 2
         while k >= 0 and not isinstance(out[k], (Loop, Branch)):
             k -= 1

@@ -71,16 +71,20 @@ class AdjointLowerer(Lowerer):
         A read inside a branch of ``a if c else b`` receives its cotangent only under the same
         condition: ``x[i + 1] if i < n - 1 else 0.0`` must not touch ``g_x[n]``."""
         acc: dict = {}
-        self._contributions(e, cotangent, acc)
+        self._contributions(e, cotangent, acc, memo={})
         for (leaf, guard), cot in acc.items():
             update = AugAssign(self.grad(leaf), "+", cot)
             self.emit(update if guard is None else Branch(guard, [update], []))
 
-    def _contributions(self, e, c, acc: dict, guard=None) -> None:
-        kind = self.kind(e)
-        if kind not in ("float", "complex"):
+    def _contributions(self, e, c, acc: dict, guard=None, memo: dict | None = None) -> None:
+        """``memo``: the types of ``e``'s subexpressions, shared by the whole walk (``expr_type``)."""
+        def kind(x) -> str:
+            return self.env.kind(x, memo)
+
+        kind_e = kind(e)
+        if kind_e not in ("float", "complex"):
             return
-        if is_real(kind) and self.kind(c) == "complex":
+        if is_real(kind_e) and kind(c) == "complex":
             c = A.real_part(c)
         if isinstance(e, (Name, Index)):
             if self.differentiable(base_name(e)):
@@ -91,8 +95,8 @@ class AdjointLowerer(Lowerer):
         if isinstance(e, Select):
             if guard is None and not isinstance(c, (Name, Const)):
                 c = self.temp(c, "cot")  # computed once, outside the guarded updates
-            self._contributions(e.a, c, acc, _both(guard, e.cond))
-            self._contributions(e.b, c, acc, _both(guard, Unary("not", e.cond)))
+            self._contributions(e.a, c, acc, _both(guard, e.cond), memo)
+            self._contributions(e.b, c, acc, _both(guard, Unary("not", e.cond)), memo)
             return
         application = applied(e)
         if application is None:
@@ -100,14 +104,14 @@ class AdjointLowerer(Lowerer):
         fn, args = application
         if fn.cotangents is None:
             return
-        live = [a for a in args if self.kind(a) in ("float", "complex")]
+        live = [a for a in args if kind(a) in ("float", "complex")]
         if len(live) > 1 and guard is None and not isinstance(c, (Name, Const)):
             # shared by several arguments: computed once (a temporary under a guard would be
             # evaluated, and its divisions checked, where the guarded arm is not taken)
             c = self.temp(c, "cot")
-        for arg, cot in zip(args, fn.cotangents(c, args, self.kind)):
+        for arg, cot in zip(args, fn.cotangents(c, args, kind)):
             if cot is not None:
-                self._contributions(arg, cot, acc, guard)
+                self._contributions(arg, cot, acc, guard, memo)
 
     # ---------------------------------------------------------------- blocks
 

@@ -34,26 +34,29 @@ class TypeEnv:
     def __contains__(self, name: str) -> bool:
         return name in self.types
 
-    def kind(self, e) -> str:
-        return expr_type(e, self, None).kind
+    def kind(self, e, memo: dict | None = None) -> str:
+        """The kind of ``e``; ``memo`` (``expr_type``) shares the types of subexpressions between calls."""
+        return expr_type(e, self, None, memo).kind
 
     def differentiable(self, name: str) -> bool:
         return name in self.types and self.types[name].differentiable
 
 
-def expr_type(e, env: TypeEnv, loc) -> VarType:
+def expr_type(e, env: TypeEnv, loc, memo: dict | None = None) -> VarType:
     """The VarType of an expression (a view for sliced indices). Each subexpression is typed once:
     typing a node reads its operands' types twice (their kinds, then their precision), which
-    without the memo doubled the work at every level of a nested expression."""
-    return _typed(e, env, loc, {})
+    without the memo doubled the work at every level of a nested expression. A caller that types
+    the subexpressions of one expression in turn (the adjoint of a sum of many terms) passes one
+    ``memo`` to every call, so that the whole is typed in linear time, not quadratic."""
+    return _typed(e, env, loc, {} if memo is None else memo)
 
 
 def _typed(e, env: TypeEnv, loc, memo: dict) -> VarType:
-    key = id(e)  # nodes of one tree, alive for the call: hashing them would walk them again
+    key = id(e)  # hashing the nodes would walk them again; the memo keeps each node, so its id stays its own
     hit = memo.get(key)
     if hit is None:
-        hit = memo[key] = _type_of(e, env, loc, memo)
-    return hit
+        hit = memo[key] = (e, _type_of(e, env, loc, memo))
+    return hit[1]
 
 
 def _type_of(e, env: TypeEnv, loc, memo: dict) -> VarType:
