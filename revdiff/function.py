@@ -357,8 +357,17 @@ class ReversibleFunction:
         return tuple(VarType("float", ranks.get(p, 0), "float64") for p in self.params)
 
 
+#: a program of ``~f`` named as ``~f`` sees it: its forward program is ``f``'s inverse, and so on
+_INVERSE_PROGRAMS = {"forward": "inverse", "inverse": "forward", "adjoint": "inverse_adjoint",
+                     "inverse_adjoint": "adjoint", "vjp": "inverse_vjp", "inverse_vjp": "vjp",
+                     "jvp": "inverse_jvp", "inverse_jvp": "jvp", "adjoint_jvp": "inverse_adjoint_jvp",
+                     "inverse_adjoint_jvp": "adjoint_jvp", "hvp": "inverse_hvp", "inverse_hvp": "hvp"}
+
+
 class InverseFunction(ReversibleFunction):
-    """``~f``: the same function run backwards; ``~~f`` is ``f`` again."""
+    """``~f``: the same function run backwards; ``~~f`` is ``f`` again. A reversible function like
+    any other: calls, gradients, batches, options, ``source()`` (its programs named as ``~f`` sees
+    them: its "forward" is ``f``'s inverse); what it compiles and caches is ``f``'s."""
 
     programs = ("inverse", "inverse_adjoint")
     fused_vjp = "inverse_vjp"
@@ -367,8 +376,44 @@ class InverseFunction(ReversibleFunction):
         self._forward = forward
         self.__name__ = forward.__name__
         self.__qualname__ = "~" + forward.__qualname__
+        self.__doc__ = forward.__doc__
+        self.__module__ = forward.__module__
         self.params = forward.params
         self.backend = forward.backend
+
+    def __getattr__(self, name: str) -> Any:
+        """What ``~f`` does not hold itself (the IR, options, the Python function) is ``f``'s."""
+        if name.startswith("__") or name == "_forward":
+            raise AttributeError(name)
+        return getattr(self._forward, name)
+
+    @property
+    def options(self) -> Options:
+        return self._forward.options
+
+    def version(self) -> tuple:
+        return self._forward.version()
+
+    def _check(self) -> None:
+        self._forward._check()
+
+    def modified_positions(self) -> set:
+        return self._forward.modified_positions()
+
+    def specialize(self, types: tuple, blas: bool = True) -> "Specialization":
+        return self._forward.specialize(types, blas)
+
+    def with_options(self, **options: Any) -> "InverseFunction":
+        return ~self._forward.with_options(**options)
+
+    def source(self, program: str = "forward", *example_args: Any, backend: str = "python") -> str:
+        if program not in _INVERSE_PROGRAMS:
+            raise ValueError(f"program of {self.__qualname__} must be one of {tuple(_INVERSE_PROGRAMS)}, "
+                             f"got {program!r}")
+        return self._forward.source(_INVERSE_PROGRAMS[program], *example_args, backend=backend)
+
+    def default_types(self) -> tuple:
+        return self._forward.default_types()
 
     @property
     def forward_function(self) -> ReversibleFunction:

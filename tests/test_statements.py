@@ -257,6 +257,49 @@ def test_inverse_of_inverse_is_forward():
     assert (~loops).programs == ("inverse", "inverse_adjoint")
 
 
+@reversible
+def squares_into(x, y):
+    """x += 2 y²: a function whose inverse is easy to write down."""
+    for i in range(len(x)):
+        x[i] += 2.0 * y[i] * y[i]
+
+
+def test_every_method_of_f_works_on_its_inverse():
+    """``~f`` is a reversible function like any other: each public method of ``f`` runs on it, with
+    what ``~f`` means (its forward program is ``f``'s inverse; options give ``~`` of ``f`` with them)."""
+    g = ~squares_into
+    x, y = np.array([3.0, 5.0]), np.array([1.0, 2.0])
+    types = g.argument_types((x, y))
+    exercised = {
+        "argument_types": types == squares_into.argument_types((x, y)),
+        "bind": g.bind((), {"x": 1.0, "y": 2.0}) == (1.0, 2.0),
+        "default_types": g.default_types() == squares_into.default_types(),
+        "forward_function": g.forward_function is squares_into,
+        "fused_vjp": g.fused_vjp == "inverse_vjp",
+        "inverse": g.inverse is squares_into,
+        "modified_positions": g.modified_positions() == {0},
+        "parameter_names": g.parameter_names == ("x", "y"),
+        "partial_note": "'x'" in g.partial_note((x, y)),
+        "programs": g.programs == ("inverse", "inverse_adjoint"),
+        "source": "the inverse program of squares_into" in g.source()
+                  and "the forward program" in g.source("inverse")
+                  and "the inverse_adjoint program" in g.source("adjoint", x, y),
+        "specialize": g.specialize(types) is squares_into.specialize(types),
+        "validate": g.validate((x, y)) is None,
+        "version": g.version() == squares_into.version(),
+        "with_options": g.with_options(check=False) is ~squares_into.with_options(check=False)
+                        and not g.with_options(check=False).options.check,
+    }
+    public = {n for n in dir(type(squares_into)) if not n.startswith("_")}
+    assert set(exercised) == public, "a method of f left out of this test"
+    assert all(exercised.values()), [name for name, ok in exercised.items() if not ok]
+    np.testing.assert_array_equal(g(x.copy(), y)[0], x - 2.0 * y * y)
+    with pytest.raises(ValueError, match="must be one of"):
+        g.source("vjp_forward")  # f's forward half of a fused vjp has no inverse counterpart
+    with pytest.raises(ValueError, match="read-only"):
+        g.validate((np.broadcast_to(1.0, (2,)), y))
+
+
 def test_check_false_drops_runtime_checks():
     fast = mul_div.with_options(check=False)
     assert "_err[0] = " not in fast.source("forward")
