@@ -27,7 +27,7 @@ from revdiff.compiler.batch_entries import element_entry, entry_names, lane_reco
 from revdiff.compiler.graph import ascii_name, symbol
 from revdiff.compiler.lane_modules import LANE_MIN_BATCH, NotLaneable, compile_lanes, lane_module_source, lane_width
 from revdiff.compiler.native import entry_callable, function_module
-from revdiff.ir.types import VarType, kind_of_dtype, type_of_value
+from revdiff.ir.types import VarType, array_type, type_of_value
 from revdiff.runtime.device import any_on_device, cupy_module, on_device
 from revdiff.runtime.threads import blas_single_threaded
 from revdiff.user_names import as_written, escaped
@@ -60,6 +60,7 @@ class BatchedFunction:
         self.f = f
         self.batched = frozenset(escaped(b) for b in batched)  # as compiled, as ``f.params``
         self._entries: dict = {}
+        self._signatures: dict = {}
 
     def __repr__(self) -> str:
         return f"<batched {self.f!r} over {', '.join(sorted(map(as_written, self.batched)))}>"
@@ -82,14 +83,12 @@ class BatchedFunction:
                                      f"and {a.shape[0]}")
                 size = size or (shown, a.shape[0])
                 dtype = np.dtype(a.dtype)
-                types.append(VarType(kind_of_dtype(dtype), a.ndim - 1, dtype.name) if a.ndim > 1
-                             else type_of_value(dtype.type(0)))
+                types.append(array_type(dtype, a.ndim - 1) if a.ndim > 1 else type_of_value(dtype.type(0)))
             elif is_array(a):
                 if a.ndim == 0:  # as a single call refuses it (``type_of_value``): a kernel takes a scalar by value
                     raise TypeError(f"argument '{shown}' of {f.__qualname__}(): 0-d arrays are not supported; "
                                     "pass a Python or NumPy scalar")
-                dtype = np.dtype(a.dtype)
-                types.append(VarType(kind_of_dtype(dtype), a.ndim, dtype.name))
+                types.append(array_type(np.dtype(a.dtype), a.ndim))
             else:
                 try:
                     types.append(type_of_value(a))
@@ -104,7 +103,11 @@ class BatchedFunction:
 
     def signature(self, kind: str, types: tuple) -> EntrySignature:
         """The program, parameters, gradient buffers and saved outputs of the ``kind`` entry."""
-        return entry_signature(self.f, self.batched, kind, types)
+        key = (kind, types, self.f.forward_function.version())
+        found = self._signatures.get(key)
+        if found is None:
+            found = self._signatures[key] = entry_signature(self.f, self.batched, kind, types)
+        return found
 
     # ---------------------------------------------------------------- generated entries
 
@@ -409,7 +412,7 @@ def _entry_types(sig: EntrySignature, arrays: tuple, types: tuple) -> dict:
             a = arrays[k]
             if isinstance(a, np.ndarray):
                 dtype = np.dtype(a.dtype)
-                out[name] = VarType(kind_of_dtype(dtype), a.ndim, dtype.name)
+                out[name] = array_type(dtype, a.ndim)
             else:
                 out[name] = type_of_value(a)
             continue

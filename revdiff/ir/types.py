@@ -5,6 +5,7 @@ propagated through expressions so that gradient code is emitted only for float a
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,7 +41,12 @@ SUPPORTED_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16"
 
 
 def kind_of_dtype(dtype: np.dtype) -> str:
-    dtype = np.dtype(dtype)
+    """The kind values of ``dtype`` have; TypeError for a dtype revdiff does not compute in."""
+    return _kind_of(np.dtype(dtype))
+
+
+@functools.lru_cache(maxsize=None)
+def _kind_of(dtype: np.dtype) -> str:  # once per dtype: a call's arguments are typed on every call
     if dtype.name not in SUPPORTED_DTYPES:
         hint = f" (convert it to float{32 if dtype.itemsize < 4 else 64})" if dtype.kind == "f" else ""
         raise TypeError(f"dtype {dtype} is not supported{hint}; revdiff computes in bool, integers, float32, "
@@ -60,7 +66,7 @@ def type_of_value(value: object) -> VarType:
     if isinstance(value, np.ndarray) or hasattr(value, "__cuda_array_interface__"):
         if value.ndim == 0:
             raise TypeError("0-d arrays are not supported; pass a Python or NumPy scalar")
-        return VarType(kind_of_dtype(np.dtype(value.dtype)), value.ndim, np.dtype(value.dtype).name)
+        return array_type(np.dtype(value.dtype), value.ndim)
     if isinstance(value, np.generic):
         kind_of_dtype(value.dtype)  # NumPy scalars of unsupported types (float16, longdouble) refused
     if isinstance(value, (bool, np.bool_)):
@@ -74,6 +80,12 @@ def type_of_value(value: object) -> VarType:
     if isinstance(value, (complex, np.complexfloating)):
         return VarType("complex", 0, "complex64" if isinstance(value, np.complex64) else "complex128")
     raise TypeError(f"unsupported argument of type {type(value).__name__}")
+
+
+@functools.lru_cache(maxsize=None)
+def array_type(dtype: np.dtype, ndim: int) -> VarType:
+    """The VarType of arrays of ``dtype`` and rank ``ndim`` (one shared instance each)."""
+    return VarType(kind_of_dtype(dtype), ndim, dtype.name)
 
 
 def join(*kinds: str) -> str:

@@ -15,11 +15,6 @@ def entry_words(types) -> int:
     return sum(1 + 2 * t.ndim for t in types) + 1
 
 
-def _python_number(value):
-    """A NumPy scalar the program returned, as the Python number it stands for."""
-    return value.item()
-
-
 class NativeProgram:
     """A program compiled to machine code, called as ``program(*args, record)`` with the arguments of
     its parameters (NumPy arrays, updated in place, and numbers) and a float64 error record
@@ -32,6 +27,7 @@ class NativeProgram:
         self.revdiff_loops = loops  # a while loop: run where Ctrl-C can stop it (``calls.interruptible``)
         self._function = entry_function(address)
         self._words = entry_words(types)
+        self._dtypes = tuple(np.dtype(t.dtype) for t in types)
 
     def __repr__(self) -> str:
         return f"<compiled revdiff program {self.__name__}>"
@@ -40,29 +36,26 @@ class NativeProgram:
         *values, record = args
         if len(values) != len(self.types):
             raise TypeError(f"{self.__name__} takes {len(self.types)} arguments, got {len(values)}")
-        words = np.empty(self._words, np.int64)
+        words: list = []  # packed as Python integers, converted once (per-word stores cost a microsecond each)
         scalars = []
-        k = 0
-        for v, t in zip(values, self.types):
+        for v, t, dtype in zip(values, self.types, self._dtypes):
             if t.ndim:
-                if not isinstance(v, np.ndarray) or v.ndim != t.ndim or v.dtype.name != t.dtype \
-                        or not v.dtype.isnative:
+                if not isinstance(v, np.ndarray) or v.ndim != t.ndim or v.dtype != dtype or not v.dtype.isnative:
                     raise TypeError(f"{self.__name__} was compiled for a {t.describe()}, not {_describe(v)}")
-                words[k] = v.ctypes.data
-                words[k + 1:k + 1 + t.ndim] = v.shape
-                words[k + 1 + t.ndim:k + 1 + 2 * t.ndim] = v.strides
-                k += 1 + 2 * t.ndim
+                words.append(v.__array_interface__["data"][0])
+                words.extend(v.shape)
+                words.extend(v.strides)
             else:
-                slot = np.array([v], dtype=t.dtype)
+                slot = np.array([v], dtype=dtype)
                 scalars.append(slot)
-                words[k] = slot.ctypes.data
-                k += 1
+                words.append(slot.__array_interface__["data"][0])
         if not (isinstance(record, np.ndarray) and record.dtype == np.float64 and record.flags.c_contiguous
                 and record.size >= 8):
             raise TypeError(f"{self.__name__}: the error record must be a contiguous float64 array of 8 entries")
-        words[k] = record.ctypes.data
-        self._function(words.ctypes.data)
-        return tuple(_python_number(slot[0]) for slot in scalars)
+        words.append(record.__array_interface__["data"][0])
+        packed = np.array(words, np.int64)  # every word fits: addresses, sizes and strides are below 2**63
+        self._function(packed.__array_interface__["data"][0])
+        return tuple(slot[0].item() for slot in scalars)
 
 
 def _describe(v) -> str:
