@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "revdiff"
 
 #: the layers, lowest first; a module may import from its own layer or any below it
 LAYERS = [
-    ["revdiff.errors", "revdiff.language"],
+    ["revdiff.errors", "revdiff.language", "revdiff.user_names"],
     ["revdiff.ir"],
     ["revdiff.primitives"],
     ["revdiff.frontend", "revdiff.passes"],
