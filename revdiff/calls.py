@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import numbers
 import threading
-import warnings
 from typing import Any, Iterable
 
 import numpy as np
@@ -107,17 +106,10 @@ def run_batch(entry, args: tuple, errors: np.ndarray, units: int, lane_elements:
 
 def scalar_like(argument, value):
     """``value``, a program's final value of scalar ``argument``, in the argument's type: a NumPy
-    scalar stays one of its dtype (``np.int32`` updated by ``+=`` is an ``np.int32``, as in NumPy 2);
-    an integer that left its dtype's range wraps around as NumPy's integer arithmetic does, with
-    NumPy's RuntimeWarning."""
+    scalar stays one of its dtype (``np.int32`` updated by ``+=`` is an ``np.int32``, as in NumPy 2;
+    the program computed it in that dtype, ``type_of_value``)."""
     if not isinstance(argument, np.generic) or type(argument) is type(value):
         return value
-    if isinstance(argument, np.integer) and not isinstance(argument, np.bool_):
-        info = np.iinfo(argument.dtype)
-        if not info.min <= value <= info.max:
-            warnings.warn(f"overflow encountered: {value} does not fit {argument.dtype.name}, wrapped around as "
-                          "NumPy's integer arithmetic does", RuntimeWarning, stacklevel=4)
-            return np.array(value, np.int64).astype(argument.dtype)[()]
     return argument.dtype.type(value)
 
 

@@ -24,7 +24,7 @@ class ReversibilityError(Exception):
     """A reversibility rule is broken, found statically (at decoration) or at run time."""
 
     def __init__(self, message: str, loc: SourceLocation | None = None):
-        self.message = in_user_terms(message)  # names as the user wrote them (``user_names``)
+        self.message = in_user_terms(message, loc)  # names as the user wrote them (``user_names``)
         self.loc = loc
         self.filename = loc.filename if loc else None
         self.lineno = loc.lineno if loc else None

@@ -433,7 +433,9 @@ class InverseFunction(ReversibleFunction):
 def reversible(fn: Callable | None = None, *, check: bool = True, backend: str = "llvm",
                atol: float = 1e-12, rtol: float | None = None, fmad: bool = False, fuse_loops: bool = True):
     """Decorate a function written in the reversible language. ``check=False`` drops runtime checks;
-    ``atol``/``rtol`` set the tolerance of ancilla deallocation checks; ``backend="python"`` runs
+    ``atol``/``rtol`` set the tolerance of ancilla checks at ``del`` and ``release``, ``atol + rtol``
+    times the ancilla's scale (``rtol=None``: 1024 machine epsilons of its dtype; integers exact);
+    ``backend="python"`` runs
     the generated code as plain Python, uncompiled; ``fmad=True`` lets the CUDA compiler contract
     a*b+c into FMAs (off by default, so that GPU results agree with the CPU's); ``fuse_loops=False``
     compiles every loop as written instead of fusing adjacent ones (``optimize/fuse_loops.py``; the

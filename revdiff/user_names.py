@@ -1,14 +1,16 @@
-"""Hygiene between the user's names and generated ones: every name revdiff generates begins with an
-underscore (``_err``, ``_t3``, ``_b``), so a local name of the user's that begins with one (or with
-``u``s then one) is compiled with one more ``u`` in front (``_t`` as ``u_t``, ``u_t`` as ``uu_t``), and
-messages show it as written. The renaming is one-to-one and never gives a name beginning with ``_``."""
+"""Hygiene between the user's names and generated ones. Generated code names its own variables with
+a leading underscore (``_err``, ``_t3``, ``_b``), so a local name of the user's that matches ``u*_…``
+(an underscore, after none or more ``u``s) is compiled with one more ``u`` in front: ``_t`` as
+``u_t``, ``u_t`` as ``uu_t``. The renaming is one-to-one and never gives a name beginning with an
+underscore. Messages about a function show its renamed locals as the user wrote them."""
 from __future__ import annotations
 
 import re
 
 _ESCAPED = re.compile(r"u*_")
-# an escaped name in a message: a word beginning with one or more u's and then an underscore
-_IN_TEXT = re.compile(r"(?<![\w.])u(u*_\w*)")
+_WORD = re.compile(r"(?<![\w.])u+_\w*")  # a word that may be a renamed local
+#: (file, function) -> the renamed locals of the functions parsed there, as compiled
+_RENAMED: dict = {}
 
 
 def escaped(name: str) -> str:
@@ -21,6 +23,17 @@ def as_written(name: str) -> str:
     return name[1:] if name.startswith("u") and _ESCAPED.match(name, 1) else name
 
 
-def in_user_terms(text: str) -> str:
-    """``text`` (a message about compiled code) with every escaped name as the user wrote it."""
-    return _IN_TEXT.sub(r"\1", text)
+def remember(filename: str, function: str, names) -> None:
+    """Record the locals of ``function`` (in ``filename``) that ``escaped`` renames."""
+    renamed = {escaped(n) for n in names if escaped(n) != n}
+    if renamed:
+        _RENAMED[filename, function] = _RENAMED.get((filename, function), frozenset()) | renamed
+
+
+def in_user_terms(text: str, loc) -> str:
+    """``text``, a message about the function at ``loc`` (a SourceLocation), with that function's
+    renamed locals as the user wrote them; other words (globals, callees, generated names) as they are."""
+    renamed = _RENAMED.get((loc.filename, loc.function)) if loc is not None else None
+    if not renamed:
+        return text
+    return _WORD.sub(lambda m: as_written(m.group()) if m.group() in renamed else m.group(), text)

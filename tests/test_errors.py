@@ -191,6 +191,15 @@ def test_names_beginning_with_an_underscore_are_the_users():
             _t = 0.0  # E:underscore_twice
             del _t
     assert_error(e, "underscore_twice", "'_t' is already a live ancilla")
+    with pytest.raises(ReversibilityError) as e:
+        @reversible
+        def m(y, _z):
+            y += u_helper(_z)  # E:global_u_name
+    assert_error(e, "global_u_name", "'u_helper' is not a pure function")  # a global keeps its name
+
+
+def u_helper(y):
+    return y
 
 
 def test_ancilla_never_deallocated():

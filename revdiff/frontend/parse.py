@@ -22,7 +22,7 @@ from revdiff.ir.high import (Alloc, Bind, CallFn, Compute, Const, Dealloc, DType
 from revdiff.ir.types import kind_of_dtype
 from revdiff.primitives import AUGMENTED, INSTRUCTIONS, called
 from revdiff.primitives.elementwise import ELEMENTWISE
-from revdiff.user_names import as_written, escaped
+from revdiff.user_names import as_written, escaped, remember
 
 _UNSUPPORTED = {
     "Return": "'return' is not allowed: a reversible function returns all its parameters itself",
@@ -64,6 +64,7 @@ class Parser:
                     pass
         local_names = set(self.params) | _assigned_names(node)
         if any(escaped(n) != n for n in local_names):
+            remember(smap.filename, smap.function, local_names)
             _Hygiene(local_names).visit(node)
             self.params = [escaped(p) for p in self.params]
             local_names = {escaped(n) for n in local_names}

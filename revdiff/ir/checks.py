@@ -107,4 +107,4 @@ def to_error(fkey: int, idx: int, a: float, b: float, batch_element: int | None 
     detail += tail
     if info.error is ReversibilityError:
         return ReversibilityError(info.message + detail, info.loc)
-    return info.error(f"{info.loc}: {in_user_terms(info.message + detail)}")
+    return info.error(f"{info.loc}: {in_user_terms(info.message + detail, info.loc)}")

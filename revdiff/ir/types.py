@@ -71,8 +71,10 @@ def type_of_value(value: object) -> VarType:
         kind_of_dtype(value.dtype)  # NumPy scalars of unsupported types (float16, longdouble) refused
     if isinstance(value, (bool, np.bool_)):
         return VarType("bool", 0, "bool")
-    if isinstance(value, (int, np.integer)):
-        if not -(1 << 63) <= int(value) < (1 << 63):
+    if isinstance(value, np.integer):  # in its own dtype, as NumPy computes it and as an array element is
+        return VarType("int", 0, value.dtype.name)
+    if isinstance(value, int):
+        if not -(1 << 63) <= value < (1 << 63):
             raise TypeError(f"the integer {value} does not fit in int64, which integer scalars compute in")
         return VarType("int", 0, "int64")
     if isinstance(value, (float, np.floating)):

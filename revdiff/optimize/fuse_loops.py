@@ -65,8 +65,9 @@ def _fuse_block(body: list, counters: frozenset) -> list:
 
 def _append(out: list, s, counters: frozenset) -> None:
     """Append ``s`` (its nested blocks already fused) to the fused block ``out``, merging it with the
-    last loop or branch before it for as long as they merge (only loops and branches merge: other
-    statements are appended without looking back, so that a long straight block fuses in linear time)."""
+    last loop or branch before it, again and again while they merge, until a merge moves statements
+    after the merged loop. Only loops and branches merge: other statements are appended without
+    looking back, so that a long straight block fuses in linear time."""
     out.append(s)
     while isinstance(s, (Loop, Branch)):
         k = len(out) - 2

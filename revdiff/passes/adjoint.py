@@ -77,7 +77,10 @@ class AdjointLowerer(Lowerer):
             self.emit(update if guard is None else Branch(guard, [update], []))
 
     def _contributions(self, e, c, acc: dict, guard=None, memo: dict | None = None) -> None:
-        """``memo``: the types of ``e``'s subexpressions, shared by the whole walk (``expr_type``)."""
+        """Add to ``acc[leaf, guard]`` the share of cotangent ``c`` of expression ``e`` that reaches each
+        differentiable leaf it reads (``guard``: the condition of the ``Select`` arms above it). ``memo``:
+        the types of the expressions the walk meets (``e``'s parts and the cotangents it builds), shared
+        by the whole walk so that each is typed once (``expr_type``)."""
         def kind(x) -> str:
             return self.env.kind(x, memo)
 

@@ -5,8 +5,8 @@ A module's object code is stored in the cache directory under a digest of everyt
 on: the module's text, the optimisation pipeline, LLVM's version, and this machine's CPU and
 features. The file holds a digest of its bytes too, checked before the code is loaded: a damaged or
 foreign file is compiled again and rewritten, never run. Modules reach each other's programs by
-symbol (a caller is compiled after its callees); a symbol already loaded in this process is never
-loaded twice.
+symbol (a caller is compiled after its callees); a module whose symbols are all loaded in this
+process already is not loaded again, and one symbol generated from two different texts raises.
 
 Compiling takes a fraction of a second per program; one that takes longer than
 ``NOTICE_SECONDS`` tells the user once per process, on standard error, what it compiles
@@ -92,8 +92,9 @@ def data_layout() -> str:
     return _initialize()["layout"]
 
 
-def _pipeline(vectorize: bool) -> str:
-    return f"O{OPT_LEVEL} vectorize={vectorize}"
+def _pipeline() -> str:
+    """The optimisation pipeline, as part of a module's cache key."""
+    return f"O{OPT_LEVEL} vectorize=True"
 
 
 def _stem(name: str) -> str:
@@ -101,14 +102,14 @@ def _stem(name: str) -> str:
     return (re.sub(r"[^A-Za-z0-9_]", "_", name) or "module")[:80]
 
 
-def load(text: str, name: str, symbols: list, vectorize: bool = True) -> dict:
+def load(text: str, name: str, symbols: list) -> dict:
     """The addresses of ``symbols``, defined by the LLVM module ``text`` (named ``name`` in the
     cache): loaded from the cache, or compiled and cached. Every symbol it declares without defining
     must be loaded already. Thread-safe."""
     state = _initialize()
     if "@revdiff_" in text:
         _register_blas()
-    key = hashlib.sha256("\0".join((text, _pipeline(vectorize), state["host"])).encode()).hexdigest()
+    key = hashlib.sha256("\0".join((text, _pipeline(), state["host"])).encode()).hexdigest()
     with _LOCK:
         if symbols and all(s in _LOADED for s in symbols):
             for s in symbols:
@@ -118,7 +119,7 @@ def load(text: str, name: str, symbols: list, vectorize: bool = True) -> dict:
         path = cache_dir() / "native" / f"{_stem(name)}_{key[:24]}.o"
         code = _read_object(path, key)
         if code is None:
-            code = _compile(text, name, state, vectorize)
+            code = _compile(text, name, state)
             try:
                 write_atomically(path, _FORMAT + _digest(key, code) + code)
             except OSError as exc:  # a full disk, a quota, a directory made read-only meanwhile
@@ -152,7 +153,7 @@ def _read_object(path: Path, key: str) -> bytes | None:
     return code
 
 
-def _compile(text: str, name: str, state: dict, vectorize: bool) -> bytes:
+def _compile(text: str, name: str, state: dict) -> bytes:
     """Object code of module ``text``: parsed, optimised and compiled for this machine."""
     timer = threading.Timer(NOTICE_SECONDS, _notice, (name,))
     timer.daemon = True
@@ -162,8 +163,8 @@ def _compile(text: str, name: str, state: dict, vectorize: bool) -> bytes:
         module.triple = state["triple"]
         module.data_layout = state["layout"]
         tuning = llvm.create_pipeline_tuning_options(speed_level=OPT_LEVEL)
-        tuning.loop_vectorization = vectorize
-        tuning.slp_vectorization = vectorize
+        tuning.loop_vectorization = True
+        tuning.slp_vectorization = True
         builder = llvm.create_pass_builder(state["tm"], tuning)
         builder.getModulePassManager().run(module, builder)
         return state["tm"].emit_object(module)

@@ -14,7 +14,7 @@ def main(argv: list | None = None) -> None:
     p = sub.add_parser("compare", help="gradient accuracy and time: reversible programs vs closed-form adjoints",
                        description="For matrices of growing condition number, the relative error of each "
                                    "method's gradient of A against a 60-digit mpmath reference, and its median "
-                                   "time, as a table (first run: about a minute of compiling on a 2-core machine, cached).")
+                                   "time, as a table (the first run compiles for a few seconds, cached afterwards).")
     compare.add_arguments(p)
     b = sub.add_parser("bench", help="speed of batched gradients against PyTorch, JAX and NumPy formulas",
                        description="Times batched projection and QR gradients of revdiff (cgs2, bcgs2) against "
