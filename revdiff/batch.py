@@ -103,7 +103,7 @@ class BatchedFunction:
 
     def signature(self, kind: str, types: tuple) -> EntrySignature:
         """The program, parameters, gradient buffers and saved outputs of the ``kind`` entry."""
-        key = (kind, types, self.f.forward_function.version())
+        key = (kind, types, frozenset(self.f.forward_function.modified_positions()))
         found = self._signatures.get(key)
         if found is None:
             found = self._signatures[key] = entry_signature(self.f, self.batched, kind, types)

@@ -77,6 +77,8 @@ class ReversibleFunction:
             self._specs: dict = {}
             self._checked = False
             self._modified: set | None = None
+            self._callees: dict = {}  # name -> (the global bound to it, the callee with this function's options)
+            self._version: tuple | None = None
             self._inverse = InverseFunction(self)
             self._try_check()
 
@@ -106,19 +108,27 @@ class ReversibleFunction:
 
     def version(self) -> tuple:
         """The constants and callees this function and everything it calls compile in, as they are
-        now; a function whose globals changed is parsed again first (a later call sees the new
-        values, as Python would). Specialisations are keyed by it."""
+        now (each callee by its Python function, so that a name rebound to another function with the
+        same constants differs); a function whose globals changed is parsed again first (a later
+        call sees the new values, as Python would). Specialisations are keyed by it."""
         if self._stale():
             self.ir = parse_function(self.py_function)
-            self._specs, self._checked, self._modified = {}, False, None
+            self._specs, self._checked, self._modified, self._callees = {}, False, None, {}
         self._check()  # a rebound callee may have closed a cycle of calls: refused there
-        callees = tuple((name, self._callee(name).version()) for name in sorted(self.ir.globals_names))
-        return tuple(sorted(self.ir.constants.items())), callees
+        callees = tuple((name, callee.py_function, callee.version())
+                        for name, callee in ((n, self._callee(n)) for n in sorted(self.ir.globals_names)))
+        version = tuple(sorted(self.ir.constants.items())), callees
+        if version != self._version:  # a callee rebound further down: what this one modifies may change
+            self._version, self._modified = version, None
+        return version
 
     # ---------------------------------------------------------------- static analysis
 
     def _callee(self, name: str, loc=None) -> "ReversibleFunction":
         obj = self.ir.globals_names.get(name)
+        known = self._callees.get(name)
+        if known is not None and known[0] is obj:
+            return known[1]
         if obj is None:
             obj = self._lookup(name)
             if obj is _MISSING or not is_reversible_function(obj):
@@ -135,7 +145,9 @@ class ReversibleFunction:
             options["check"] = False
         if not self.options.fuse_loops:  # and one compiled as written, callees compiled as written
             options["fuse_loops"] = False
-        return obj.forward_function.with_options(**options)
+        callee = obj.forward_function.with_options(**options)
+        self._callees[name] = (obj, callee)
+        return callee
 
     def with_options(self, **options: Any) -> "ReversibleFunction":
         """The same function with other options (backend, check, atol, rtol, fmad, fuse_loops); variants

@@ -902,3 +902,37 @@ def test_an_expression_too_deep_to_compile_is_refused_by_name(tmp_path):
             module.too_deep(0.0, np.ones(4))  # or lowered here
     finally:
         sys.setrecursionlimit(saved)
+
+
+def test_a_callee_rebound_two_calls_deep_changes_what_its_callers_modify(tmp_path):
+    """outer calls middle calls inner; inner rebound to another function (with the same constants):
+    outer runs the new one (its specialisations are keyed by its callees' functions, not only their
+    constants), and its modified parameters follow (gradients' saved outputs and batches rely on them)."""
+    module = _module_from_source(tmp_path, "rebound_deep", textwrap.dedent("""
+        import revdiff
+
+        @revdiff.reversible
+        def inner(a, b):
+            a += 2.0 * b
+
+        @revdiff.reversible
+        def middle(a, b):
+            inner(a, b)
+
+        @revdiff.reversible
+        def outer(a, b):
+            middle(a, b)
+    """))
+    assert module.outer(1.0, 3.0) == (7.0, 3.0) and module.outer.modified_positions() == {0}
+    grads_before = revdiff.grad(module.outer, 0)(1.0, 3.0)
+
+    @reversible
+    def inner(a, b):
+        b += 2.0 * a
+
+    module.inner = inner
+    assert module.outer(1.0, 3.0) == (1.0, 5.0)
+    assert module.outer.modified_positions() == {1}
+    assert revdiff.grad(module.outer, 1)(1.0, 3.0) == (2.0, 1.0) and grads_before == (1.0, 2.0)
+    with pytest.raises(ValueError, match="'b' is modified by outer"):
+        revdiff.batched(module.outer, ["a"])(np.ones(2), np.ones(2))

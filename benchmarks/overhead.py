@@ -1,0 +1,87 @@
+"""The cost of one warm call, in one process: a single 32x16 float64 projection gradient
+(``revdiff.programs.project_vjp``) against NumPy's closed-form Golub-Pereyra gradient
+(``revdiff.formulas.project_vjp``), and, with PyTorch, a training step (forward and backward of
+||P_A y||²) through ``revdiff.torch.project`` against the same step through ``torch.linalg.qr``.
+Medians of ``--rounds`` alternating rounds of ``--calls`` calls each, so that the machine's noise
+falls on both sides alike.
+
+    python benchmarks/overhead.py [--shape 32x16] [--rounds 7] [--calls 500] [--no-torch]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+
+def per_call(fn, calls: int) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - start) / calls
+
+
+def compare(cases: dict, rounds: int, calls: int) -> dict:
+    """{name: median seconds per call}, the cases run one after another in each round."""
+    for fn in cases.values():  # compiled and warm before timing
+        fn()
+    times: dict = {name: [] for name in cases}
+    for _ in range(rounds):
+        for name, fn in cases.items():
+            times[name].append(per_call(fn, calls))
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--shape", default="32x16")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--calls", type=int, default=500)
+    parser.add_argument("--no-torch", action="store_true")
+    a = parser.parse_args()
+    m, n = map(int, a.shape.split("x"))
+
+    from revdiff import formulas
+    from revdiff import programs as P
+
+    rng = np.random.default_rng(0)
+    A, y, gz = rng.standard_normal((m, n)), rng.standard_normal(m), rng.standard_normal(m)
+    got, want = P.project_vjp(A, y, gz), formulas.project_vjp(A, y, gz)
+    difference = max(float(np.abs(g - w).max() / np.abs(w).max()) for g, w in zip(got, want))
+    rows = [("project_vjp, one matrix", compare({"revdiff": lambda: P.project_vjp(A, y, gz),
+                                                 "numpy formula": lambda: formulas.project_vjp(A, y, gz)},
+                                                a.rounds, a.calls), "numpy formula")]
+    if not a.no_torch:
+        import torch
+
+        import revdiff.torch as rt
+
+        At = torch.tensor(A, requires_grad=True)
+        yt = torch.tensor(y)
+
+        def step_revdiff():
+            At.grad = None
+            (rt.project(At, yt) ** 2).sum().backward()
+
+        def step_torch():
+            At.grad = None
+            Q = torch.linalg.qr(At)[0]
+            ((Q @ (Q.T @ yt)) ** 2).sum().backward()
+
+        torch.set_num_threads(1)
+        rows.append(("torch training step, one matrix",
+                     compare({"revdiff": step_revdiff, "torch.linalg.qr": step_torch}, a.rounds, a.calls),
+                     "torch.linalg.qr"))
+    print(f"{m}x{n} float64, warm, medians of {a.rounds} alternating rounds of {a.calls} calls; "
+          f"revdiff's gradient against the formula's: {difference:.1e} relative")
+    print("| call | revdiff | peer | peer time | revdiff / peer |")
+    print("|---|---|---|---|---|")
+    for what, t, peer in rows:
+        print(f"| {what} | {1e6 * t['revdiff']:.1f} µs | {peer} | {1e6 * t[peer]:.1f} µs | "
+              f"{t['revdiff'] / t[peer]:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
