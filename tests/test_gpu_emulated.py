@@ -303,13 +303,14 @@ def test_gpu_arguments_sharing_memory_are_refused_and_read_only_inputs_accepted(
 
 @revdiff.reversible
 def remainder_and_floor_quotient(r, q, s, x, w, c, k):
-    """r += x % w, q += x // w elementwise, s += x % c, k // w and x % 2 (a double, an integer and a
-    literal with x's dtype): Python's float semantics."""
+    """r += x % w, q += x // w elementwise, s += x % c, k // w, k % w and x % 2 (a double, an
+    integer and a literal with x's dtype): Python's float semantics."""
     for i in range(x.shape[0]):
         r[i] += x[i] % w[i]
         q[i] += x[i] // w[i]
         s[i] += x[i] % c
         s[i] += k // w[i]
+        s[i] += k % w[i]
         s[i] += x[i] % 2
 
 
@@ -318,13 +319,13 @@ def test_float_remainder_and_floor_division_on_the_gpu_are_pythons_bit_for_bit(g
     """``%`` and ``//`` of floats give the CPU's (Python's) bits on the GPU too: the
     remainder has the divisor's sign and lies in [0, |w|), exactly, also where ``x / w`` is too
     large for ``x - floor(x / w) * w`` (1e20 % 3 is 1, not 0), and signed zeros are Python's; a
-    float32 with a double computes in double, as on the CPU (with an integer: in double on the GPU,
-    in float32 on the CPU)."""
+    float32 with a double computes in double, with an integer in float32 (2**24 + 1 rounds to 2**24
+    first: k % 2.0 is 0), as on the CPU."""
     x = np.array([1e20, -1e20, 7.5, -7.5, 7.5, -7.5, 0.0, -0.0, 0.3, -1e-20, 1e-20, 5.0, 1e30, 3.0], dtype)
     w = np.array([3.0, 3.0, 2.0, 2.0, -2.0, -2.0, 2.0, -2.0, 0.1, 1.0, -1.0, 0.5, 7.0, 1e-30], dtype)
     bf = revdiff.batched(remainder_and_floor_quotient, ("r", "q", "s", "x", "w", "c", "k"))
     zeros = np.zeros((1, x.size), dtype)
-    args = (zeros, zeros, zeros, x[None], w[None], np.array([0.7]), np.array([-3]))
+    args = (zeros, zeros, zeros, x[None], w[None], np.array([0.7]), np.array([2 ** 24 + 1]))
     want = bf(*(a.copy() for a in args))
     got = bf(*_on(gpu, tuple(a.copy() for a in args)))
     for g, v in zip(got[:3], want[:3]):

@@ -160,9 +160,9 @@ template <typename T> RD_FN T rd_py_floordiv(T a, T b) {
     T f = floor(q);
     return q - f > (T)0.5 ? f + 1 : f;
 }
-// The type a % b and a // b compute in here: integers (and bools) in int64, two float32 in float32,
-// anything else in float64 (a float32 with a double or an integer too, as Numba computed them).
-// The CPU backend computes a float32 with an integer in float32 (passes/infer.py).
+// The type a % b and a // b compute in, as every arithmetic result (passes/infer.py, the CPU's
+// rule): integers (and bools) in int64, in float32 where the floating operands are float32 (also
+// beside an integer), in float64 where one is float64.
 template <typename T> struct rd_divmod_rank { static const int value = 0; };
 template <> struct rd_divmod_rank<float> { static const int value = 1; };
 template <> struct rd_divmod_rank<double> { static const int value = 2; };
@@ -171,7 +171,7 @@ template <> struct rd_divmod_of<0> { typedef rd_int type; };
 template <> struct rd_divmod_of<1> { typedef float type; };
 template <typename A, typename B> struct rd_divmod_type {
     static const int ra = rd_divmod_rank<A>::value, rb = rd_divmod_rank<B>::value;
-    typedef typename rd_divmod_of<ra == rb ? ra : 2>::type type;
+    typedef typename rd_divmod_of<(ra > rb ? ra : rb)>::type type;
 };
 template <typename A, typename B> RD_FN typename rd_divmod_type<A, B>::type rd_mod(A a, B b) {
     typedef typename rd_divmod_type<A, B>::type T;
