@@ -32,7 +32,7 @@ def vjp(f: ReversibleFunction, /, *args: Any, **kwargs: Any) -> tuple:
     program_forward, program_adjoint = f.programs
     outs = run(spec.callable(program_forward), tuple(copy_value(a) for a in args))
     differentiable = [t.differentiable for t in types]
-    names = f.params
+    names = f.parameter_names
 
     def pullback(*cotangents: Any) -> tuple:
         if len(cotangents) != len(outs):
@@ -61,7 +61,7 @@ def _real_loss(f: ReversibleFunction, args: tuple, k: int) -> None:
     loss_value = args[k]
     if isinstance(loss_value, (np.ndarray, bool, np.bool_, complex, np.complexfloating)) or \
             not isinstance(loss_value, (float, np.floating)):
-        raise TypeError(f"the loss '{f.params[k]}' must be a real scalar parameter, a float (pass 0.0, not "
+        raise TypeError(f"the loss '{f.parameter_names[k]}' must be a real scalar parameter, a float (pass 0.0, not "
                         f"{loss_value!r}): gradients are of a real number")
 
 

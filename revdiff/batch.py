@@ -95,9 +95,9 @@ class BatchedFunction:
                 except TypeError as exc:
                     raise TypeError(f"argument '{shown}' of {f.__qualname__}(): {exc}") from None
         modified = f.forward_function.modified_positions()
-        for k, name in enumerate(f.params):
+        for k, (name, shown) in enumerate(zip(f.params, f.parameter_names)):
             if k in modified and name not in self.batched:
-                raise ValueError(f"'{name}' is modified by {f.__qualname__}, so every element needs its own: "
+                raise ValueError(f"'{shown}' is modified by {f.__qualname__}, so every element needs its own: "
                                  "name it among the batched parameters")
         return tuple(types)
 
@@ -384,9 +384,9 @@ class BatchedFunction:
         an empty batch, which runs nothing, its one row holds that gradient: the cotangent itself)."""
         size = max(self._size(copies), 1)
         seeds = []
-        for p, a, c, t in zip(self.f.params, copies, cotangents, types):
+        for p, shown, a, c, t in zip(self.f.params, self.f.parameter_names, copies, cotangents, types):
             if t.differentiable:
-                g = cotangent(p, a, c) if xp is np else _device_cotangent(xp, p, a, c)
+                g = cotangent(shown, a, c) if xp is np else _device_cotangent(xp, shown, a, c)
                 if p not in self.batched:  # element 0 carries the cotangent of the unchanged final value
                     per_element = xp.zeros((size,) + tuple(np.shape(g)), t.dtype)
                     per_element[0] = g

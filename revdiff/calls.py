@@ -218,7 +218,7 @@ def cotangent(name: str, out: Any, ct: Any, what: str = "cotangent") -> Any:
         return in_dtype_of(np, name, out, ct, what)
     if isinstance(ct, (np.ndarray, list, tuple)) or on_device(ct):
         raise scalar_expected(name, what)
-    if isinstance(ct, complex) and not isinstance(out, complex):
+    if isinstance(ct, (complex, np.complexfloating)) and not isinstance(out, (complex, np.complexfloating)):
         raise TypeError(f"{what} for '{name}' is complex but '{name}' is real")
     return type(out)(ct) if not isinstance(out, np.generic) else out.dtype.type(ct)
 

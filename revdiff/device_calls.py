@@ -53,11 +53,11 @@ def _as_batch_values(bf: BatchedFunction, args: tuple, values, what: str) -> tup
     if not isinstance(values, (tuple, list)) or len(values) != len(args):
         return values
     out = []
-    for p, a, v in zip(bf.f.params, args, values):
+    for p, shown, a, v in zip(bf.f.params, bf.f.parameter_names, args, values):
         if v is not None and p in bf.batched:
             if is_array(a):  # checked against the element, so that errors name its shape
-                v = v if is_array(v) else np.asarray(cotangent_value(p, v, what))
-                check_array_cotangent(p, a, v, what)
+                v = v if is_array(v) else np.asarray(cotangent_value(shown, v, what))
+                check_array_cotangent(shown, a, v, what)
                 v = v[None]
             elif is_array(v) or isinstance(v, (list, tuple)):
                 raise scalar_expected(p, what)

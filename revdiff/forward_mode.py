@@ -78,7 +78,7 @@ def vjp_jvp(f: ReversibleFunction, args: Sequence, cotangents: Sequence, tangent
     f.validate(args)
     spec = f.forward_function.specialize(types, blas_for(args))
     differentiable = [j for j, t in enumerate(types) if t.differentiable]
-    seeds = [cotangent(f.params[j], args[j], cotangents[j]) for j in differentiable]
+    seeds = [cotangent(f.parameter_names[j], args[j], cotangents[j]) for j in differentiable]
     modified = sorted(f.forward_function.modified_positions())
     saved = [np.zeros(np.shape(args[j]) or (1,), types[j].dtype) for j in modified]
     dsaved = [np.zeros_like(s) for j, s in zip(modified, saved) if types[j].differentiable]
@@ -125,7 +125,7 @@ def hessian(f: ReversibleFunction, loss: str | int, *args: Any) -> tuple:
                         "(jvp and hvp take a tuple of primals), got one tuple")
     args = f.bind(args)
     types = f.argument_types(args)
-    for name, t in zip(f.params, types):
+    for name, t in zip(f.parameter_names, types):
         if t.kind == "complex":
             raise TypeError(f"hessian: '{name}' is complex; the Hessian of a real loss of a complex variable "
                             "is real-linear, not a complex matrix: use revdiff.hvp with directions")

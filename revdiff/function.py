@@ -85,7 +85,8 @@ class ReversibleFunction:
     # ---------------------------------------------------------------- globals read at parse time
 
     def _lookup(self, name: str) -> Any:
-        """The current value of global (or closure) ``name`` as the function body would read it."""
+        """The current value of global (or closure) ``name`` (as compiled) as the function body would read it."""
+        name = as_written(name)
         fn = self.py_function
         code = fn.__code__
         if name in code.co_freevars and fn.__closure__:
@@ -284,7 +285,7 @@ class ReversibleFunction:
             for j, b in arrays[i + 1:]:
                 if (k in modified or j in modified) and may_share_memory(a, b):
                     how = " (their byte ranges on the GPU overlap)" if on_device(a) else ""
-                    raise ReversibilityError(f"arguments '{self.params[k]}' and '{self.params[j]}' of "
+                    raise ReversibilityError(f"arguments '{self.parameter_names[k]}' and '{self.parameter_names[j]}' of "
                                              f"{self.__qualname__}() share memory{how}; pass separate arrays")
 
     def bind(self, args: tuple, kwargs: dict | None = None) -> tuple:

@@ -197,9 +197,26 @@ def test_names_beginning_with_an_underscore_are_the_users():
             y += u_helper(_z)  # E:global_u_name
     assert_error(e, "global_u_name", "'u_helper' is not a pure function")  # a global keeps its name
 
+    @reversible
+    def reads_global(_t, y):  # the local _t compiles as u_t: the global u_t must stay the global
+        y += u_t * _t
+    assert reads_global(2.0, 0.0) == (2.0, 200.0)
+    assert revdiff.grad(reads_global, "y")(2.0, 0.0) == (100.0, 1.0)
+    with pytest.raises(ReversibilityError, match="parameter named 'np'"):
+        shadows_numpy.with_options(backend="python")(1.0, 2.0)
+    assert shadows_numpy(1.0, 2.0) == (5.0, 2.0)  # the compiled backend reads no module by name
+
+
+u_t = 100.0
+
 
 def u_helper(y):
     return y
+
+
+@reversible
+def shadows_numpy(y, np):
+    y += np * 2.0
 
 
 def test_ancilla_never_deallocated():

@@ -366,3 +366,22 @@ def test_the_language_words_written_through_the_revdiff_module():
     assert_round_trip(words_through_the_module, 0.0, x)
     g_y, g_x = revdiff.grad(words_through_the_module, "y")(0.0, x)
     np.testing.assert_allclose(g_x, [4.0, 3.0], rtol=1e-15)
+
+
+@reversible
+def scaled_sum_α(y, α, x):
+    ä = 2.0 * α
+    for ï in range(len(x)):
+        y += ä * x[ï]
+
+
+def test_names_outside_ascii_compile_everywhere():
+    """Python allows ``α``; LLVM's names take it quoted, with the suffixes of the values derived from
+    it (``.ref``, ``.shape0``) inside the quotes: calls, gradients, tangents and lanes all run."""
+    x = np.arange(3.0)
+    assert scaled_sum_α(0.0, 1.5, x)[0] == 9.0
+    assert rd.grad(scaled_sum_α, "y")(0.0, 1.5, x)[1] == 6.0
+    assert rd.jvp(scaled_sum_α, (0.0, 1.5, x), (0.0, 1.0, np.zeros(3)))[1][0] == 6.0
+    lanes = rd.batched(scaled_sum_α, ["y", "α", "x"], layout="lanes")
+    np.testing.assert_array_equal(lanes(np.zeros(300), np.full(300, 1.5), np.ones((300, 3)))[0], np.full(300, 9.0))
+    assert scaled_sum_α.with_options(backend="python")(0.0, 1.5, x)[0] == 9.0

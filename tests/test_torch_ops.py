@@ -307,3 +307,20 @@ def test_a_function_with_a_non_ascii_name_becomes_an_operation():
     torch.testing.assert_close(x.grad, 4.0 * x.detach(), rtol=0, atol=0)
     names = [n for n in dir(torch.ops.revdiff) if n.startswith("function_ma")]
     assert names and all(n.isascii() for n in names), names
+
+
+@revdiff.reversible
+def underscored(_out, u_out, x):
+    for i in range(len(x)):
+        _out += 2.0 * x[i]
+        u_out += 3.0 * x[i]
+
+
+def test_outputs_and_vmap_take_parameter_names_as_written():
+    """``_out`` compiles as ``u_out`` (and ``u_out`` as ``uu_out``): the operation's outputs, and vmap's
+    batched parameters, are named as the user wrote them."""
+    x = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    assert rt.function(underscored, "_out")(0.0, 0.0, x).item() == 6.0
+    assert rt.function(underscored, "u_out")(0.0, 0.0, x).item() == 9.0
+    rows = torch.func.vmap(lambda x: rt.function(underscored, "_out")(0.0, 0.0, x))(torch.ones(3, 2, dtype=torch.float64))
+    assert rows.tolist() == [4.0, 4.0, 4.0]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from revdiff.compiler.specialization import TANGENTS
 from revdiff.ir.entries import DERIVED, BatchParam, EntrySignature
+from revdiff.user_names import as_written
 
 
 def check_names(f) -> None:
@@ -13,8 +14,9 @@ def check_names(f) -> None:
     for p in f.params:
         for prefix, what in DERIVED.items():
             if p.startswith(prefix) and p[len(prefix):] in f.params:
-                raise ValueError(f"parameter '{p}' of {f.__qualname__} has the name batched entries give "
-                                 f"{what} '{p[len(prefix):]}'; rename it to run {f.__qualname__} batched")
+                raise ValueError(f"parameter '{as_written(p)}' of {f.__qualname__} has the name batched entries "
+                                 f"give {what} '{as_written(p[len(prefix):])}'; rename it to run {f.__qualname__} "
+                                 "batched")
 
 
 def entry_signature(f, batched: frozenset, kind: str, types: tuple) -> EntrySignature:

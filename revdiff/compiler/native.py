@@ -17,6 +17,7 @@ from revdiff.backends.python.emit import INTERRUPT_CHECK, emit_module, host_rout
 from revdiff.compiler.graph import ascii_name, invoked, symbol
 from revdiff.runtime import loader, native
 from revdiff.compiler.host_routines import routines
+from revdiff.errors import ReversibilityError
 from revdiff.runtime.native_calls import NativeProgram
 
 #: the name a module calls itself by until its digest, and with it its symbol, is known
@@ -48,9 +49,18 @@ def load_program(text: str, sig: ProgramSignature, name: str, loops: bool) -> Na
     return NativeProgram(name, sig.types, address, loops)
 
 
+#: the modules the Python backend's source reads by name (``backends/python/emit.py``)
+_MODULE_NAMES = frozenset({"np", "math"})
+
+
 def python_function(low, name: str, header: str, dependencies: dict):
     """LowFunction ``low`` as a plain Python function (``backend="python"``), calling the Python
     callables ``dependencies`` by name."""
+    shadowing = sorted(_MODULE_NAMES & set(low.params))
+    if shadowing:  # the generated Python calls np.sin, math.erf: a parameter of that name would hide the module
+        raise ReversibilityError(f"backend='python' cannot run a function with a parameter named '{shadowing[0]}' "
+                                 "(the generated Python reads the module of that name); rename it, or use the "
+                                 "compiled backend")
     deps = dict(dependencies)
     deps.update(routines(host_routines(low)))
     module = loader.load(emit_module([low], header), name, deps)

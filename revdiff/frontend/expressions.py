@@ -12,6 +12,7 @@ import numpy as np
 
 from revdiff.frontend.source import SourceMap
 from revdiff.ir.high import BinOp, BoolOp, Call, Compare, Const, Index, Name, Select, Shape, Slice, Unary
+from revdiff.user_names import as_written
 from revdiff.primitives import FUNCTIONS, USER_FUNCTIONS
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**",
@@ -37,6 +38,8 @@ class ExpressionParser:
         return self.smap.error(node, message)
 
     def _global(self, name: str):
+        """The global, closure or builtin the body's ``name`` (as compiled) reads, or None."""
+        name = as_written(name)
         if name in self.globals:
             return self.globals[name]
         return getattr(builtins, name, None)

@@ -63,12 +63,13 @@ class Parser:
                 except ValueError:  # cell not yet filled
                     pass
         local_names = set(self.params) | _assigned_names(node)
-        if any(escaped(n) != n for n in local_names):
-            remember(smap.filename, smap.function, local_names)
-            _Hygiene(local_names).visit(node)
+        _LanguageWords(self.globals, local_names).visit(node)
+        names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | local_names
+        if any(escaped(n) != n for n in names):
+            remember(smap.filename, smap.function, names)
+            _Hygiene().visit(node)
             self.params = [escaped(p) for p in self.params]
             local_names = {escaped(n) for n in local_names}
-        _LanguageWords(self.globals, local_names).visit(node)
         self.expr = ExpressionParser(smap, local_names, self.globals)
         self.callees: dict = {}
         self._routine_counter = 0
@@ -402,16 +403,13 @@ class _LanguageWords(ast.NodeTransformer):
 
 
 class _Hygiene(ast.NodeTransformer):
-    """The function's local names (parameters, assigned names, loop variables) as compiled
-    (``user_names.escaped``): those beginning with an underscore move out of the generated names'
-    way. Globals keep their names (a global constant is compiled in as its value)."""
-
-    def __init__(self, local_names: set):
-        self.local_names = local_names
+    """Every name the function's body reads or binds, as compiled (``user_names.escaped``): those
+    beginning with an underscore move out of the generated names' way, and since the renaming is
+    one-to-one, a local ``_t`` (compiled ``u_t``) never meets a global ``u_t`` (compiled ``uu_t``).
+    Globals are looked up by the name as written (``ExpressionParser._global``)."""
 
     def visit_Name(self, node: ast.Name) -> ast.Name:
-        if node.id in self.local_names:
-            node.id = escaped(node.id)
+        node.id = escaped(node.id)
         return node
 
     def visit_arg(self, node: ast.arg) -> ast.arg:

@@ -36,7 +36,7 @@ class VarType:
 
 
 #: the element types generated code computes in (no float16: no backend emits it)
-SUPPORTED_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+SUPPORTED_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
                     "float32", "float64", "complex64", "complex128")
 
 
@@ -49,6 +49,8 @@ def kind_of_dtype(dtype: np.dtype) -> str:
 def _kind_of(dtype: np.dtype) -> str:  # once per dtype: a call's arguments are typed on every call
     if dtype.name not in SUPPORTED_DTYPES:
         hint = f" (convert it to float{32 if dtype.itemsize < 4 else 64})" if dtype.kind == "f" else ""
+        if dtype == np.uint64:  # compiled code computes integers in int64: 2**63 and above would read negative
+            hint = " (integers compute in int64, which holds no uint64 of 2**63 or more: convert it to int64)"
         raise TypeError(f"dtype {dtype} is not supported{hint}; revdiff computes in bool, integers, float32, "
                         "float64, complex64 and complex128")
     if dtype == np.bool_:

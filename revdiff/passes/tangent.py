@@ -84,6 +84,7 @@ class _Tangent:
         self.pending: list = []  # checks of the current statement's tangent, emitted before it
         self.guards: tuple = ()  # the conditions of the Select arms whose tangent is being built
         self.env = TypeEnv(fn.param_types)
+        self.memo: dict = {}
         taken = _names(fn)
         self.prefix = "d_"
         while any(n.startswith(self.prefix) for n in taken):
@@ -92,7 +93,16 @@ class _Tangent:
     # ---------------------------------------------------------------- names and kinds
 
     def type_of(self, e) -> VarType:
-        return expr_type(e, self.env, None)
+        """The type of ``e``; subexpressions typed once per statement (``expr_type``'s memo: the
+        tangent of a sum of many terms types each term's part, not the whole, at every level)."""
+        return expr_type(e, self.env, None, self.memo)
+
+    def retype(self, name: str, t: VarType) -> None:
+        """Set the type of placeholder ``name``; where it changes, the memo starts again (it holds the
+        types of expressions that read the placeholder)."""
+        if self.env.types.get(name) != t:
+            self.env.types[name] = t
+            self.memo = {}
 
     def differentiable(self, e) -> bool:
         return self.type_of(e).differentiable
@@ -137,7 +147,7 @@ class _Tangent:
         fn, args = application
         if fn.cotangents is None:
             return None
-        self.env.types[_COTANGENT] = t
+        self.retype(_COTANGENT, t)
         rules = fn.cotangents(Name(_COTANGENT), args, lambda x: self.type_of(x).kind)
         total = None
         for arg, rule in zip(args, rules):
@@ -188,7 +198,7 @@ class _Tangent:
         if not self.check:
             return term
         kind = lambda e: self.type_of(e).kind
-        self.env.types[_DIRECTION] = self.type_of(d)
+        self.retype(_DIRECTION, self.type_of(d))
         known = set(self.guards) | self.known
         conditions = [c for c in arithmetic_checks(Local("_", self._transpose(rule, Name(_DIRECTION))), kind)
                       if not self.implied(c[0], known)]
@@ -235,6 +245,7 @@ class _Tangent:
             if isinstance(s, Comment):
                 self.loc = s.loc if s.loc is not None else self.loc
             # what lowering checked for the statement (before it, before its loop, or proven)
+            self.memo = {}
             self.known = {ok for ok, *_ in arithmetic_checks(s, lambda e: self.type_of(e).kind)}
             tangent = self.statement(s)
             out.extend(self.pending)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from revdiff.errors import ReversibilityError
 from revdiff.ir import algebra as A
 from revdiff.ir.high import BoolOp, Call, Compare, Const, Name, Unary, base_name
 from revdiff.ir.low import Assign, AugAssign
@@ -65,14 +64,8 @@ def _nonzero(ops, ctx, verb: str):
 
 
 def _integer_range(ctx, t):
-    """(iinfo of integer target ``t``'s dtype); uint64 is refused: compiled code computes integers
-    in int64, which holds no uint64 above 2**63 - 1, and NumPy computes uint64 with int64 in float64,
-    which rounds."""
-    dtype = np.dtype(ctx.dtype(base_name(t)))
-    if dtype == np.uint64:
-        raise ReversibilityError("'*=' and '/=' on uint64 values are not supported (mixed with the int64 of a "
-                                 "Python integer they compute in float64, which rounds); use int64", ctx.loc)
-    return np.iinfo(dtype)
+    """(iinfo of integer target ``t``'s dtype: uint64 is refused with the arguments, ``kind_of_dtype``)."""
+    return np.iinfo(np.dtype(ctx.dtype(base_name(t))))
 
 
 def _mul_forward(ops, ctx):

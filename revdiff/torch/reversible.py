@@ -37,7 +37,7 @@ class _FunctionOps:
 
     def __init__(self, f: ReversibleFunction, outputs: tuple):
         self.f, self.outputs = f, outputs
-        self.picked = [f.params.index(o) for o in outputs]
+        self.picked = [f.parameter_names.index(o) for o in outputs]
         self._batched: BatchedFunction | None = None
         stem = re.sub(r"\W", "_", f.__qualname__, flags=re.ASCII)  # a custom op name is ASCII
         name = f"function_{stem}_{len(_FUNCTIONS)}"
@@ -56,7 +56,7 @@ class _FunctionOps:
 
     def batched(self) -> BatchedFunction:
         if self._batched is None:
-            self._batched = BatchedFunction(self.f, self.f.params)
+            self._batched = BatchedFunction(self.f, self.f.parameter_names)
         return self._batched
 
     @staticmethod
@@ -76,7 +76,7 @@ class _FunctionOps:
         return [a.reshape((size,) + tuple(np.shape(a)[batch_dims:])) for a in arrays], lead
 
     def _call_impl(self, args, batch_dims):
-        arrays = [_numpy(a.contiguous(), p) for a, p in zip(args, self.f.params)]
+        arrays = [_numpy(a.contiguous(), p) for a, p in zip(args, self.f.parameter_names)]
         if batch_dims == 0:
             finals, _ = vjp(self.f, *arrays)
         else:
@@ -88,7 +88,7 @@ class _FunctionOps:
         return [torch.empty_like(args[k]) for k in self.picked]
 
     def _vjp_impl(self, args, cotangents, batch_dims):
-        arrays = [_numpy(a.contiguous(), p) for a, p in zip(args, self.f.params)]
+        arrays = [_numpy(a.contiguous(), p) for a, p in zip(args, self.f.parameter_names)]
         full = [None] * len(arrays)
         for k, c in zip(self.picked, cotangents):
             full[k] = _numpy(c.contiguous(), "cotangent")
@@ -107,7 +107,7 @@ class _FunctionOps:
     def _arrays(self, args, cotangents, directions, batch_dims) -> tuple:
         """(arguments, per-parameter cotangents, per-parameter directions, leading axes) as arrays,
         the leading ``batch_dims`` axes merged."""
-        arrays = [_numpy(a.contiguous(), p) for a, p in zip(args, self.f.params)]
+        arrays = [_numpy(a.contiguous(), p) for a, p in zip(args, self.f.parameter_names)]
         full = [None] * len(arrays)
         for k, c in zip(self.picked, cotangents):
             full[k] = _numpy(c.contiguous(), "cotangent")
@@ -224,21 +224,21 @@ def function(f: ReversibleFunction, outputs: Sequence[str] | str) -> Callable:
     outputs = (outputs,) if isinstance(outputs, str) else tuple(outputs)
     if not outputs or len(set(outputs)) != len(outputs):
         raise ValueError(f"outputs must name one or more distinct parameters of {f.__qualname__} "
-                         f"({', '.join(f.params)}), got {outputs!r}")
-    missing = [o for o in outputs if o not in f.params]
+                         f"({', '.join(f.parameter_names)}), got {outputs!r}")
+    missing = [o for o in outputs if o not in f.parameter_names]
     if missing:
         raise ValueError(f"{', '.join(map(repr, missing))} is not a parameter of {f.__qualname__} "
-                         f"({', '.join(f.params)})")
+                         f"({', '.join(f.parameter_names)})")
     key = (f, outputs)
     if key not in _FUNCTIONS:
         _FUNCTIONS[key] = _function_call(_FunctionOps(f, outputs))
     apply = _FUNCTIONS[key]
 
     def call(*args):
-        if len(args) != len(f.params):
-            raise TypeError(f"{f.__qualname__} takes {len(f.params)} arguments ({', '.join(f.params)}), "
+        if len(args) != len(f.parameter_names):
+            raise TypeError(f"{f.__qualname__} takes {len(f.parameter_names)} arguments ({', '.join(f.parameter_names)}), "
                             f"got {len(args)}")
-        result = apply(*(_as_tensor(a, p) for a, p in zip(args, f.params)))
+        result = apply(*(_as_tensor(a, p) for a, p in zip(args, f.parameter_names)))
         return result[0] if len(result) == 1 else result
 
     call.__name__ = getattr(f, "__name__", "function")

@@ -29,8 +29,11 @@ def suffix(p: str) -> str:
     return "f64" if p == "double" else "f32"
 
 
-def ident(name: str) -> str:
-    """A variable's name as an LLVM local name (quoted where it holds other characters)."""
+def ident(name: str, suffix: str = "") -> str:
+    """A variable's name, and ``suffix`` (``.ref``, ``.shape0``: the values derived from it), as an
+    LLVM local name: quoted, the suffix inside the quotes, where the name holds other characters
+    than ASCII letters, digits, ``_`` and ``.`` (``α``)."""
+    name += suffix
     if name.replace("_", "a").replace(".", "a").isalnum() and name.isascii():
         return name
     return '"' + name.replace("\\", "\\5C").replace('"', "\\22") + '"'

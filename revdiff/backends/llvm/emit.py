@@ -93,15 +93,15 @@ class FunctionEmitter(Calls):
         for p in low.params:
             t = self.types[p]
             if t.ndim:
-                data = f"%{ident(p)}.data"
-                shape = tuple(f"%{ident(p)}.shape{k}" for k in range(t.ndim))
-                strides = tuple(f"%{ident(p)}.stride{k}" for k in range(t.ndim))
+                data = f"%{ident(p, '.data')}"
+                shape = tuple(f"%{ident(p, f'.shape{k}')}" for k in range(t.ndim))
+                strides = tuple(f"%{ident(p, f'.stride{k}')}" for k in range(t.ndim))
                 params += [f"ptr {data}"] + [f"i64 {s}" for s in shape + strides]
                 if p in self.unit_stride:
                     strides = strides[:-1] + (str(ITEMSIZE[t.dtype]),)
                 self.arrays[p] = Array(data, shape, strides, t.dtype)
             else:
-                params.append(f"ptr %{ident(p)}.ref")
+                params.append(f"ptr %{ident(p, '.ref')}")
         params.append("ptr %err")
         self.lines = []
         self.block = "entry"
@@ -110,9 +110,9 @@ class FunctionEmitter(Calls):
             if name in self.arrays:
                 continue
             if t.ndim:
-                slot = ArraySlot(f"%{ident(name)}.data.slot",
-                                  tuple(f"%{ident(name)}.shape{k}.slot" for k in range(t.ndim)),
-                                  tuple(f"%{ident(name)}.stride{k}.slot" for k in range(t.ndim)), t.dtype)
+                slot = ArraySlot(f"%{ident(name, '.data.slot')}",
+                                  tuple(f"%{ident(name, f'.shape{k}.slot')}" for k in range(t.ndim)),
+                                  tuple(f"%{ident(name, f'.stride{k}.slot')}" for k in range(t.ndim)), t.dtype)
                 entry.append(f"  {slot.data} = alloca ptr")
                 entry.append(f"  store ptr null, ptr {slot.data}")
                 for s in slot.shape + slot.strides:
@@ -120,14 +120,14 @@ class FunctionEmitter(Calls):
                     entry.append(f"  store i64 0, ptr {s}")
                 self.arrays[name] = slot
             else:
-                ref = f"%{ident(name)}.slot"
+                ref = f"%{ident(name, '.slot')}"
                 entry.append(f"  {ref} = alloca {MEMORY[t.dtype]}")
                 self.slots[name] = Slot(ref, t.dtype)
         for p in low.params:
             if p in self.slots:
                 t = self.types[p]
                 v = self._tmp()
-                entry.append(f"  {v} = load {MEMORY[t.dtype]}, ptr %{ident(p)}.ref")
+                entry.append(f"  {v} = load {MEMORY[t.dtype]}, ptr %{ident(p, '.ref')}")
                 entry.append(f"  store {MEMORY[t.dtype]} {v}, ptr {self.slots[p].ref}")
         self.entry_lines = entry
         self.lines.append("body:")
@@ -139,7 +139,7 @@ class FunctionEmitter(Calls):
             t = self.types[p]
             v = self._tmp()
             self.out(f"{v} = load {MEMORY[t.dtype]}, ptr {self.slots[p].ref}")
-            self.out(f"store {MEMORY[t.dtype]} {v}, ptr %{ident(p)}.ref")
+            self.out(f"store {MEMORY[t.dtype]} {v}, ptr %{ident(p, '.ref')}")
         for name in self.owned:
             data = self._tmp()
             self.out(f"{data} = load ptr, ptr {self.arrays[name].data}")
@@ -299,7 +299,7 @@ class FunctionEmitter(Calls):
         step = self.convert(self.expr(s.step), INT).ref  # any step: count the trips, as range() does
         self.helpers.add("trip_count:i64")
         trips = self._op(f"call i64 @rd_trip_count_i64(i64 {start}, i64 {stop}, i64 {step})")
-        counter = f"%{ident(s.var)}.trip{self.counter}"
+        counter = f"%{ident(s.var, f'.trip{self.counter}')}"
         self.entry_lines.append(f"  {counter} = alloca i64")
         self.out(f"store i64 0, ptr {counter}")
         self._br(head)
