@@ -13,12 +13,12 @@ of one runs the ordinary programs (no parallel entry to compile); GPU arrays run
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from revdiff.backends.python.emit import emit_module
-from revdiff.calls import (ERROR_RECORD, blas_for, check_array_cotangent, checked_tangents, cotangent,
+from revdiff.calls import (ERROR_RECORD, Reversible, blas_for, check_array_cotangent, checked_tangents, cotangent,
                            cotangent_value, in_dtype_of, loss_index, run, zero_like)
 from revdiff.compiler.cuda import run_on_device
 from revdiff.compiler.entries import check_names, entry_signature
@@ -32,8 +32,6 @@ from revdiff.runtime.device import any_on_device, cupy_module, on_device
 from revdiff.runtime.threads import blas_single_threaded
 from revdiff.user_names import as_written, escaped
 
-if TYPE_CHECKING:  # for annotations only: revdiff.function imports this module
-    from revdiff.function import ReversibleFunction
 
 
 LAYOUTS = ("auto", "lanes", "elements")
@@ -45,7 +43,7 @@ class BatchedFunction:
     where they apply and pay (real data, arrays of at most LANE_MAX_ELEMENTS entries per element,
     batches of at least LANE_MIN_BATCH, control flow that does not depend on the data), else elements."""
 
-    def __init__(self, f: ReversibleFunction, batched: Sequence[str], layout: str = "auto"):
+    def __init__(self, f: Reversible, batched: Sequence[str], layout: str = "auto"):
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
         self.layout = layout
@@ -487,7 +485,7 @@ def _copies(args: tuple, donate: bool) -> tuple:
     return tuple(a.copy() if is_array(a) and (not donate or read_only(a)) else a for a in args)
 
 
-def batched(f: ReversibleFunction, batched: Sequence[str], layout: str = "auto") -> BatchedFunction:
+def batched(f: Reversible, batched: Sequence[str], layout: str = "auto") -> BatchedFunction:
     """``f`` over a leading batch axis of the parameters named in ``batched``, in parallel;
     ``layout`` "auto", "lanes" (SIMD lanes) or "elements" (one element per iteration)."""
     return BatchedFunction(f, batched, layout)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import numbers
 import threading
-from typing import Any, Iterable
+from typing import Any, Iterable, Protocol
 
 import numpy as np
 
@@ -102,6 +102,28 @@ def run_batch(entry, args: tuple, errors: np.ndarray, units: int, lane_elements:
         if record[0]:
             raise_failure(record)
     return args
+
+
+class Reversible(Protocol):
+    """What the modules that run programs read of a reversible function (``function.ReversibleFunction``
+    or its inverse), as a structural type: they sit below ``function``, which imports them."""
+
+    __qualname__: str
+    params: list
+    programs: tuple
+    fused_vjp: str
+
+    @property
+    def parameter_names(self) -> tuple: ...
+
+    @property
+    def forward_function(self) -> "Reversible": ...
+
+    def bind(self, args: tuple, kwargs: dict | None = None) -> tuple: ...
+
+    def argument_types(self, args: tuple) -> tuple: ...
+
+    def validate(self, args: tuple) -> None: ...
 
 
 def scalar_like(argument, value):

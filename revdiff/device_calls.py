@@ -3,16 +3,12 @@
 is a batched kernel."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from revdiff.batch import BatchedFunction, is_array
-from revdiff.calls import check_array_cotangent, cotangent_value, scalar_expected
+from revdiff.calls import Reversible, check_array_cotangent, cotangent_value, scalar_expected
 from revdiff.runtime.device import cupy_module
 
-if TYPE_CHECKING:
-    from revdiff.function import ReversibleFunction
 
 
 #: (function, batched parameters) -> its BatchedFunction, so that repeated calls (and a Hessian's
@@ -20,14 +16,14 @@ if TYPE_CHECKING:
 _BATCHES: dict = {}
 
 
-def _batch_of(f: ReversibleFunction, names: tuple) -> BatchedFunction:
+def _batch_of(f: Reversible, names: tuple) -> BatchedFunction:
     key = (f, names)
     if key not in _BATCHES:
         _BATCHES[key] = BatchedFunction(f, names)
     return _BATCHES[key]
 
 
-def _as_batch_of_one(f: ReversibleFunction, args: tuple) -> tuple:
+def _as_batch_of_one(f: Reversible, args: tuple) -> tuple:
     """(BatchedFunction, arguments) running one call of ``f`` as a batch of one on the GPU: arrays
     gain a leading axis of length 1, and so do the scalars ``f`` modifies."""
     f.argument_types(args)  # what the CPU refuses (0-d arrays, unsupported dtypes), refused alike
@@ -77,13 +73,13 @@ def _first(values: tuple, args: tuple) -> tuple:
     return tuple(first(v, a) for v, a in zip(values, args))
 
 
-def device_call(f: ReversibleFunction, args: tuple) -> tuple:
+def device_call(f: Reversible, args: tuple) -> tuple:
     """``f(*args)`` where some arguments are GPU arrays: every parameter's final value."""
     bf, wrapped = _as_batch_of_one(f, args)
     return _first(bf(*wrapped), args)
 
 
-def device_vjp(f: ReversibleFunction, args: tuple) -> tuple:
+def device_vjp(f: Reversible, args: tuple) -> tuple:
     """``revdiff.vjp`` on GPU arrays: (outs, pullback); the pullback reruns the fused kernel."""
     bf, wrapped = _as_batch_of_one(f, args)
     outs = _first(bf(*wrapped), args)
@@ -94,14 +90,14 @@ def device_vjp(f: ReversibleFunction, args: tuple) -> tuple:
     return outs, pullback
 
 
-def device_jvp(f: ReversibleFunction, args: tuple, tangents) -> tuple:
+def device_jvp(f: Reversible, args: tuple, tangents) -> tuple:
     """``revdiff.jvp`` on GPU arrays: (outs, out_tangents), from the batched tangent kernel."""
     bf, wrapped = _as_batch_of_one(f, args)
     outs, out_tangents = bf.jvp(wrapped, _as_batch_values(bf, args, tangents, "tangent"))
     return _first(outs, args), _first(out_tangents, args)
 
 
-def device_vjp_jvp(f: ReversibleFunction, args: tuple, cotangents, tangents) -> tuple:
+def device_vjp_jvp(f: Reversible, args: tuple, cotangents, tangents) -> tuple:
     """``revdiff.vjp_jvp`` on GPU arrays: (outs, grads, out_tangents, grad_tangents), from the batched
     kernel of the tangent of the fused vjp."""
     bf, wrapped = _as_batch_of_one(f, args)

@@ -1,6 +1,6 @@
-"""The package's imports go one way: every import (module-level and inside functions alike) points
-to a lower layer or to its own, and no chain of imports leads back to where it started. Imports
-under ``if TYPE_CHECKING:`` never run (annotations only) and are left out."""
+"""The package's imports go one way: every import (module-level, inside functions and under ``if
+TYPE_CHECKING:`` alike) points to a lower layer or to its own, and no chain of imports leads back to
+where it started."""
 from __future__ import annotations
 
 import ast
@@ -40,12 +40,7 @@ def imports_of(name: str) -> dict:
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: dict = {}
     tree = ast.parse(path.read_text(), str(path))
-    annotations_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
-                        and ast.unparse(block.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
-                        for n in ast.walk(block)}
     for node in ast.walk(tree):
-        if id(node) in annotations_only:
-            continue
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
