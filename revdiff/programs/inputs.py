@@ -94,10 +94,11 @@ def require_finite(name: str, a, batch_shape: tuple, xp, per_column: bool = Fals
     infinity."""
     if per_column:
         big = largest_per_column(a, xp) if a.shape[0] else xp.zeros((0, a.shape[-1]))
-        bad = ~xp.all(xp.isfinite(big), axis=1)
     else:
         big = largest_per_element(a, xp) if a.shape[0] else xp.zeros(0)
-        bad = ~xp.isfinite(big)
+    if big.size == 0 or bool(xp.isfinite(big.max())):  # the max of magnitudes is NaN or inf with any of them
+        return big
+    bad = ~xp.all(xp.isfinite(big), axis=1) if per_column else ~xp.isfinite(big)
     if bool(xp.any(bad)):
         b = int(xp.argmax(bad))
         raise ValueError(f"'{name}' contains NaN or Inf (at batch index {batch_index(batch_shape, b)})")
@@ -114,6 +115,8 @@ def scale_exponents(big, dtype, xp):
     """The exponent e with big * 2**-e in [0.5, 1) where ``big`` (largest magnitudes) lies outside
     [2**-s, 2**s] (0 elsewhere), or None when every value lies inside."""
     s = safe_exponent(dtype)
+    if big.size == 0 or (float(big.max()) <= 2.0 ** s and float(big.min()) >= 2.0 ** -s):
+        return None  # every value inside (the usual case, two reductions)
     outside = (big > 2.0 ** s) | ((big < 2.0 ** -s) & (big > 0))
     if not bool(xp.any(outside)):
         return None
