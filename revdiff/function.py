@@ -62,7 +62,7 @@ class ReversibleFunction:
     __revdiff_reversible__ = True
 
     def __init__(self, fn: Callable, *, check: bool = True, backend: str = "llvm",
-                 atol: float = 0.0, rtol: float | None = None, fmad: bool = False, fuse_loops: bool = True):
+                 atol: float = 1e-12, rtol: float | None = None, fmad: bool = False, fuse_loops: bool = True):
         check_options(check=check, backend=backend, atol=atol, rtol=rtol, fmad=fmad, fuse_loops=fuse_loops)
         self.py_function = fn
         self.__name__ = fn.__name__
@@ -444,11 +444,11 @@ class InverseFunction(ReversibleFunction):
 
 
 def reversible(fn: Callable | None = None, *, check: bool = True, backend: str = "llvm",
-               atol: float = 0.0, rtol: float | None = None, fmad: bool = False, fuse_loops: bool = True):
+               atol: float = 1e-12, rtol: float | None = None, fmad: bool = False, fuse_loops: bool = True):
     """Decorate a function written in the reversible language. ``check=False`` drops runtime checks;
-    ``atol``/``rtol`` set the tolerance of ancilla checks at ``del`` and ``release``: ``atol`` plus
-    ``rtol`` times the ancilla's scale (defaults 0 and, ``rtol=None``, 1024 machine epsilons of its
-    dtype: rounding and no more, at any magnitude; integers exact); ``backend="python"`` runs
+    ``atol``/``rtol`` set the tolerance of ancilla checks at ``del`` and ``release``, ``atol + rtol``
+    times the ancilla's scale (``rtol=None``: 1024 machine epsilons of its dtype; integers exact);
+    ``backend="python"`` runs
     the generated code as plain Python, uncompiled; ``fmad=True`` lets the CUDA compiler contract
     a*b+c into FMAs (off by default, so that GPU results agree with the CPU's); ``fuse_loops=False``
     compiles every loop as written instead of fusing adjacent ones (``optimize/fuse_loops.py``; the

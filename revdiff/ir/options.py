@@ -15,7 +15,7 @@ DEFAULT_RTOL_ULPS = 1024
 @dataclass
 class Options:
     check: bool = True
-    atol: float = 0.0
+    atol: float = 1e-12
     rtol: float | None = None  # None: DEFAULT_RTOL_ULPS machine epsilons of the ancilla's dtype
     fmad: bool = False  # CUDA only: allow fused multiply-add contraction
     blas: bool = True  # CPU: vector instructions on large views may call BLAS (False: loops only)
