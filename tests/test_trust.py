@@ -811,6 +811,21 @@ def test_the_default_ancilla_tolerance_admits_rounding_and_no_more():
         off_by(1e4, 0.0, 1e-6)
     assert revdiff.reversible(off_by.py_function, rtol=1e-9)(1e4, 0.0, 1e-7)[0] == 1e4 + 1e-7
 
+    @reversible
+    def wrong_uncompute(x, y):  # subtracts 1.5 x² where it added x²
+        t = zero()
+        t += x * x
+        y += t * 1e6
+        t -= x * x * 1.5
+        del t
+
+    for x in (1.0, 1e-3):
+        with pytest.raises(revdiff.ReversibilityError, match="ancilla 't' is not zero"):
+            wrong_uncompute(x, 0.0)
+    wrong_uncompute(1e-7, 0.0)  # below atol (1e-12, absolute): passes, as the README says
+    with pytest.raises(revdiff.ReversibilityError, match="ancilla 't' is not zero"):
+        wrong_uncompute.with_options(atol=0.0)(1e-7, 0.0)
+
 
 def test_numpy_scalars_keep_their_types():
     """A NumPy scalar computes in its dtype and comes back a NumPy scalar of it, from a call, its
@@ -940,3 +955,30 @@ def test_a_callee_rebound_two_calls_deep_changes_what_its_callers_modify(tmp_pat
     assert revdiff.grad(module.outer, 1)(1.0, 3.0) == (2.0, 1.0) and grads_before == (1.0, 2.0)
     with pytest.raises(ValueError, match="'b' is modified by outer"):
         revdiff.batched(module.outer, ["a"])(np.ones(2), np.ones(2))
+
+
+@reversible
+def _dot_into(t, x, y):
+    for i in range(len(x)):
+        t += x[i] * y[i]
+
+
+@reversible
+def _twice_dot(out, x, y):
+    t = zero()
+    with revdiff.routine:
+        _dot_into(t, x, y)
+    out += t * 2.0
+    ~revdiff.routine
+    del t
+
+
+def test_an_ancilla_accumulated_in_a_callee_passes_its_rounding():
+    """The caller's checks do not see the partial sums inside a call: a dot product of nearly
+    orthogonal vectors uncomputes to rounding of the terms' size, far above its own tiny value; the
+    default atol covers it for data of order 1 (README, Options)."""
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        x, y = rng.standard_normal(50), rng.standard_normal(50)
+        y -= (y @ x) / (x @ x) * x
+        assert _twice_dot(0.0, x, y)[0] == pytest.approx(2 * (x @ y), abs=1e-13)
