@@ -36,4 +36,6 @@ def in_user_terms(text: str, loc) -> str:
     renamed = _RENAMED.get((loc.filename, loc.function)) if loc is not None else None
     if not renamed:
         return text
-    return _WORD.sub(lambda m: as_written(m.group()) if m.group() in renamed else m.group(), text)
+    keep = set(loc.function.replace("<locals>", "").split("."))  # the function's own name, as Python has it
+    return _WORD.sub(lambda m: as_written(m.group()) if m.group() in renamed and m.group() not in keep
+                     else m.group(), text)
