@@ -29,6 +29,10 @@ from revdiff.runtime.cache import cache_dir, read_regular, unwritable, write_ato
 
 #: the optimisation level of generated programs (LLVM's -O2: loop and SLP vectorisers on)
 OPT_LEVEL = 2
+#: the code generator's level (instruction selection, scheduling, register allocation): at 1 it
+#: compiles block CGS2's gradient modules a quarter faster than at 2, and the programs ran as fast
+#: (alternating runs, ``benchmarks/RESULTS.md``); the arithmetic is the same either way
+CODEGEN_LEVEL = 1
 #: a compile running longer than this tells the user, once per process
 NOTICE_SECONDS = 2.0
 _FORMAT = b"revdiff-native-1\n"  # the header of a cached object file, before its digest
@@ -55,7 +59,7 @@ def _initialized() -> dict:
         target = llvm.Target.from_triple(llvm.get_process_triple())
         cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
         # static relocations and the JIT's code model for MCJIT (the settings Numba's JIT uses on x86)
-        tm = target.create_target_machine(cpu=cpu, features=features, opt=OPT_LEVEL, reloc="static",
+        tm = target.create_target_machine(cpu=cpu, features=features, opt=CODEGEN_LEVEL, reloc="static",
                                           codemodel="jitdefault", jit=True)
         engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
         host = f"{llvm.get_process_triple()} {cpu} {features} llvm {llvm.llvm_version_info} llvmlite {llvmlite.__version__}"
@@ -94,7 +98,7 @@ def data_layout() -> str:
 
 def _pipeline() -> str:
     """The optimisation pipeline, as part of a module's cache key."""
-    return f"O{OPT_LEVEL} vectorize=True"
+    return f"O{OPT_LEVEL} codegen O{CODEGEN_LEVEL} vectorize=True"
 
 
 def _stem(name: str) -> str:
