@@ -23,8 +23,10 @@ class SourceLocation:
 class ReversibilityError(Exception):
     """A reversibility rule is broken, found statically (at decoration) or at run time."""
 
-    def __init__(self, message: str, loc: SourceLocation | None = None):
-        self.message = in_user_terms(message, loc)  # names as the user wrote them (``user_names``)
+    def __init__(self, message: str, loc: SourceLocation | None = None, written: bool = False):
+        """``written``: ``message`` names everything as the user wrote it already (else the names of
+        compiled code are turned back, ``user_names.in_user_terms``)."""
+        self.message = message if written else in_user_terms(message, loc)
         self.loc = loc
         self.filename = loc.filename if loc else None
         self.lineno = loc.lineno if loc else None

@@ -103,9 +103,10 @@ class ReversibleFunction:
         constant) or a reversible function it calls has been rebound since it was parsed."""
         for name, value in self.ir.constants.items():
             now = self._lookup(name)
-            if now is not value and not (type(now) is type(value) and now == value):
-                return True
-        return any(self._lookup(name) is not obj for name, obj in self.ir.globals_names.items())
+            if now is not value and not (type(now) is type(value) and repr(now) == repr(value)):
+                return True  # repr: -0.0 is not 0.0 (atan2, copysign tell them apart); nan is nan
+        return any(self._lookup(name) is not obj for name, obj in self.ir.globals_names.items()) or \
+            any(self._lookup(name) is not obj for name, obj in self.ir.resolved.items())
 
     def version(self) -> tuple:
         """The constants and callees this function and everything it calls compile in, as they are
@@ -118,7 +119,8 @@ class ReversibleFunction:
         self._check()  # a rebound callee may have closed a cycle of calls: refused there
         callees = tuple((name, callee.py_function, callee.version())
                         for name, callee in ((n, self._callee(n)) for n in sorted(self.ir.globals_names)))
-        version = tuple(sorted(self.ir.constants.items())), callees
+        version = (tuple(sorted((name, repr(value)) for name, value in self.ir.constants.items())), callees,
+                   tuple(sorted(self.ir.resolved.items(), key=lambda item: item[0])))
         if version != self._version:  # a callee rebound further down: what this one modifies may change
             self._version, self._modified = version, None
         return version
@@ -185,7 +187,7 @@ class ReversibleFunction:
         if cycle:
             names, loc = cycle
             raise ReversibilityError(f"recursion is not supported in reversible functions: {' -> '.join(names)} "
-                                     "calls back into itself; write it as a loop", loc)
+                                     "calls back into itself; write it as a loop", loc, written=True)
         check_function(self.ir, self._callee_modifies, lambda n: len(self._callee(n).params))
         modified = modified_names(self.ir.body, self._callee_modifies)
         defaulted = [p for p in self.params if p in self.ir.defaults and p in modified]

@@ -982,3 +982,78 @@ def test_an_ancilla_accumulated_in_a_callee_passes_its_rounding():
         x, y = rng.standard_normal(50), rng.standard_normal(50)
         y -= (y @ x) / (x @ x) * x
         assert _twice_dot(0.0, x, y)[0] == pytest.approx(2 * (x @ y), abs=1e-13)
+
+
+def test_a_name_bound_to_an_inverse_calls_the_inverse(tmp_path):
+    """``hinv = ~h``; ``hinv(y, x)`` inside a function runs h's inverse and ``~hinv`` h, as from
+    Python (the direction of the object the name is bound to, not only of the ``~`` written); a
+    later rebinding of the name to the other direction recompiles."""
+    module = _module_from_source(tmp_path, "inverse_binding", textwrap.dedent("""
+        import revdiff
+
+        @revdiff.reversible
+        def h(y, x):
+            y += 2.0 * x
+            y *= x
+
+        hinv = ~h
+
+        @revdiff.reversible
+        def backwards(y, x):
+            hinv(y, x)
+
+        @revdiff.reversible
+        def forwards(y, x):
+            ~hinv(y, x)
+    """))
+    assert module.backwards(21.0, 3.0) == module.hinv(21.0, 3.0) == (1.0, 3.0)
+    assert module.forwards(1.0, 3.0) == (21.0, 3.0)
+    assert revdiff.grad(module.backwards, "y")(21.0, 3.0) == pytest.approx((1 / 3, -21 / 9 - 2))
+    module.hinv = module.h
+    assert module.backwards(1.0, 3.0) == (21.0, 3.0)
+
+
+def test_rebound_globals_and_constants_out_of_range(tmp_path):
+    """A global rebound from 0.0 to -0.0 recompiles (atan2 tells them apart); a name bound to another
+    math function (``cos as sin``) is refused, not read as its name; a module rebound to something else
+    re-parses; an integer constant outside int64 and a uint64 constant are refused by name."""
+    module = _module_from_source(tmp_path, "rebound_globals", textwrap.dedent("""
+        import math
+        import math as m_
+        import revdiff
+
+        z = 0.0
+
+        @revdiff.reversible
+        def angle(y, x):
+            y += math.atan2(z, x)
+
+        @revdiff.reversible
+        def sine(y, x):
+            y += m_.sin(x)
+    """))
+    assert module.angle(0.0, -1.0)[0] == math.pi
+    module.z = -0.0
+    assert module.angle(0.0, -1.0)[0] == -math.pi
+    assert module.sine(0.0, 1.0)[0] == math.sin(1.0)
+    module.m_ = None
+    with pytest.raises(revdiff.ReversibilityError, match="not a pure function"):
+        module.sine(0.0, 1.0)
+    for source, what in (("from math import cos as sin\n\n@revdiff.reversible\ndef f(y, x):\n    y += sin(x)\n",
+                          "'sin' is not a pure function"),
+                         ("@revdiff.reversible\ndef f(s, x):\n    s += x * 9223372036854775808\n",
+                          "the integer constant 9223372036854775808 does not fit in int64"),
+                         ("import numpy as np\nU = np.uint64(5)\n\n@revdiff.reversible\ndef f(s, x):\n    s += x * U\n",
+                          "uint64 is not supported")):
+        with pytest.raises(revdiff.ReversibilityError, match=what):
+            _module_from_source(tmp_path, f"refused_{abs(hash(source))}", "import revdiff\n" + source).f(0.0, 1.0)
+
+
+def test_batched_names_derived_twice_are_refused():
+    """``d_g_x`` is what an hvp entry names the tangent of x's gradient: refused by name."""
+    @reversible
+    def f(s, x, d_g_x):
+        s += x * x * d_g_x
+
+    with pytest.raises(ValueError, match="'d_g_x' of .* the tangent of the gradient of 'x'"):
+        revdiff.batched(f, ["s", "x", "d_g_x"])

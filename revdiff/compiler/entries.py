@@ -10,13 +10,21 @@ from revdiff.user_names import as_written
 
 
 def check_names(f) -> None:
-    """ValueError for a parameter whose name is one a batched entry derives from another's."""
+    """ValueError for a parameter whose name is one a batched entry derives from another's, by one
+    prefix or two (``d_g_x``: the tangent of the gradient of ``x``, in an hvp entry)."""
+    params = set(f.params)
     for p in f.params:
         for prefix, what in DERIVED.items():
-            if p.startswith(prefix) and p[len(prefix):] in f.params:
-                raise ValueError(f"parameter '{as_written(p)}' of {f.__qualname__} has the name batched entries "
-                                 f"give {what} '{as_written(p[len(prefix):])}'; rename it to run {f.__qualname__} "
-                                 "batched")
+            rest = p[len(prefix):] if p.startswith(prefix) else None
+            if rest is None:
+                continue
+            inner = [(rest, what)] + [(rest[len(q):], f"{what} {w}") for q, w in DERIVED.items()
+                                      if rest.startswith(q)]
+            for base, described in inner:
+                if base in params:
+                    raise ValueError(f"parameter '{as_written(p)}' of {f.__qualname__} has the name batched "
+                                     f"entries give {described} '{as_written(base)}'; rename it to run "
+                                     f"{f.__qualname__} batched")
 
 
 def entry_signature(f, batched: frozenset, kind: str, types: tuple) -> EntrySignature:

@@ -9,7 +9,9 @@ and a process never loads one symbol twice.
 """
 from __future__ import annotations
 
+import builtins
 import hashlib
+import re
 
 from revdiff.backends.llvm.emit import FunctionEmitter, ProgramSignature
 from revdiff.backends.llvm.module import entry_name, module_text
@@ -18,6 +20,7 @@ from revdiff.compiler.graph import ascii_name, invoked, symbol
 from revdiff.runtime import loader, native
 from revdiff.compiler.host_routines import routines
 from revdiff.errors import ReversibilityError
+from revdiff.ir.low import Local, walk_statements
 from revdiff.runtime.native_calls import NativeProgram
 
 #: the name a module calls itself by until its digest, and with it its symbol, is known
@@ -49,21 +52,28 @@ def load_program(text: str, sig: ProgramSignature, name: str, loops: bool) -> Na
     return NativeProgram(name, sig.types, address, loops)
 
 
-#: the modules the Python backend's source reads by name (``backends/python/emit.py``)
-_MODULE_NAMES = frozenset({"np", "math"})
+def _shadowed(low, source: str) -> str | None:
+    """A variable of ``low`` named as a module or builtin its Python ``source`` calls (``np.sin``,
+    ``max(...)``), which would hide it; None where none does."""
+    names = set(low.params) | {s.name for s in walk_statements(low.body) if isinstance(s, Local)}
+    for n in sorted(names):
+        if (n in ("np", "math") or hasattr(builtins, n)) and re.search(rf"(?<![\w.]){re.escape(n)}\s*[(.]", source):
+            return n
+    return None
 
 
 def python_function(low, name: str, header: str, dependencies: dict):
     """LowFunction ``low`` as a plain Python function (``backend="python"``), calling the Python
     callables ``dependencies`` by name."""
-    shadowing = sorted(_MODULE_NAMES & set(low.params))
-    if shadowing:  # the generated Python calls np.sin, math.erf: a parameter of that name would hide the module
-        raise ReversibilityError(f"backend='python' cannot run a function with a parameter named '{shadowing[0]}' "
-                                 "(the generated Python reads the module of that name); rename it, or use the "
-                                 "compiled backend")
+    source = emit_module([low], header)
+    shadow = _shadowed(low, source)
+    if shadow is not None:
+        raise ReversibilityError(f"backend='python' cannot run a function with a variable named '{shadow}': the "
+                                 f"generated Python calls the {'module' if shadow in ('np', 'math') else 'builtin'} "
+                                 "of that name; rename it, or use the compiled backend")
     deps = dict(dependencies)
     deps.update(routines(host_routines(low)))
-    module = loader.load(emit_module([low], header), name, deps)
+    module = loader.load(source, name, deps)
     fn = loader.compiled(module, low.name, deps)
     fn.revdiff_loops = INTERRUPT_CHECK in host_routines(low) or any(getattr(d, "revdiff_loops", False)
                                                                      for d in dependencies.values())

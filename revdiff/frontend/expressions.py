@@ -12,6 +12,7 @@ import numpy as np
 
 from revdiff.frontend.source import SourceMap
 from revdiff.ir.high import BinOp, BoolOp, Call, Compare, Const, Index, Name, Select, Shape, Slice, Unary
+from revdiff.ir.types import kind_of_dtype
 from revdiff.user_names import as_written
 from revdiff.primitives import FUNCTIONS, USER_FUNCTIONS
 
@@ -30,6 +31,7 @@ class ExpressionParser:
         self.local_names = local_names
         self.globals = fn_globals
         self.constants: dict = {}  # global or closure numbers read, by name: their values are compiled in
+        self.resolved: dict = {}  # global modules and math functions read, by name (a rebinding re-parses)
         self.views_allowed = False  # inside the expression of a whole-array statement
 
     # -------------------------------------------------------------- helpers
@@ -48,7 +50,10 @@ class ExpressionParser:
         if not isinstance(node, ast.Name) or node.id in self.local_names:
             return False
         mod = self._global(node.id)
-        return isinstance(mod, types.ModuleType) and mod.__name__.split(".")[0] in _MATH_MODULES
+        if isinstance(mod, types.ModuleType) and mod.__name__.split(".")[0] in _MATH_MODULES:
+            self.resolved[node.id] = mod
+            return True
+        return False
 
     def function_name(self, func: ast.AST) -> str | None:
         """Canonical name of a pure function call target, or None if it is not one."""
@@ -58,11 +63,10 @@ class ExpressionParser:
             obj = self._global(func.id)
             if obj is None:
                 return None
-            if obj in (abs, min, max, round):
-                return USER_FUNCTIONS[func.id]
-            module = getattr(obj, "__module__", None) or ""
-            if module.split(".")[0] in _MATH_MODULES or isinstance(obj, np.ufunc) or \
-                    getattr(math, func.id, None) is obj or getattr(cmath, func.id, None) is obj:
+            name = as_written(func.id)
+            if obj in (abs, min, max, round) and obj is getattr(builtins, name, None) or \
+                    any(getattr(module, name, None) is obj for module in (np, math, cmath)):
+                self.resolved[func.id] = obj  # the function of that name itself (not ``cos as sin``)
                 return USER_FUNCTIONS[func.id]
         return None
 
@@ -76,9 +80,23 @@ class ExpressionParser:
                                    "elements and math functions")
         return method(node, allow_slices) if isinstance(node, ast.Subscript) else method(node)
 
+    def _number(self, node, value, given=None) -> Const:
+        """A number compiled in as a constant; TypeError-worded ReversibilityError for one the generated
+        code cannot hold: an integer outside int64 (integers compute in it), a NumPy scalar of a dtype
+        revdiff does not compute in (uint64)."""
+        if isinstance(given, np.generic) and not isinstance(given, np.bool_):
+            try:
+                kind_of_dtype(given.dtype)
+            except TypeError as exc:
+                raise self.error(node, f"the constant {given!r}: {exc}") from None
+        if isinstance(value, int) and not isinstance(value, bool) and not -(1 << 63) <= value < (1 << 63):
+            raise self.error(node, f"the integer constant {value} does not fit in int64, which integers compute "
+                                   f"in; write it as a float ({float(value)!r}) if that is what it stands for")
+        return Const(value)
+
     def _Constant(self, node):
         if isinstance(node.value, (bool, int, float, complex)):
-            return Const(node.value)
+            return self._number(node, node.value)
         raise self.error(node, f"the constant {node.value!r} is not a number")
 
     def _Name(self, node):
@@ -87,7 +105,7 @@ class ExpressionParser:
         value = self._global(node.id)
         if isinstance(value, numbers.Number) and not isinstance(value, bool) or isinstance(value, bool):
             self.constants[node.id] = value
-            return Const(value.item() if isinstance(value, np.generic) else value)
+            return self._number(node, value.item() if isinstance(value, np.generic) else value, value)
         if value is None:
             raise self.error(node, f"name '{node.id}' is not defined: not a parameter, local or global constant")
         if getattr(value, "__revdiff_reversible__", False) is True:

@@ -103,7 +103,7 @@ class Parser:
     def parse(self) -> ir.Function:
         body = self.block(self.node.body)
         return ir.Function(self.node.name, self.params, body, self.smap.loc(self.node), self.callees,
-                           dict(self.expr.constants), self._defaults(self.node))
+                           dict(self.expr.constants), self._defaults(self.node), dict(self.expr.resolved))
 
     def block(self, stmts: list) -> list:
         out: list = []
@@ -315,6 +315,8 @@ class Parser:
                                 "an update such as y += f(x))")
         if obj is not None:
             self.callees[func.id] = obj
+            if obj.forward_function is not obj:  # a name bound to ~h: calling it runs h's inverse
+                inverse = not inverse
         return CallFn(self.smap.loc(s), func.id, self._call_arguments(s, func.id, obj, value), inverse)
 
     def _call_arguments(self, s: ast.stmt, name: str, callee, call: ast.Call) -> tuple:
@@ -329,10 +331,10 @@ class Parser:
             return tuple(self._argument(a) for a in call.args)
         defaults = callee.forward_function.ir.defaults
         try:
-            nodes = bind(name, [as_written(p) for p in callee.params], {as_written(p): None for p in defaults},
+            nodes = bind(as_written(name), [as_written(p) for p in callee.params], {as_written(p): None for p in defaults},
                          tuple(call.args), {k.arg: k.value for k in call.keywords})
         except TypeError as exc:
-            raise self.error(s, str(exc)) from None
+            raise self.smap.error(s, str(exc), written=True) from None  # bind names them as written
         return tuple(Const(_number(defaults[p])) if a is None else self._argument(a)
                      for p, a in zip(callee.params, nodes))
 

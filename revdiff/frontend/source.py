@@ -24,8 +24,8 @@ class SourceMap:
         return SourceLocation(self.filename, self.first_line + lineno - 1, col + self.indent,
                               text, self.function)
 
-    def error(self, node: ast.AST, message: str) -> ReversibilityError:
-        return ReversibilityError(message, self.loc(node))
+    def error(self, node: ast.AST, message: str, written: bool = False) -> ReversibilityError:
+        return ReversibilityError(message, self.loc(node), written)
 
 
 def function_ast(fn) -> tuple[ast.FunctionDef, SourceMap]:

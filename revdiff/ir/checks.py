@@ -104,7 +104,7 @@ def to_error(fkey: int, idx: int, a: float, b: float, batch_element: int | None 
     detail = f" ({', '.join(parts)})" if parts else ""
     if batch_element is not None:
         detail += f" in batch element {batch_element}"
-    detail += tail
+    text = in_user_terms(info.message + detail, info.loc) + tail  # the tail names arguments as written
     if info.error is ReversibilityError:
-        return ReversibilityError(info.message + detail, info.loc)
-    return info.error(f"{info.loc}: {in_user_terms(info.message + detail, info.loc)}")
+        return ReversibilityError(text, info.loc, written=True)
+    return info.error(f"{info.loc}: {text}")

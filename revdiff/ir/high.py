@@ -266,6 +266,7 @@ class Function:
     globals_names: dict = field(default_factory=dict)  # name used in calls -> resolved object
     constants: dict = field(default_factory=dict)  # global or closure name -> the number compiled in
     defaults: dict = field(default_factory=dict)  # parameter -> its default value (a number)
+    resolved: dict = field(default_factory=dict)  # global name -> the module or math function it was read as
 
 
 def stmt_exprs(s: Stmt) -> Iterator[Expr]:
