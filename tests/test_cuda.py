@@ -306,7 +306,7 @@ def test_compiler_messages_name_the_users_line(tmp_path):
     lines = kernels.module_source([(bf, "call", types)], host=True).split("\n")
     user_line = divide.ir.body[0].loc.lineno
     here = f'#line {user_line} "{__file__}"'
-    k = next(i for i, line in enumerate(lines) if line == here and lines[i + 1].strip().startswith("x"))
+    k = next(i for i, line in enumerate(lines) if line == here and lines[i + 1].strip().startswith("v_x"))
     lines[k + 1] += " not_valid_cuda;"
     broken = tmp_path / "broken.cpp"
     broken.write_text("\n".join(lines))
@@ -347,7 +347,7 @@ def test_the_projection_gradient_kernel_compiles_fully_optimised():
 
 def test_cuda_source_is_readable_for_any_shape():
     src = P.project_cgs2.source("adjoint", backend="cuda")
-    assert "__device__" in src and "project_cgs2" in src and "rd_array<double, 2> A" in src
+    assert "__device__" in src and "project_cgs2" in src and "rd_array<double, 2> v_A" in src
     assert "// line" in src  # the user's source lines, as in the Python code
 
 
@@ -548,3 +548,26 @@ def test_launch_retries_then_falls_back_to_the_element_layout_and_writes_back_wh
         launch.launch(lambda work, size, interleaved: (launch.SCRATCH_EXHAUSTED, 0, 0, 0, 0.0, 0.0),
                       [y, x], kinds, True, np, "k", 16, 64)
     np.testing.assert_array_equal(y, start + 1.0)  # as it was before the failed launch
+
+
+@revdiff.reversible
+def names_of_cpp(st, new, double, sqrt, x):
+    """Parameters named as C++ keywords, the kernel's status pointer and a prelude function."""
+    for i in range(x.shape[0]):
+        st[i] += new * np.sqrt(x[i]) + double
+    sqrt += new * 2.0
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for host emulation")
+def test_user_names_that_are_cpp_words_compile_in_kernels():
+    """Every user name is spelled ``v_<name>`` in CUDA C: a parameter named ``st``, ``new``,
+    ``double`` or ``sqrt`` compiles and runs (host emulation) as on the CPU."""
+    bf = revdiff.batched(names_of_cpp, ("st", "new", "double", "sqrt", "x"))
+    args = (np.zeros((3, 2)), np.full(3, 2.0), np.full(3, 0.5), np.zeros(3), np.full((3, 2), 4.0))
+    types = bf._element_types(args)
+    module = launch.HostModule(kernels.module_source([(bf, "call", types)], host=True), "test_cpp_names")
+    arrays = [a.copy() for a in args]
+    kernels.run_on_host(module, bf, "call", arrays, types)
+    want = bf(*(a.copy() for a in args))
+    for got, w in zip(arrays, want):
+        np.testing.assert_array_equal(got, w)

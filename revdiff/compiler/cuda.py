@@ -3,13 +3,15 @@ modules with a batched ``__global__`` entry per batched function, and running th
 through CuPy, or built for the host to test the same source without one)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import NamedTuple
 
 from revdiff.backends.cuda.emit import PRELUDE, CudaEmitter, Signature, kernel_source, with_line_directives
 from revdiff.backends.cuda.launch import HOST_SHIM, Argument, HostModule, nvrtc_options, run_device, run_host
 from revdiff.backends.cuda.launch import layout as kernel_layout
 from revdiff.compiler.entries import entry_signature
-from revdiff.compiler.graph import invoked, symbol
+from revdiff.compiler.graph import ascii_name, invoked, symbol
+from revdiff.ir.low import LowFunction, rename_statement
 from revdiff.ir.types import VarType
 from revdiff.runtime.device import cupy_module
 
@@ -25,6 +27,19 @@ class DeviceFunction(NamedTuple):
     text: str
     origins: tuple
     ancilla_itemsize: int = 1
+
+
+def c_name(name: str) -> str:
+    """A variable's name in CUDA C: the user's (and names derived from them, ``g_x``) behind ``v_`` in
+    ASCII, clear of C++ keywords (``new``), the kernels' own names (``st``) and the prelude's functions
+    (``sqrt``); generated names (``_t3``) as they are."""
+    return name if name.startswith("_") else "v_" + ascii_name(name)
+
+
+def _in_c_names(low: LowFunction) -> LowFunction:
+    return replace(low, params=[c_name(p) for p in low.params], body=[rename_statement(s, c_name) for s in low.body],
+                   returns=[c_name(r) for r in low.returns],
+                   param_types={c_name(k): t for k, t in low.param_types.items()})
 
 
 def by_reference(spec, program: str) -> tuple:
@@ -73,7 +88,7 @@ def device_functions(spec, programs, done: dict | None = None) -> dict:
             if alias in invoked(low):
                 visit(dep, prog)
                 callees[alias] = Signature(symbol(dep, prog), by_reference(dep, prog))
-        low.name = name
+        low = replace(_in_c_names(low), name=name)
         emitter = CudaEmitter(dict(low.param_types), callees)
         text = emitter.function(low, by_reference(s, program))
         done[name] = DeviceFunction(text, tuple(emitter.origins), emitter.ancilla_itemsize)
@@ -124,9 +139,10 @@ def module_source(entries: list, host: bool = False, check: bool = True) -> str:
         type_map.update({g.name: t for g, t in zip(sig.grads, [t for t in types if t.differentiable])})
         type_map.update({"d_" + p: t for p, t in list(type_map.items()) if t.differentiable})  # tangents
         device_functions(spec, [sig.program], functions)
-        kernels.append(kernel_source(entry_name(bf, kind, types), symbol(spec, sig.program), sig.params, sig.grads,
-                                     type_map, sig.saved, host=host, tangents=sig.tangents,
-                                     tangent_saved=sig.tangent_saved))
+        named = {c_name(k): t for k, t in type_map.items()}
+        kernels.append(kernel_source(entry_name(bf, kind, types), symbol(spec, sig.program), _c(sig.params),
+                                     _c(sig.grads), named, tuple(map(c_name, sig.saved)), host=host,
+                                     tangents=_c(sig.tangents), tangent_saved=tuple(map(c_name, sig.tangent_saved))))
     prelude = f'#include "{HOST_SHIM}"\n#include "{PRELUDE}"' if host else PRELUDE.read_text()
     slot = max((f.ancilla_itemsize for f in functions.values()), default=1)  # interleaved stacks' slot
     head = "\n".join((["#define RD_BOUNDSCHECK"] if check else []) + [f"#define RD_ANCILLA_SLOT {slot}", prelude,
@@ -136,6 +152,11 @@ def module_source(entries: list, host: bool = False, check: bool = True) -> str:
         lines += list(zip(function.text.splitlines(), function.origins)) + [("", None)]
     lines += [(line, None) for line in "\n".join(kernels).split("\n")]
     return "\n".join(with_line_directives(lines, MODULE_NAME))
+
+
+def _c(params) -> list:
+    """BatchParams with their names in CUDA C (``c_name``)."""
+    return [replace(p, name=c_name(p.name)) for p in params]
 
 
 def _batch_size(bf, arrays) -> int:
