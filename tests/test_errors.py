@@ -211,6 +211,15 @@ def test_names_beginning_with_an_underscore_are_the_users():
 
 
 u_t = 100.0
+GLOBAL_WEIGHTS = np.ones(3)
+
+
+def test_a_global_array_is_refused_as_state_behind_the_parameters():
+    with pytest.raises(ReversibilityError) as e:
+        @reversible
+        def f(y, x):
+            y += GLOBAL_WEIGHTS[0] * x  # E:global_array
+    assert_error(e, "global_array", "'GLOBAL_WEIGHTS' is a global ndarray", "pass 'GLOBAL_WEIGHTS' as an argument")
 
 
 def u_helper(y):

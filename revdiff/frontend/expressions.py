@@ -129,15 +129,28 @@ class ExpressionParser:
                                    f"({ast.unparse(node)}(x)); functions cannot be passed or stored")
         raise self.error(node, f"attribute '.{node.attr}' is not allowed in an expression")
 
+    def _local_array(self, node: ast.Name) -> None:
+        """ReversibilityError for an indexed name that is not the function's own: a global array is
+        state the function would read behind its parameters' back."""
+        if node.id in self.local_names:
+            return
+        value = self._global(node.id)
+        if value is None:
+            raise self.error(node, f"name '{node.id}' is not defined: not a parameter, local or global constant")
+        raise self.error(node, f"'{node.id}' is a global {type(value).__name__}: a reversible function reads "
+                               f"arrays through its parameters (its state); pass '{node.id}' as an argument")
+
     def _Subscript(self, node, allow_slices=False):
         value = node.value
         if isinstance(value, ast.Attribute) and value.attr == "shape" and isinstance(value.value, ast.Name):
             axis = node.slice
             if not (isinstance(axis, ast.Constant) and isinstance(axis.value, int)):
                 raise self.error(node, "the axis in a.shape[k] must be an integer literal")
+            self._local_array(value.value)
             return Shape(value.value.id, axis.value)
         if not isinstance(value, ast.Name):
             raise self.error(node, "only variables can be indexed (write a[i, j], not an expression)")
+        self._local_array(value)
         elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         indices = []
         views, self.views_allowed = self.views_allowed, False  # an index is a number
