@@ -139,6 +139,10 @@ class ReversibleFunction:
                 error = _Undefined if obj is _MISSING else ReversibilityError
                 raise error(f"'{name}' is {what}: only functions decorated with @reversible can be "
                             "called as statements", loc, *((self,) if error is _Undefined else ()))
+            if obj.forward_function is not obj:  # the parse could not turn the call around
+                raise ReversibilityError(f"'{name}' is bound to {obj.__qualname__}, an inverse, defined after this "
+                                         "function: a call's direction, like its default values and keywords, is "
+                                         f"bound where '{name}' is defined before its caller", loc)
             if obj.forward_function.py_function is self.py_function:
                 raise ReversibilityError(f"'{name}' calls itself: recursion is not supported in reversible "
                                          "functions; write it as a loop", loc)

@@ -987,9 +987,14 @@ def test_an_ancilla_accumulated_in_a_callee_passes_its_rounding():
 def test_a_name_bound_to_an_inverse_calls_the_inverse(tmp_path):
     """``hinv = ~h``; ``hinv(y, x)`` inside a function runs h's inverse and ``~hinv`` h, as from
     Python (the direction of the object the name is bound to, not only of the ``~`` written); a
-    later rebinding of the name to the other direction recompiles."""
+    function defined before the name is bound refuses the call by name, as it does defaults and
+    keywords; a later rebinding to the other direction recompiles."""
     module = _module_from_source(tmp_path, "inverse_binding", textwrap.dedent("""
         import revdiff
+
+        @revdiff.reversible
+        def defined_first(y, x):  # calls a name bound below, to ~h
+            hinv(y, x)
 
         @revdiff.reversible
         def h(y, x):
@@ -1007,6 +1012,8 @@ def test_a_name_bound_to_an_inverse_calls_the_inverse(tmp_path):
             ~hinv(y, x)
     """))
     assert module.backwards(21.0, 3.0) == module.hinv(21.0, 3.0) == (1.0, 3.0)
+    with pytest.raises(revdiff.ReversibilityError, match="'hinv' is bound to ~h, an inverse, defined after"):
+        module.defined_first(21.0, 3.0)  # never h forwards, silently
     assert module.forwards(1.0, 3.0) == (21.0, 3.0)
     assert revdiff.grad(module.backwards, "y")(21.0, 3.0) == pytest.approx((1 / 3, -21 / 9 - 2))
     module.hinv = module.h
