@@ -7,6 +7,7 @@ it as machine code compiled through LLVM (default) or as plain Python (``backend
 from __future__ import annotations
 
 import builtins
+import functools
 import numbers
 from typing import Any, Callable
 
@@ -259,9 +260,10 @@ class ReversibleFunction:
     def __repr__(self) -> str:
         return f"<reversible function {self.__qualname__}({', '.join(self.parameter_names)})>"
 
-    @property
+    @functools.cached_property
     def parameter_names(self) -> tuple:
-        """The parameters' names as the user wrote them (``params``: as compiled, ``user_names``)."""
+        """The parameters' names as the user wrote them (``params``: as compiled, ``user_names``);
+        read on every call, so computed once (a re-parse keeps the parameters)."""
         return tuple(as_written(p) for p in self.params)
 
     # ---------------------------------------------------------------- calling

@@ -219,26 +219,7 @@ RACE_PROGRAM = textwrap.dedent("""
     import revdiff
     from revdiff import programs as P
 
-    @revdiff.reversible
-    def axpy_2(y, x):
-        for i in range(len(x)):
-            y[i] += 2.0 * x[i]
-
-    @revdiff.reversible
-    def axpy_3(y, x):
-        for i in range(len(x)):
-            y[i] += 3.0 * x[i]
-
-    @revdiff.reversible
-    def axpy_4(y, x):
-        for i in range(len(x)):
-            y[i] += 4.0 * x[i]
-
-    @revdiff.reversible
-    def axpy_5(y, x):
-        for i in range(len(x)):
-            y[i] += 5.0 * x[i]
-
+    AXPYS
     functions = [(axpy_2, 2.0), (axpy_3, 3.0), (axpy_4, 4.0), (axpy_5, 5.0)]
     results, errors = [], []
     start = threading.Barrier(8)
@@ -267,7 +248,8 @@ RACE_PROGRAM = textwrap.dedent("""
     for t in threads:
         t.join()
     print(sorted(results), errors)
-""")
+""").replace("AXPYS\n", "".join(f"@revdiff.reversible\ndef axpy_{k}(y, x):\n    for i in range(len(x)):\n"
+                                   f"        y[i] += {k}.0 * x[i]\n\n" for k in range(2, 6)))  # four distinct programs
 
 
 def test_threads_compiling_at_once_from_a_cold_process(tmp_path):

@@ -107,7 +107,7 @@ class ExpressionParser:
             self.constants[node.id] = value
             return self._number(node, value.item() if isinstance(value, np.generic) else value, value)
         if value is None:
-            raise self.error(node, f"name '{node.id}' is not defined: not a parameter, local or global constant")
+            raise self._undefined(node)
         if getattr(value, "__revdiff_reversible__", False) is True:
             raise self.error(node, f"'{node.id}' is a reversible function, not a value: call it as a statement, "
                                    f"{node.id}(...) or ~{node.id}(...); functions cannot be passed or stored")
@@ -129,6 +129,9 @@ class ExpressionParser:
                                    f"({ast.unparse(node)}(x)); functions cannot be passed or stored")
         raise self.error(node, f"attribute '.{node.attr}' is not allowed in an expression")
 
+    def _undefined(self, node: ast.Name):
+        return self.error(node, f"name '{node.id}' is not defined: not a parameter, local or global constant")
+
     def _local_array(self, node: ast.Name) -> None:
         """ReversibilityError for an indexed name that is not the function's own: a global array is
         state the function would read behind its parameters' back."""
@@ -136,7 +139,7 @@ class ExpressionParser:
             return
         value = self._global(node.id)
         if value is None:
-            raise self.error(node, f"name '{node.id}' is not defined: not a parameter, local or global constant")
+            raise self._undefined(node)
         raise self.error(node, f"'{node.id}' is a global {type(value).__name__}: a reversible function reads "
                                f"arrays through its parameters (its state); pass '{node.id}' as an argument")
 

@@ -1,18 +1,12 @@
 """Calling compiled programs from Python: the arguments packed into one array of 64-bit words (an
 array's data pointer, shape and byte strides; a pointer to each scalar; the error record), then one
-call through ctypes, which releases the GIL while the program runs."""
+call through ctypes, which releases the GIL while the program runs (the layout
+``backends/llvm/module.packed_entry`` unpacks)."""
 from __future__ import annotations
 
 import numpy as np
 
 from revdiff.runtime.native import entry_function
-
-
-def entry_words(types) -> int:
-    """How many 64-bit words the packed arguments of a program of parameter ``types`` take: per
-    array its data pointer, shape and byte strides; per scalar a pointer to it; then the error record
-    (the layout ``backends/llvm/module.packed_entry`` unpacks)."""
-    return sum(1 + 2 * t.ndim for t in types) + 1
 
 
 class NativeProgram:
@@ -26,7 +20,6 @@ class NativeProgram:
         self.types = types
         self.revdiff_loops = loops  # a while loop: run where Ctrl-C can stop it (``calls.interruptible``)
         self._function = entry_function(address)
-        self._words = entry_words(types)
         self._dtypes = tuple(np.dtype(t.dtype) for t in types)
 
     def __repr__(self) -> str:
