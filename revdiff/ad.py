@@ -5,10 +5,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from revdiff.device_calls import device_vjp
-from revdiff.calls import blas_for, copy_value, cotangent, loss_index, run
+from revdiff.calls import copy_value, loss_index
+from revdiff.execute import execute
 from revdiff.function import ReversibleFunction
-from revdiff.runtime.device import any_on_device
 
 
 def vjp(f: ReversibleFunction, /, *args: Any, **kwargs: Any) -> tuple:
@@ -22,32 +21,7 @@ def vjp(f: ReversibleFunction, /, *args: Any, **kwargs: Any) -> tuple:
     """
     if not isinstance(f, ReversibleFunction):
         raise TypeError(f"vjp differentiates reversible functions (decorated with @revdiff.reversible), got {f!r}")
-    args = f.bind(args, kwargs)
-    if any_on_device(args):
-        return device_vjp(f, args)
-    forward = f.forward_function
-    types = f.argument_types(args)
-    f.validate(args)
-    spec = forward.specialize(types, blas_for(args))
-    program_forward, program_adjoint = f.programs
-    outs = run(spec.callable(program_forward), tuple(copy_value(a) for a in args))
-    differentiable = [t.differentiable for t in types]
-    names = f.parameter_names
-
-    def pullback(*cotangents: Any) -> tuple:
-        if len(cotangents) != len(outs):
-            raise TypeError(f"pullback of {f.__qualname__} takes {len(outs)} cotangents "
-                            f"({', '.join(names)}), got {len(cotangents)}")
-        grads = []
-        for name, out, ct, diff in zip(names, outs, cotangents, differentiable):
-            if not diff:
-                continue
-            grads.append(cotangent(name, out, ct))
-        result = run(spec.callable(program_adjoint), tuple(copy_value(o) for o in outs) + tuple(grads))
-        gradients = iter(result[len(outs):])
-        return tuple(next(gradients) if diff else None for diff in differentiable)
-
-    return tuple(outs), pullback
+    return execute(f, "vjp", f.bind(args, kwargs))
 
 
 def _loss_index(f: ReversibleFunction, loss: str | int) -> int:

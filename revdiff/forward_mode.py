@@ -5,7 +5,7 @@ fused vjp program, forward over reverse: no tape, so its memory does not grow wi
 executed instructions. Complex values follow the gradients' convention (PyTorch's, README
 "Differentiation"): a tangent is a complex direction dz = dx + i dy, and ``hvp`` is the derivative of the
 gradient dL/dx + i dL/dy along it, a real-linear map of dz. On GPU arrays each call runs as a batch of one through the batched CUDA
-kernels (``device_calls``); ``hessian`` launches one kernel per column.
+kernels (``execute.py``); ``hessian`` launches one kernel per column.
 """
 from __future__ import annotations
 
@@ -14,9 +14,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from revdiff.ad import _loss_index, _real_loss
-from revdiff.calls import blas_for, checked_tangents, copy_value, cotangent, run, zero_like
-from revdiff.compiler.specialization import TANGENTS
-from revdiff.device_calls import device_jvp, device_vjp_jvp
+from revdiff.calls import zero_like
+from revdiff.execute import execute
 from revdiff.function import ReversibleFunction
 from revdiff.runtime.device import any_on_device, cupy_module
 
@@ -34,13 +33,6 @@ def _arguments(f: ReversibleFunction, primals: Sequence, what: str) -> tuple:
     return f.bind(tuple(primals))
 
 
-def _from_one_element(value, like):
-    """A program's output of parameter ``like``: an array as it is, a scalar from its one-element array."""
-    if np.ndim(like):
-        return value
-    return value[0] if isinstance(like, np.generic) else value[0].item()
-
-
 def jvp(f: ReversibleFunction, primals: Sequence, tangents: Sequence) -> tuple:
     """``(outs, out_tangents)``: the final values of all parameters of ``f`` run on ``primals`` (as
     ``f(*primals)`` returns them, to rounding: the tangent program runs loops where ``f`` may call
@@ -49,17 +41,7 @@ def jvp(f: ReversibleFunction, primals: Sequence, tangents: Sequence) -> tuple:
     integer and bool parameters, whose entries of ``out_tangents`` are None too), in one run of the
     tangent program (``f.source("jvp")``). The shape of ``jax.jvp``."""
     f = _function(f, "jvp")
-    args = _arguments(f, primals, "jvp")
-    if any_on_device(args):  # a batch of one on the GPU (device_calls)
-        return device_jvp(f, args, tangents)
-    types = f.argument_types(args)
-    dargs = checked_tangents(f, args, types, tangents, "jvp")
-    f.validate(args)
-    spec = f.forward_function.specialize(types, blas_for(args))
-    result = run(spec.callable(TANGENTS[f.programs[0]]), tuple(copy_value(a) for a in args) + tuple(dargs))
-    n = len(args)
-    douts = iter(result[n:])
-    return tuple(result[:n]), tuple(next(douts) if t.differentiable else None for t in types)
+    return execute(f, "jvp", _arguments(f, primals, "jvp"), tangents=tangents)
 
 
 def vjp_jvp(f: ReversibleFunction, args: Sequence, cotangents: Sequence, tangents: Sequence) -> tuple:
@@ -71,33 +53,7 @@ def vjp_jvp(f: ReversibleFunction, args: Sequence, cotangents: Sequence, tangent
     args = _arguments(f, args, "vjp_jvp")
     if not isinstance(cotangents, (tuple, list)) or len(cotangents) != len(args):
         raise TypeError(f"vjp_jvp: cotangents must be a tuple with one entry per argument of {f.__qualname__}")
-    if any_on_device(args):  # a batch of one on the GPU (device_calls)
-        return device_vjp_jvp(f, args, cotangents, tangents)
-    types = f.argument_types(args)
-    dargs = checked_tangents(f, args, types, tangents, "vjp_jvp")
-    f.validate(args)
-    spec = f.forward_function.specialize(types, blas_for(args))
-    differentiable = [j for j, t in enumerate(types) if t.differentiable]
-    seeds = [cotangent(f.parameter_names[j], args[j], cotangents[j]) for j in differentiable]
-    modified = sorted(f.forward_function.modified_positions())
-    saved = [np.zeros(np.shape(args[j]) or (1,), types[j].dtype) for j in modified]
-    dsaved = [np.zeros_like(s) for j, s in zip(modified, saved) if types[j].differentiable]
-    dseeds = [zero_like(args[j]) for j in differentiable]
-    call = (tuple(copy_value(a) for a in args) + tuple(seeds) + tuple(saved) + tuple(dargs) + tuple(dseeds)
-            + tuple(dsaved))
-    result = run(spec.callable(TANGENTS[f.fused_vjp]), call)
-    n = len(args)
-    grads = result[n:n + len(seeds)]
-    start = n + len(seeds) + len(saved) + len(dargs)
-    grad_tangents = result[start:start + len(dseeds)]
-    outs, out_tangents = list(args), list(dargs)  # what is not modified ends as it began
-    for j, value in zip(modified, saved):
-        outs[j] = _from_one_element(value, args[j])
-    for j, value in zip([j for j in modified if types[j].differentiable], dsaved):
-        out_tangents[differentiable.index(j)] = _from_one_element(value, args[j])
-    per = [iter(x) for x in (grads, out_tangents, grad_tangents)]
-    spread = [tuple(next(it) if t.differentiable else None for t in types) for it in per]
-    return tuple(outs), spread[0], spread[1], spread[2]
+    return execute(f, "vjp_jvp", args, cotangents, tangents)
 
 
 def hvp(f: ReversibleFunction, loss: str | int, primals: Sequence, v: Sequence) -> tuple:

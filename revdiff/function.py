@@ -6,19 +6,20 @@ it as machine code compiled through LLVM (default) or as plain Python (``backend
 """
 from __future__ import annotations
 
-import builtins
 import functools
 import numbers
 from typing import Any, Callable
 
 import numpy as np
 
-from revdiff.device_calls import device_call
-from revdiff.calls import blas_for, run
+from revdiff.calls import blas_for
 from revdiff.compiler.cuda import program_source
-from revdiff.compiler.specialization import PLANS, Specialization
+from revdiff.compiler.signature import PLANS
+from revdiff.compiler.specialization import Specialization
+from revdiff.execute import execute
 from revdiff.errors import ReversibilityError
 from revdiff.frontend.arguments import bind
+from revdiff.frontend.bindings import MISSING, lookup, scope_of, still_bound
 from revdiff.frontend.check import check_function
 from revdiff.frontend.parse import is_reversible_function, parse_function
 from revdiff.ir.high import CallFn, Function, Index, Instr, Name, Shape, stmt_exprs, walk_expr, walk_stmts
@@ -26,14 +27,13 @@ from revdiff.ir.options import Options
 from revdiff.ir.types import VarType, type_of_value
 from revdiff.passes.analysis import modified_names
 from revdiff.primitives import INSTRUCTIONS
-from revdiff.runtime.device import any_on_device, may_share_memory, on_device, writeable
+from revdiff.runtime.device import may_share_memory, on_device, writeable
 from revdiff.runtime.loader import deeply_nested
 from revdiff.user_names import as_written
 
 BACKENDS = ("llvm", "python")
 #: other names of the backends: "numba", the compiled backend's name while Numba compiled it
 BACKEND_NAMES = {"numba": "llvm"}
-_MISSING = object()
 
 
 def check_options(*, check, backend, atol, rtol, fmad, fuse_loops) -> None:
@@ -80,6 +80,8 @@ class ReversibleFunction:
             self._modified: set | None = None
             self._callees: dict = {}  # name -> (the global bound to it, the callee with this function's options)
             self._version: tuple | None = None
+            self._watch: list | None = None  # what ``unchanged`` compares (``version``)
+            self.compiled_calls: dict = {}  # (program, argument kinds) -> what a call runs (``execute``)
             self._inverse = InverseFunction(self)
             self._try_check()
 
@@ -87,17 +89,7 @@ class ReversibleFunction:
 
     def _lookup(self, name: str) -> Any:
         """The current value of global (or closure) ``name`` (as compiled) as the function body would read it."""
-        name = as_written(name)
-        fn = self.py_function
-        code = fn.__code__
-        if name in code.co_freevars and fn.__closure__:
-            try:
-                return fn.__closure__[code.co_freevars.index(name)].cell_contents
-            except ValueError:  # an empty cell
-                return _MISSING
-        if name in fn.__globals__:
-            return fn.__globals__[name]
-        return getattr(builtins, name, _MISSING)
+        return lookup(self.py_function, as_written(name))
 
     def _stale(self) -> bool:
         """Whether a number the body reads from a global or closure variable (compiled in as a
@@ -117,6 +109,7 @@ class ReversibleFunction:
         if self._stale():
             self.ir = parse_function(self.py_function)
             self._specs, self._checked, self._modified, self._callees = {}, False, None, {}
+            self.compiled_calls = {}
         self._check()  # a rebound callee may have closed a cycle of calls: refused there
         callees = tuple((name, callee.py_function, callee.version())
                         for name, callee in ((n, self._callee(n)) for n in sorted(self.ir.globals_names)))
@@ -124,7 +117,25 @@ class ReversibleFunction:
                    tuple(sorted(self.ir.resolved.items(), key=lambda item: item[0])))
         if version != self._version:  # a callee rebound further down: what this one modifies may change
             self._version, self._modified = version, None
-        return version
+        self._watch = self._watched({})
+        return self._version
+
+    def _watched(self, seen: dict) -> list:
+        """(scope, name as read, object) for every global and closure variable this function and those it
+        calls read (``version``), as bound now; ``seen``: functions already listed."""
+        if self.py_function in seen:
+            return []
+        seen[self.py_function] = True
+        watch = [(scope_of(self.py_function, as_written(name)), as_written(name), self._lookup(name))
+                 for name in {**self.ir.constants, **self.ir.globals_names, **self.ir.resolved}]
+        for name in sorted(self.ir.globals_names):
+            watch += self._callee(name).forward_function._watched(seen)
+        return watch
+
+    def unchanged(self) -> bool:
+        """Whether every global and closure variable ``version()`` read is still bound to the same
+        object: then the version stands without being computed again (a call's fast path)."""
+        return self._watch is not None and still_bound(self._watch)
 
     # ---------------------------------------------------------------- static analysis
 
@@ -135,9 +146,9 @@ class ReversibleFunction:
             return known[1]
         if obj is None:
             obj = self._lookup(name)
-            if obj is _MISSING or not is_reversible_function(obj):
-                what = "not defined" if obj is _MISSING else "not a reversible function"
-                error = _Undefined if obj is _MISSING else ReversibilityError
+            if obj is MISSING or not is_reversible_function(obj):
+                what = "not defined" if obj is MISSING else "not a reversible function"
+                error = _Undefined if obj is MISSING else ReversibilityError
                 raise error(f"'{name}' is {what}: only functions decorated with @reversible can be "
                             "called as statements", loc, *((self,) if error is _Undefined else ()))
             if obj.forward_function is not obj:  # the parse could not turn the call around
@@ -302,13 +313,7 @@ class ReversibleFunction:
         return bind(self.__qualname__, list(self.parameter_names), defaults, tuple(args), kwargs or {})
 
     def __call__(self, *args: Any, **kwargs: Any) -> tuple:
-        args = self.bind(args, kwargs)
-        if any_on_device(args):
-            return device_call(self, args)
-        types = self.argument_types(args)
-        self.validate(args)
-        spec = self.forward_function.specialize(types, blas_for(args))
-        return run(spec.callable(self.programs[0]), args, partial=self.partial_note(args))
+        return execute(self, "call", self.bind(args, kwargs))
 
     def partial_note(self, args: tuple) -> str:
         """What a failed call leaves behind: the arrays it updates in place stop half-updated."""
@@ -325,7 +330,10 @@ class ReversibleFunction:
         may call BLAS (``blas_for``), else they compile to loops only."""
         with deeply_nested(self.py_function):
             self._check()
-            version = self.version()
+            found = self._specs.get((types, blas))
+            if found is not None and found[0] is self._version and self.unchanged():
+                return found[1]
+            version = self.version()  # parses the function anew (dropping its specialisations) if a global changed
             found = self._specs.get((types, blas))
             if found is None or found[0] != version:
                 self._check()  # again, if version() parsed the function anew

@@ -167,9 +167,9 @@ def host_run_on_device(modules: dict):
 
 def install(monkeypatch) -> types.ModuleType:
     """Make ``cupy`` the stand-in and GPU launches host runs, for one test; returns the module."""
-    import revdiff.batch
+    import revdiff.batching
     fake = _Cupy()
     monkeypatch.setitem(sys.modules, "cupy", fake)
     fake.host_modules = {}  # (batched function, element types) -> its host-built kernel module
-    monkeypatch.setattr(revdiff.batch, "run_on_device", host_run_on_device(fake.host_modules))
+    monkeypatch.setattr(revdiff.batching, "run_on_device", host_run_on_device(fake.host_modules))
     return fake

@@ -211,16 +211,16 @@ def test_a_batch_runs_every_element_with_single_threaded_blas(monkeypatch):
     """OpenBLAS threads would spin beside the batch's workers (measured: a fifth of the time of
     10 x 500x250 block-CGS2 gradients on two cores)."""
     threadpoolctl = pytest.importorskip("threadpoolctl")
-    import revdiff.batch
+    import revdiff.batching
     seen = []
-    run = revdiff.batch.run
+    run = revdiff.batching.run
 
     def record(*args):
         seen.append(max(info["num_threads"] for info in threadpoolctl.threadpool_info()
                         if info["user_api"] == "blas"))
         return run(*args)
 
-    monkeypatch.setattr(revdiff.batch, "run", record)
+    monkeypatch.setattr(revdiff.batching, "run", record)
     B, m, n = 2, 64, 40
     A, y, gz = rng.standard_normal((B, m, n)), rng.standard_normal((B, m)), rng.standard_normal((B, m))
     revdiff.batched(P.project_cgs2, ("z", "R", "A", "y")).vjp((np.zeros((B, m)), np.zeros((B, n, n)), A, y),

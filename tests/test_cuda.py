@@ -425,17 +425,17 @@ def _tangent_entry(bf, method, *args):
     """(kind, element types, the argument list of the batched entry ``bf.<method>(*args)`` runs,
     what the compiled entry leaves in it)."""
     calls = []
-    cpu_execute = bf._execute
+    cpu_execute = bf.run
 
     def spy(kind, types, arrays, xp):
         calls.append((kind, types, [a.copy() if isinstance(a, np.ndarray) else a for a in arrays]))
         return cpu_execute(kind, types, arrays, xp)
 
-    bf._execute = spy
+    bf.run = spy
     try:
         getattr(bf, method)(*args)
     finally:
-        del bf._execute
+        del bf.run
     ((kind, types, inputs),) = calls
     expected = cpu_execute(kind, types, tuple(a.copy() if isinstance(a, np.ndarray) else a for a in inputs), np)
     return kind, types, inputs, expected

@@ -9,7 +9,7 @@ import pytest
 
 import revdiff
 from revdiff import reversible, rot
-from revdiff.batch import _device_cotangent
+from revdiff.execute import _device_cotangent
 
 
 @reversible

@@ -287,6 +287,7 @@ def test_every_method_of_f_works_on_its_inverse():
         "specialize": g.specialize(types) is squares_into.specialize(types),
         "validate": g.validate((x, y)) is None,
         "version": g.version() == squares_into.version(),
+        "unchanged": g.unchanged() is squares_into.unchanged() is True,
         "with_options": g.with_options(check=False) is ~squares_into.with_options(check=False)
                         and not g.with_options(check=False).options.check,
     }

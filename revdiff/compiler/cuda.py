@@ -9,10 +9,9 @@ from typing import NamedTuple
 from revdiff.backends.cuda.emit import PRELUDE, CudaEmitter, Signature, kernel_source, with_line_directives
 from revdiff.backends.cuda.launch import HOST_SHIM, Argument, HostModule, nvrtc_options, run_device, run_host
 from revdiff.backends.cuda.launch import layout as kernel_layout
-from revdiff.compiler.entries import entry_signature
+from revdiff.compiler.signature import entry_signature, program_signature
 from revdiff.compiler.graph import ascii_name, invoked, symbol
 from revdiff.ir.low import LowFunction, rename_statement
-from revdiff.ir.types import VarType
 from revdiff.runtime.device import cupy_module
 
 _DEVICE_MODULES: dict = {}
@@ -43,33 +42,9 @@ def _in_c_names(low: LowFunction) -> LowFunction:
 
 
 def by_reference(spec, program: str) -> tuple:
-    """Scalar parameters a program writes (passed by reference), in the driver's parameter order
-    (``Plan``): those the function modifies, the gradients of an adjoint or fused vjp, and (fused)
-    the saved outputs, which are arrays."""
-    plan = spec.plan(program)
-    if plan.lowering == "tangent":  # a scalar's tangent changes where the scalar does
-        base = by_reference(spec, plan.tangent_of)
-        return base + tuple(ref for ref, t in zip(base, _parameter_types(spec, plan.tangent_of)) if t.differentiable)
-    modified = spec.rf.modified_positions()
-    refs = tuple(k in modified for k in range(len(spec.rf.params)))
-    lowering = plan.lowering
-    if lowering != "forward":
-        refs += tuple(True for t in spec.types if t.differentiable)
-    if lowering == "fused":
-        refs += tuple(False for _ in modified)
-    return refs
-
-
-def _parameter_types(spec, program: str) -> list:
-    """The types of ``program``'s parameters, in the driver's order (``Plan``)."""
-    types = list(spec.types)
-    lowering = spec.plan(program).lowering
-    if lowering != "forward":
-        types += [t for t in spec.types if t.differentiable]
-    if lowering == "fused":
-        modified = spec.rf.modified_positions()
-        types += [VarType(t.kind, max(t.ndim, 1), t.dtype) for k, t in enumerate(spec.types) if k in modified]
-    return types
+    """Which parameters of ``program`` a device function takes by reference (``Slot.by_reference``)."""
+    signature = program_signature(program, spec.types, spec.rf.modified_positions())
+    return tuple(s.by_reference for s in signature.slots)
 
 
 def device_functions(spec, programs, done: dict | None = None) -> dict:

@@ -13,7 +13,7 @@ import numpy as np
 from revdiff.backends.lanes.rewrite import LANE_DTYPES, NotLaneable, lane_alias, to_lanes
 from revdiff.backends.python.emit import INTERRUPT_CHECK, emit_module, host_routines
 from revdiff.compiler.batch_entries import lane_entry
-from revdiff.compiler.entries import entry_signature
+from revdiff.compiler.signature import entry_signature
 from revdiff.compiler.graph import ascii_name, invoked, symbol
 from revdiff.compiler.native import entry_callable, function_module, python_function
 from revdiff.primitives.vector import BLAS_MIN_ELEMENTS

@@ -8,10 +8,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import inspect
-from typing import NamedTuple
-
 from revdiff.compiler.graph import symbol
 from revdiff.compiler.native import NativePrograms
+from revdiff.compiler.signature import PLANS, PROGRAMS, TANGENTS, Plan
 from revdiff.errors import ReversibilityError
 from revdiff.ir.high import CallFn
 from revdiff.ir.low import LowFunction
@@ -27,33 +26,6 @@ from revdiff.passes.invert import invert_block
 from revdiff.passes.lower import Lowerer
 from revdiff.passes.tangent import tangent_function
 from revdiff.runtime import loader
-
-
-class Plan(NamedTuple):
-    """How one program is made from the function's body. Its parameters are the function's, then
-    (adjoint, fused) a gradient per differentiable parameter, then (fused) the saved outputs."""
-    inverted: bool  # from the inverse of the body (``passes/invert.py``)
-    lowering: str  # "forward": ``Lowerer``; "adjoint": ``AdjointLowerer``; "fused": forward then adjoint
-    vjp_forward: bool = False  # the forward half of a batched vjp: keeps what the adjoint half reads
-    tangent_of: "str | None" = None  # "tangent": the program whose tangent this is (``passes/tangent.py``)
-
-
-#: every program of a function; its position is part of each program's runtime-check codes
-PROGRAMS = {
-    "forward": Plan(False, "forward"),
-    "inverse": Plan(True, "forward"),
-    "adjoint": Plan(False, "adjoint"),
-    "inverse_adjoint": Plan(True, "adjoint"),
-    "vjp": Plan(False, "fused"),
-    "inverse_vjp": Plan(True, "fused"),
-    "vjp_forward": Plan(False, "forward", vjp_forward=True),
-}
-#: the tangent program of each program: forward mode, and (of the fused vjp) the Hessian-vector
-#: product. They lower nothing themselves, so their checks keep the numbers of the program they
-#: derive from, and they need no position in ``PROGRAMS``'s numbering.
-TANGENTS = {p: {"forward": "jvp", "inverse": "inverse_jvp", "vjp": "hvp", "inverse_vjp": "inverse_hvp"}.get(p, p + "_jvp")
-            for p in PROGRAMS}
-PLANS = dict(PROGRAMS, **{t: Plan(PROGRAMS[p].inverted, "tangent", tangent_of=p) for p, t in TANGENTS.items()})
 
 
 class Specialization:

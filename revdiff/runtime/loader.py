@@ -29,7 +29,7 @@ if "revdiff_generated" not in sys.modules:
 _FINGERPRINT: list = []
 # what generated code depends on (not the programs, whose own source is in their keys, nor the tools)
 _COMPILER_PARTS = {"ir", "primitives", "frontend", "passes", "optimize", "runtime", "backends", "compiler",
-                   "language.py", "function.py", "calls.py", "batch.py", "device_calls.py", "errors.py", "user_names.py"}
+                   "language.py", "function.py", "calls.py", "batching.py", "errors.py", "user_names.py"}
 
 
 def compiler_fingerprint() -> str:

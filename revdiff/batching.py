@@ -1,0 +1,308 @@
+"""How a batch runs: a reversible function mapped over the leading axis of some of its parameters
+(``revdiff.batched``), each kind of call ("call", "vjp", "jvp", "hvp") as one generated entry that loops
+over a range of the batch, split among threads: no Python work per element. Small real elements run
+in SIMD lanes (``revdiff/backends/lanes/rewrite.py``: groups of 8 float64 or float32 elements side by
+side, bit-identical to one element at a time); a batch of one runs the ordinary single-call programs;
+GPU arrays run as CUDA kernels (``compiler/cuda.py``). The call driver (``execute.py``) checks the
+arguments and builds the entry's argument list; ``Batching.run`` picks the target and runs it.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from revdiff.backends.python.emit import emit_module
+from revdiff.calls import ERROR_RECORD, Reversible, blas_for, run
+from revdiff.compiler.cuda import run_on_device
+from revdiff.compiler.signature import check_names, entry_signature
+from revdiff.ir.entries import EntrySignature
+from revdiff.compiler.batch_entries import element_entry, entry_names, lane_records
+from revdiff.compiler.graph import ascii_name, symbol
+from revdiff.compiler.lane_modules import LANE_MIN_BATCH, NotLaneable, compile_lanes, lane_module_source, lane_width
+from revdiff.compiler.native import entry_callable, function_module
+from revdiff.ir.types import VarType, array_type, type_of_value
+from revdiff.runtime.device import on_device
+from revdiff.runtime.threads import blas_single_threaded
+from revdiff.user_names import as_written, escaped
+
+
+
+LAYOUTS = ("auto", "lanes", "elements")
+
+
+class Batching:
+    """``f`` mapped over the leading axis of the parameters named in ``batched``. ``layout``: "lanes"
+    runs groups of elements in SIMD lanes, "elements" one element per iteration, "auto" lanes
+    where they apply and pay (real data, arrays of at most LANE_MAX_ELEMENTS entries per element,
+    batches of at least LANE_MIN_BATCH, control flow that does not depend on the data), else elements."""
+
+    def __init__(self, f: Reversible, batched: Sequence[str], layout: str = "auto"):
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+        self.layout = layout
+        batched = (batched,) if isinstance(batched, str) else tuple(batched)
+        unknown = [b for b in batched if b not in f.parameter_names]
+        if unknown:
+            raise ValueError(f"{', '.join(map(repr, unknown))} is not a parameter of {f.__qualname__} "
+                             f"({', '.join(f.parameter_names)})")
+        if not batched:
+            raise ValueError("name at least one batched parameter")
+        check_names(f)
+        self.f = f
+        self.batched = frozenset(escaped(b) for b in batched)  # as compiled, as ``f.params``
+        self._entries: dict = {}
+        self._signatures: dict = {}
+
+    def __repr__(self) -> str:
+        return f"<batched {self.f!r} over {', '.join(sorted(map(as_written, self.batched)))}>"
+
+    # ---------------------------------------------------------------- checking arguments
+
+    def _element_types(self, args: tuple) -> tuple:
+        f = self.f
+        if len(args) != len(f.params):
+            raise TypeError(f"{f.__qualname__}() takes {len(f.params)} arguments ({', '.join(f.parameter_names)}), "
+                            f"got {len(args)}")
+        size = None
+        types = []
+        for name, shown, a in zip(f.params, f.parameter_names, args):
+            if name in self.batched:
+                if not is_array(a) or a.ndim < 1:
+                    raise TypeError(f"batched argument '{shown}' must be an array with a leading batch axis")
+                if size is not None and a.shape[0] != size[1]:
+                    raise ValueError(f"batched arguments '{size[0]}' and '{shown}' have batch sizes {size[1]} "
+                                     f"and {a.shape[0]}")
+                size = size or (shown, a.shape[0])
+                dtype = np.dtype(a.dtype)
+                types.append(array_type(dtype, a.ndim - 1) if a.ndim > 1 else type_of_value(dtype.type(0)))
+            elif is_array(a):
+                if a.ndim == 0:  # as a single call refuses it (``type_of_value``): a kernel takes a scalar by value
+                    raise TypeError(f"argument '{shown}' of {f.__qualname__}(): 0-d arrays are not supported; "
+                                    "pass a Python or NumPy scalar")
+                types.append(array_type(np.dtype(a.dtype), a.ndim))
+            else:
+                try:
+                    types.append(type_of_value(a))
+                except TypeError as exc:
+                    raise TypeError(f"argument '{shown}' of {f.__qualname__}(): {exc}") from None
+        modified = f.forward_function.modified_positions()
+        for k, (name, shown) in enumerate(zip(f.params, f.parameter_names)):
+            if k in modified and name not in self.batched:
+                raise ValueError(f"'{shown}' is modified by {f.__qualname__}, so every element needs its own: "
+                                 "name it among the batched parameters")
+        return tuple(types)
+
+    def signature(self, kind: str, types: tuple) -> EntrySignature:
+        """The program, parameters, gradient buffers and saved outputs of the ``kind`` entry."""
+        key = (kind, types, frozenset(self.f.forward_function.modified_positions()))
+        found = self._signatures.get(key)
+        if found is None:
+            found = self._signatures[key] = entry_signature(self.f, self.batched, kind, types)
+        return found
+
+    # ---------------------------------------------------------------- generated entries
+
+    def lanes(self, kind: str, types: tuple, arrays: tuple) -> int | None:
+        """The lane width the entry ``kind`` runs these arguments with, or None (one element per
+        iteration). With layout "lanes", a program that cannot run in lanes raises ValueError."""
+        return self._lane_entry(kind, types, arrays)[1]
+
+    def _lane_entry(self, kind: str, types: tuple, arrays: tuple) -> tuple:
+        """(compiled lane entry, lane width) for these entry arguments (C-ordered), or (None, None)."""
+        if self.layout == "elements":
+            return None, None
+        width = self._lane_width(types, required=self.layout == "lanes")
+        if self.layout == "auto" and (width is None or self._blas(arrays)  # lanes never call BLAS
+                                      or self._size(arrays) < LANE_MIN_BATCH):
+            return None, None
+        entry_types = _entry_types(self.signature(kind, types), arrays, types)
+        key = ("lanes", kind, types, tuple(entry_types.items()), self.f.forward_function.version())
+        if key not in self._entries:
+            try:
+                self._entries[key] = (compile_lanes(self, kind, types, width, entry_types), width)
+            except NotLaneable as exc:
+                if self.layout == "lanes":
+                    raise self._refusal(exc) from None
+                self._entries[key] = (None, None)
+        return self._entries[key]
+
+    def _lane_width(self, types: tuple, required: bool) -> int | None:
+        width = lane_width(types, tuple(p in self.batched for p in self.f.params))
+        if width is None and required:
+            raise ValueError(f"SIMD lanes need real float32 or float64 batched arguments "
+                             f"({', '.join(t.describe() for t in types)})")
+        return width
+
+    def _refusal(self, exc: NotLaneable) -> ValueError:
+        return ValueError(f"{self.f.__qualname__} cannot run in SIMD lanes: {exc}")
+
+    def entry(self, kind: str, types: tuple, arrays: tuple, blas: bool = True):
+        """The compiled batched entry ``kind`` ("call", "vjp", "jvp" or "hvp": the tangent of the
+        fused vjp) for element types ``types`` and the entry arguments ``arrays``, one element per
+        iteration; ``blas``: programs with BLAS branches (``calls.blas_for``)."""
+        sig = self.signature(kind, types)
+        entry_types = _entry_types(sig, arrays, types)
+        key = (kind, types, tuple(entry_types.items()), blas, self.f.forward_function.version())  # a changed global compiles anew
+        fn = self._entries.get(key)
+        if fn is None:
+            spec = self.f.forward_function.specialize(types, blas)
+            low, header = self._element_entry(kind, types, entry_types, blas)
+            program = spec.native
+            callee = (program.signature(sig.program) if self.f.backend != "python" else None,
+                      program.callable(sig.program))
+            if self.f.backend != "python":
+                program.load(sig.program)
+            fn = entry_callable(low, {symbol(spec, sig.program): callee}, self.f.backend, header,
+                                program.loops(sig.program))
+            self._entries[key] = fn
+        return fn
+
+    def _element_entry(self, kind: str, types: tuple, entry_types: dict, blas: bool) -> tuple:
+        spec = self.f.forward_function.specialize(types, blas)
+        sig = self.signature(kind, types)
+        low = spec.native.low(sig.program)
+        name = f"{ascii_name(self.f.__name__)}_batch_{kind}"
+        header = (f"Generated by revdiff: {kind} of {self.f.__qualname__} over a batch of "
+                  f"{', '.join(sorted(self.batched))} (leading axis), in parallel; element types "
+                  f"({', '.join(f'{p}: {t.describe()}' for p, t in zip(self.f.params, types))}).")
+        entry = element_entry(name, symbol(spec, sig.program), sig, tuple(low.param_types[p] for p in low.params),
+                              entry_types)
+        return entry, header
+
+    def lane_source(self, kind: str, types: tuple, arrays: tuple | None = None) -> str:
+        """Generated source of the entry ``kind`` in SIMD lanes (the Python rendering): the lane
+        versions of the programs and the entry that copies each group of elements into lane buffers.
+        ``arrays``: example entry arguments (default: C-ordered arrays of the element types). Raises
+        ValueError when the program cannot run in lanes."""
+        sig = self.signature(kind, types)
+        entry_types = _entry_types(sig, arrays or (), types)
+        try:
+            return lane_module_source(self, kind, types, self._lane_width(types, required=True), entry_types)
+        except NotLaneable as exc:
+            raise self._refusal(exc) from None
+
+    def source(self, kind: str, types: tuple, blas: bool = True, arrays: tuple | None = None,
+               backend: str = "python") -> str:
+        """Generated source of the batched entry (one element per iteration): "call" runs the
+        function, "vjp" runs it and its adjoint, "jvp" its tangent program and "hvp" the tangent of
+        the fused vjp; as Python (the low IR printed), or ``backend="llvm"`` the LLVM module compiled."""
+        sig = self.signature(kind, types)
+        entry_types = _entry_types(sig, arrays or (), types)
+        low, header = self._element_entry(kind, types, entry_types, blas)
+        if backend == "llvm":
+            spec = self.f.forward_function.specialize(types, blas)
+            callee = spec.native.signature(sig.program)
+            return function_module(low, {symbol(spec, sig.program): callee}, ascii_name(low.name), header)[0]
+        return emit_module([low], "\n".join("# " + line for line in header.splitlines()))
+
+    def run(self, kind: str, types: tuple, arrays: tuple, xp) -> tuple:
+        """Run an entry in place on ``arrays`` (CPU: parts of the batch on threads; GPU: one thread per element). An
+        empty batch has nothing to run: its final values are its initial ones, its gradients zero."""
+        if self._size(arrays) == 0:
+            return arrays
+        self.f.validate(arrays[:len(self.f.params)])
+        if xp is not np:
+            run_on_device(self, kind, list(arrays), types)
+            return arrays
+        if kind in ("call", "vjp") and self._size(arrays) == 1:  # no parallel entry to compile for one element
+            return self._execute_one(kind, types, arrays)
+        contiguous = tuple(np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in arrays)
+        entry, width = self._lane_entry(kind, types, contiguous)
+        if entry is not None:  # index checks run uniformly for every lane group
+            n = self._size(arrays)
+            records = lane_records(n, width)  # then one per chunk of groups
+            result = run(entry, contiguous, np.zeros((records, ERROR_RECORD)), elements=n, units=records - n)
+            # the lanes ran on C-ordered copies of the others (Fortran-ordered, strided): their final values
+            # go back into the arrays given, which the caller returns (and donated arrays must hold)
+            return tuple(_copied_back(a, final) for a, final in zip(arrays, result))
+        entry = self.entry(kind, types, arrays, self._blas(arrays))
+        # the batch's threads share the cores, so BLAS calls must not add theirs (threads BLAS woke
+        # earlier would spin beside the batch's workers). A failed check, a division by zero and a negative
+        # ancilla size included, lands in the element's error record: nothing raises inside the loop.
+        with blas_single_threaded():
+            return run(entry, arrays, self._errors(arrays))
+
+    def _blas(self, arrays: tuple) -> bool:
+        """``blas_for`` one element: the batched arrays without their batch axis, the shared ones whole."""
+        return blas_for((), (math.prod(a.shape[1:]) if p in self.batched else np.size(a)
+                             for p, a in zip(self.f.params, arrays) if is_array(a)))
+
+    def _size(self, args: tuple) -> int:
+        return next(a.shape[0] for p, a in zip(self.f.params, args) if p in self.batched)
+
+    def _errors(self, args: tuple) -> np.ndarray:
+        return np.zeros((self._size(args), ERROR_RECORD))
+
+    def _execute_one(self, kind: str, types: tuple, arrays: tuple) -> tuple:
+        """A batch of one through the ordinary single-call programs, with the entry's conventions."""
+        n = len(self.f.params)
+        params, rest = arrays[:n], arrays[n:]
+        element = [a[0] if p in self.batched else a for p, a in zip(self.f.params, params)]
+        if kind == "call":  # the program itself: a failure names no half-updated argument (they are ours)
+            modified = self.f.forward_function.modified_positions()
+            spec = self.f.forward_function.specialize(self.f.argument_types(tuple(element)), self._blas(params))
+            self.f.validate(tuple(element))
+            finals = run(spec.callable(self.f.programs[0]), tuple(element), element=0)
+            for k, (p, a, out) in enumerate(zip(self.f.params, params, finals)):
+                if p in self.batched and k in modified:
+                    a[0] = out
+            return arrays
+        # the fused vjp program, on element 0 of every batched array (scalars travel as 1-element views)
+        spec = self.f.forward_function.specialize(types, self._blas(params))
+        differentiable = [k for k, t in enumerate(types) if t.differentiable]
+        grads, saved = rest[:len(differentiable)], rest[len(differentiable):]
+        scalar = [t.ndim == 0 for t in types]
+        call_args = list(element) + [g[0] if not scalar[k] else g[0].item() for k, g in zip(differentiable, grads)]
+        call_args += [out[0] if not scalar[self.f.params.index(name)] else out[0:1]
+                      for name, out in zip(self.signature("vjp", types).saved, saved)]
+        result = run(spec.callable(self.f.fused_vjp), tuple(call_args), element=0)
+        for k, g in zip(differentiable, grads):
+            if scalar[k]:
+                g[0] = result[n + differentiable.index(k)]
+        for k, p in enumerate(self.f.params):  # the adjoint half restored the inputs
+            if p in self.batched and scalar[k]:
+                params[k][0] = result[k]
+        return arrays
+
+
+def _entry_types(sig: EntrySignature, arrays: tuple, types: tuple) -> dict:
+    """The VarType of every argument of a batched entry: of ``arrays`` as given (batched ones with
+    their batch axis, in their own dtype), and for those not given, C-ordered arrays of the element
+    ``types`` (to read an entry's source without arguments)."""
+    elements = dict(zip([p.name for p in sig.params], types))
+    batched = {p.name: p.batched for p in sig.params + sig.grads + list(sig.tangents)}
+    out = {}
+    for k, name in enumerate(entry_names(sig)):
+        if k < len(arrays):
+            a = arrays[k]
+            if isinstance(a, np.ndarray):
+                dtype = np.dtype(a.dtype)
+                out[name] = array_type(dtype, a.ndim)
+            else:
+                out[name] = type_of_value(a)
+            continue
+        base = name
+        for prefix in ("dout_", "out_", "d_g_", "g_", "d_"):
+            if name.startswith(prefix) and name[len(prefix):] in elements:
+                base = name[len(prefix):]
+                break
+        t = elements[base]
+        out[name] = VarType(t.kind, t.ndim + 1, t.dtype) if batched.get(name, True) else t
+    return out
+
+
+def is_array(a: Any) -> bool:
+    return isinstance(a, np.ndarray) or on_device(a)
+
+
+def _copied_back(given, final):
+    """``given`` holding ``final``, its value after a lane entry ran on a C-ordered copy of it (a read-only
+    one is an input the program does not modify: ``the driver copies the others)."""
+    if isinstance(given, np.ndarray) and final is not given and given.flags.writeable:
+        given[...] = final
+        return given
+    return final
+
+

@@ -1,0 +1,373 @@
+"""The call driver: every call of a reversible function takes this one path from the API (``f(*args)``,
+``revdiff.vjp``, ``jvp``, ``vjp_jvp``, ``revdiff.batched``) to a target.
+
+``execute(f, kind, args, cotangents, tangents, batch=...)`` checks the arguments, finds what runs them
+and runs it: one call on the CPU runs a compiled program (found with one dictionary lookup on the kinds
+of its arguments, ``compiled``); one call on GPU arrays runs as a batch of one; a batch runs the
+entry ``Batching.run`` picks (one element per iteration, SIMD lanes, CUDA kernels). Each program's
+parameters are laid out by ``compiler/signature.py``: results are read from it, never counted here.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple, Sequence
+
+import numpy as np
+
+from revdiff.batching import Batching, is_array
+from revdiff.calls import (Reversible, blas_for, check_array_cotangent, checked_tangents, copy_value, cotangent,
+                           cotangent_value, in_dtype_of, run, scalar_expected, zero_like)
+from revdiff.compiler.signature import TANGENTS, ProgramSignature, program_signature
+from revdiff.primitives.vector import BLAS_MIN_ELEMENTS
+from revdiff.runtime.device import any_on_device, cupy_module, on_device
+
+#: the kinds of call: "call" runs the function, "vjp" also its adjoint (one call: returns a pullback;
+#: a batch: takes the cotangents), "jvp" its tangent program, "vjp_jvp" the tangent of the fused vjp
+KINDS = ("call", "vjp", "jvp", "vjp_jvp")
+
+
+class Compiled(NamedTuple):
+    """What one call of one program runs on arguments of given kinds: the compiled program, the
+    argument types, its signature, the version of the function it was compiled for, what a failure
+    leaves half-updated (``ReversibleFunction.partial_note``), and the specialisation it is from."""
+    program: Any
+    types: tuple
+    signature: ProgramSignature
+    version: tuple
+    note: str
+    spec: Any
+
+    def sibling(self, program: str) -> "Compiled":
+        """Another program of the same specialisation (a pullback's adjoint: the forward's program,
+        even where a global changed in between)."""
+        return self._replace(program=self.spec.callable(program), signature=program_signature(
+            program, self.types, self.spec.rf.modified_positions()))
+
+
+def argument_kinds(args: tuple):
+    """The key of a call's arguments: per argument its dtype and rank (arrays) or Python type
+    (numbers), and whether an array is large enough for BLAS (``blas_for``); None for anything else
+    (GPU arrays, subclasses, 0-d arrays, integers beyond int64), which takes the checked path."""
+    key = []
+    large = False
+    for a in args:
+        kind = type(a)
+        if kind is np.ndarray:
+            if not a.ndim:
+                return None
+            key.append((a.dtype, a.ndim))
+            large = large or a.size > BLAS_MIN_ELEMENTS
+        elif kind is int:
+            if not -(1 << 63) <= a < (1 << 63):
+                return None
+            key.append(kind)
+        elif kind is float or kind is complex or kind is bool or isinstance(a, np.generic):
+            key.append(kind)
+        else:
+            return None
+    return tuple(key), large
+
+
+def compiled(f: Reversible, program: str, args: tuple) -> Compiled:
+    """``program`` of ``f`` compiled for ``args``: one dictionary lookup when a call with arguments of
+    the same kinds ran before and no global the function reads has been rebound since."""
+    forward = f.forward_function
+    kinds = argument_kinds(args)
+    found = forward.compiled_calls.get((program, kinds)) if kinds is not None else None
+    if found is not None and found.version is forward._version and forward.unchanged():
+        return found
+    types = f.argument_types(args)
+    spec = forward.specialize(types, blas_for(args))
+    found = Compiled(spec.callable(program), types, program_signature(program, types, forward.modified_positions()),
+                     forward._version, f.partial_note(args), spec)
+    if kinds is not None:
+        forward.compiled_calls[(program, kinds)] = found
+    return found
+
+
+def execute(f: Reversible, kind: str, args: tuple, cotangents: Sequence | None = None,
+            tangents: Sequence | None = None, *, batch: Batching | None = None, donate: bool = False):
+    """Run ``f`` on ``args`` (bound to its parameters). One call (``batch`` None): "call" runs in place
+    and returns every parameter's final value; "vjp" runs on copies and returns (outs, pullback);
+    "jvp" (outs, out_tangents); "vjp_jvp" (outs, grads, out_tangents, grad_tangents). A batch: the
+    same, "vjp" with its ``cotangents`` returning (outs, grads); ``donate``: run on the arrays given."""
+    if batch is not None:
+        return _batched(batch, kind, args, cotangents, tangents, donate)
+    if any_on_device(args):
+        return _on_device(f, kind, args, cotangents, tangents)
+    if kind == "call":
+        c = compiled(f, f.programs[0], args)
+        f.validate(args)
+        return run(c.program, args, partial=c.note)
+    if kind == "vjp":
+        return _vjp(f, args)
+    if kind == "jvp":
+        c = compiled(f, TANGENTS[f.programs[0]], args)
+        dargs = checked_tangents(f, args, c.types, tangents, "jvp")
+        f.validate(args)
+        result = run(c.program, tuple(copy_value(a) for a in args) + dargs)
+        return _spread(c, result, "value"), _spread(c, result, "d_value")
+    if kind == "vjp_jvp":
+        return _vjp_jvp(f, args, cotangents, tangents)
+    raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+
+
+def _spread(c: Compiled, result: tuple, role: str) -> tuple:
+    """Per parameter of the function, the program's final value of its ``role`` slot (None: none)."""
+    values = [None] * len(c.types)
+    for s, value in zip(c.signature.slots, result):
+        if s.role == role:
+            values[s.position] = value
+    return tuple(values)
+
+
+def _vjp(f: Reversible, args: tuple) -> tuple:
+    """One call's (outs, pullback): the forward program on copies of ``args``; the pullback runs the
+    adjoint program from the final values, which it does not keep otherwise."""
+    c = compiled(f, f.programs[0], args)
+    f.validate(args)
+    outs = run(c.program, tuple(copy_value(a) for a in args))
+    names = f.parameter_names
+
+    def pullback(*cotangents: Any) -> tuple:
+        if len(cotangents) != len(outs):
+            raise TypeError(f"pullback of {f.__qualname__} takes {len(outs)} cotangents "
+                            f"({', '.join(names)}), got {len(cotangents)}")
+        adjoint = c.sibling(f.programs[1])
+        seeds = tuple(cotangent(names[s.position], outs[s.position], cotangents[s.position])
+                      for s in adjoint.signature.slots if s.role == "gradient")
+        result = run(adjoint.program, tuple(copy_value(o) for o in outs) + seeds)
+        return _spread(adjoint, result, "gradient")
+
+    return tuple(outs), pullback
+
+
+def _vjp_jvp(f: Reversible, args: tuple, cotangents: Sequence, tangents: Sequence) -> tuple:
+    """One call of the tangent of the fused vjp: its saved outputs are the final values (the adjoint
+    half restores the inputs), and their tangents the final values' tangents."""
+    c = compiled(f, TANGENTS[f.fused_vjp], args)
+    dargs = checked_tangents(f, args, c.types, tangents, "vjp_jvp")
+    f.validate(args)
+    names = f.parameter_names
+    slots = c.signature.slots
+    call = []
+    dargs_left = iter(dargs)
+    for s in slots:
+        a = args[s.position]
+        if s.role == "value":
+            call.append(copy_value(a))
+        elif s.role == "gradient":
+            call.append(cotangent(names[s.position], a, cotangents[s.position]))
+        elif s.role in ("saved", "d_saved"):
+            call.append(np.zeros(np.shape(a) or (1,), c.types[s.position].dtype))
+        elif s.role == "d_value":
+            call.append(next(dargs_left))
+        else:  # d_gradient
+            call.append(zero_like(a))
+    result = run(c.program, tuple(call))
+    outs, out_tangents = list(args), list(_spread(c, tuple(call), "d_value"))
+    for s, value in zip(slots, call):  # what is not modified ends as it began
+        if s.role == "saved":
+            outs[s.position] = _from_one_element(value, args[s.position])
+        elif s.role == "d_saved":
+            out_tangents[s.position] = _from_one_element(value, args[s.position])
+    return tuple(outs), _spread(c, result, "gradient"), tuple(out_tangents), _spread(c, result, "d_gradient")
+
+
+def _from_one_element(value, like):
+    """A program's output of parameter ``like``: an array as it is, a scalar from its one-element array."""
+    if np.ndim(like):
+        return value
+    return value[0] if isinstance(like, np.generic) else value[0].item()
+
+
+# ---------------------------------------------------------------- one call on GPU arrays: a batch of one
+
+#: (function, batched parameters) -> its Batching, so that repeated calls (and a Hessian's columns)
+#: reuse one compiled kernel module: the modules are cached per Batching
+_BATCHES: dict = {}
+
+
+def _on_device(f: Reversible, kind: str, args: tuple, cotangents, tangents):
+    """One call where some arguments are GPU arrays, run as a batch of one by the batched CUDA
+    entries: arrays gain a leading axis of length 1, and so do the scalars ``f`` modifies."""
+    f.argument_types(args)  # what the CPU refuses (0-d arrays, unsupported dtypes), refused alike
+    cp = cupy_module()
+    modified = f.forward_function.modified_positions()
+    names, wrapped = [], []
+    for k, (p, a) in enumerate(zip(f.params, args)):
+        if is_array(a):
+            names.append(p)
+            wrapped.append(cp.asarray(a)[None])
+        elif k in modified:
+            names.append(p)
+            wrapped.append(cp.asarray([a]))
+        else:
+            wrapped.append(a)
+    key = (f, tuple(names))
+    if key not in _BATCHES:
+        _BATCHES[key] = Batching(f, [f.parameter_names[f.params.index(p)] for p in names])
+    bf, wrapped = _BATCHES[key], tuple(wrapped)
+
+    def first(values: tuple) -> tuple:  # element 0: an array for an array argument, else a Python number
+        return tuple(v if not is_array(v) else v[0] if is_array(a) else v[0].item() for v, a in zip(values, args))
+
+    if kind == "call":
+        return first(_batched(bf, "call", wrapped, None, None, False))
+    if kind == "vjp":
+        outs = first(_batched(bf, "call", wrapped, None, None, False))
+        return outs, lambda *cts: first(_batched(bf, "vjp", wrapped, _one(bf, args, cts, "cotangent"), None, False)[1])
+    if kind == "jvp":
+        return tuple(first(v) for v in _batched(bf, "jvp", wrapped, None, _one(bf, args, tangents, "tangent"), False))
+    return tuple(first(v) for v in _batched(bf, "vjp_jvp", wrapped, _one(bf, args, cotangents, "cotangent"),
+                                            _one(bf, args, tangents, "tangent"), False))
+
+
+def _one(bf: Batching, args: tuple, values, what: str):
+    """Per-parameter cotangents or tangents (``what``) of one call as its batch of one reads them: those
+    of batched parameters gain the leading axis of length one (None stays None). A sequence of the
+    wrong length is passed on as it is, for the batch to refuse by name."""
+    if not isinstance(values, (tuple, list)) or len(values) != len(args):
+        return values
+    out = []
+    for p, shown, a, v in zip(bf.f.params, bf.f.parameter_names, args, values):
+        if v is not None and p in bf.batched:
+            if is_array(a):  # checked against the element, so that errors name its shape
+                v = v if is_array(v) else np.asarray(cotangent_value(shown, v, what))
+                check_array_cotangent(shown, a, v, what)
+                v = v[None]
+            elif is_array(v) or isinstance(v, (list, tuple)):
+                raise scalar_expected(p, what)
+            else:
+                v = np.asarray(cotangent_value(p, v, what)).reshape(1)
+        out.append(v)
+    return tuple(out)
+
+
+# ---------------------------------------------------------------- batches
+
+def _batched(bf: Batching, kind: str, args: tuple, cotangents, tangents, donate: bool):
+    """A batched call: the entry's argument list laid out from the entry signature, run by
+    ``Batching.run``, and the per-parameter results (a shared parameter's gradients summed)."""
+    xp, args = _array_module(args)
+    types = bf._element_types(args)
+    f = bf.f
+    if kind == "call":
+        return bf.run("call", types, _copies(args, donate), xp)
+    if kind in ("vjp", "vjp_jvp"):
+        _count(f, kind, cotangents, len(args))
+    copies = _copies(args, donate and kind == "vjp")
+    if kind == "jvp":
+        dargs = _tangents(f, xp, args, types, tangents, "jvp")
+        result = bf.run("jvp", types, copies + dargs, xp)
+        n = len(args)
+        # a shared parameter is never modified: it ends as it began, in the type it came in
+        outs = tuple(r if p in bf.batched else a for p, a, r in zip(f.params, args, result[:n]))
+        differentiable = [p for p, t in zip(f.params, types) if t.differentiable]
+        out_tangents = {p: r if p in bf.batched else d for p, d, r in zip(differentiable, dargs, result[n:])}
+        return outs, tuple(out_tangents.get(p) for p in f.params)
+    seeds = _seeds(bf, xp, copies, cotangents, types)
+    sig = bf.signature("vjp" if kind == "vjp" else "hvp", types)
+    saved = tuple(xp.empty_like(copies[f.params.index(p)]) for p in sig.saved)
+    outs = list(copies)
+    for p, value in zip(sig.saved, saved):
+        outs[f.params.index(p)] = value
+    if kind == "vjp":
+        result = bf.run("vjp", types, copies + tuple(seeds) + saved, xp)
+        grads = iter(result[len(args):])
+        return tuple(outs), tuple(_gradient(bf, p, a, next(grads)) if t.differentiable else None
+                                  for p, a, t in zip(f.params, copies, types))
+    dsaved = tuple(xp.zeros_like(copies[f.params.index(p)]) for p in sig.tangent_saved)
+    dargs = _tangents(f, xp, args, types, tangents, "vjp_jvp")
+    result = bf.run("hvp", types, copies + tuple(seeds) + saved + dargs + tuple(xp.zeros_like(g) for g in seeds)
+                    + dsaved, xp)
+    out_tangents = list(dargs)  # what is not modified ends as it began
+    differentiable = [p for p, t in zip(f.params, types) if t.differentiable]
+    for p, value in zip(sig.tangent_saved, dsaved):
+        out_tangents[differentiable.index(p)] = value
+    start = len(copies) + len(seeds) + len(saved) + len(dargs)
+    grads, grad_tangents = iter(result[len(copies):]), iter(result[start:])
+    tangent_out = iter(out_tangents)
+    per_parameter: tuple = ([], [], [])
+    for p, a, t in zip(f.params, copies, types):
+        g, h = (next(grads), next(grad_tangents)) if t.differentiable else (None, None)
+        per_parameter[0].append(None if g is None else _gradient(bf, p, a, g))
+        per_parameter[1].append(None if h is None else _gradient(bf, p, a, h))
+        per_parameter[2].append(next(tangent_out) if t.differentiable else None)
+    return tuple(outs), tuple(per_parameter[0]), tuple(per_parameter[2]), tuple(per_parameter[1])
+
+
+def _gradient(bf: Batching, p: str, a, g):
+    """A parameter's gradient from the entry's per-element gradients: a shared one's summed."""
+    return g if p in bf.batched else _shared_sum(g, a)
+
+
+def _seeds(bf: Batching, xp, copies: tuple, cotangents: Sequence, types: tuple) -> list:
+    """The checked cotangent of each float parameter's final value, per element: a shared
+    parameter's on element 0, zeros on the others (its gradient is the sum over the batch; for
+    an empty batch, which runs nothing, its one row holds that gradient: the cotangent itself)."""
+    size = max(bf._size(copies), 1)
+    seeds = []
+    for p, shown, a, c, t in zip(bf.f.params, bf.f.parameter_names, copies, cotangents, types):
+        if t.differentiable:
+            g = cotangent(shown, a, c) if xp is np else _device_cotangent(xp, shown, a, c)
+            if p not in bf.batched:  # element 0 carries the cotangent of the unchanged final value
+                per_element = xp.zeros((size,) + tuple(np.shape(g)), t.dtype)
+                per_element[0] = g
+                g = per_element
+            seeds.append(g)
+    return seeds
+
+
+def _tangents(f: Reversible, xp, args: tuple, types: tuple, tangents: Sequence, what: str) -> tuple:
+    """``checked_tangents``, on the GPU for GPU arguments."""
+    convert = cotangent if xp is np else functools.partial(_device_cotangent, xp)
+    return checked_tangents(f, args, types, tangents, what, convert)
+
+
+def _array_module(args: tuple) -> tuple:
+    """NumPy, or CuPy when any argument lives on a GPU (then host arrays are moved there too)."""
+    if not any_on_device(args):
+        return np, args
+    cp = cupy_module()
+    return cp, tuple(cp.asarray(a) if is_array(a) else a for a in args)
+
+
+def _count(f: Reversible, what: str, cotangents: Any, n: int) -> None:
+    """TypeError unless ``cotangents`` is a sequence of one entry per parameter."""
+    if not isinstance(cotangents, (tuple, list)):
+        raise TypeError(f"{what} of {f.__qualname__} takes a tuple of {n} cotangents (None for zero), "
+                        f"got {type(cotangents).__name__}")
+    if len(cotangents) != n:
+        raise TypeError(f"{what} of {f.__qualname__} takes {n} cotangents, got {len(cotangents)}")
+
+
+def _device_cotangent(xp, name: str, out: Any, ct: Any, what: str = "cotangent") -> Any:
+    """``cotangent`` where the arguments live on the GPU: ``ct`` checked against the value ``out``
+    (shape; complex into real refused) and given its type, a fresh copy (on the GPU for an array)."""
+    if ct is None:
+        return xp.zeros(out.shape, out.dtype) if is_array(out) else zero_like(out)
+    if not is_array(out):  # a scalar: the host's rules
+        return cotangent(name, out, xp.asnumpy(ct) if on_device(ct) else ct, what)
+    if not is_array(ct):
+        cotangent_value(name, ct, what)
+    ct = xp.asarray(ct)
+    check_array_cotangent(name, out, ct, what)
+    return in_dtype_of(xp, name, out, ct, what)
+
+
+def _shared_sum(per_element, like: Any) -> Any:
+    """A shared parameter's gradient: the per-element gradients summed, in the type of its value ``like``."""
+    total = per_element.sum(axis=0)
+    if is_array(like):
+        return total
+    value = total.item()
+    return type(like)(value) if isinstance(like, (float, complex)) else np.asarray(like).dtype.type(value)
+
+
+def _copies(args: tuple, donate: bool) -> tuple:
+    """The arrays the programs run on in place: ``args`` themselves when donated (read-only NumPy
+    arrays, such as JAX hands its callbacks, are still copied: the entries write back), else copies."""
+    def read_only(a: Any) -> bool:
+        return isinstance(a, np.ndarray) and not a.flags.writeable
+    return tuple(a.copy() if is_array(a) and (not donate or read_only(a)) else a for a in args)
