@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from revdiff.backends.python.emit import emit_module
-from revdiff.calls import ERROR_RECORD, Reversible, blas_for, run
+from revdiff.calls import ERROR_RECORD, Reversible, argument_kinds, blas_for, compiled, run
 from revdiff.compiler.cuda import run_on_device
 from revdiff.compiler.signature import check_names, entry_signature
 from revdiff.ir.entries import EntrySignature
@@ -54,6 +54,7 @@ class Batching:
         self.batched = frozenset(escaped(b) for b in batched)  # as compiled, as ``f.params``
         self._entries: dict = {}
         self._signatures: dict = {}
+        self._types: dict = {}  # argument kinds -> (function version, batched positions, element types)
 
     def __repr__(self) -> str:
         return f"<batched {self.f!r} over {', '.join(sorted(map(as_written, self.batched)))}>"
@@ -61,6 +62,22 @@ class Batching:
     # ---------------------------------------------------------------- checking arguments
 
     def _element_types(self, args: tuple) -> tuple:
+        """The type of each parameter within one element; TypeError or ValueError for arguments a
+        batch cannot take. Arguments of kinds seen before (``calls.argument_kinds``) whose batch
+        sizes agree are typed with one lookup."""
+        f = self.f
+        kinds = argument_kinds(args) if len(args) == len(f.params) else None
+        known = self._types.get(kinds) if kinds is not None else None
+        if known is not None and known[0] is f.forward_function._version and f.forward_function.unchanged() \
+                and len({args[k].shape[0] for k in known[1]}) == 1:
+            return known[2]
+        types = self._checked_element_types(args)
+        if kinds is not None:
+            self._types[kinds] = (f.forward_function._version, [k for k, p in enumerate(f.params) if p in self.batched],
+                                  types)
+        return types
+
+    def _checked_element_types(self, args: tuple) -> tuple:
         f = self.f
         if len(args) != len(f.params):
             raise TypeError(f"{f.__qualname__}() takes {len(f.params)} arguments ({', '.join(f.parameter_names)}), "
@@ -241,23 +258,22 @@ class Batching:
         params, rest = arrays[:n], arrays[n:]
         element = [a[0] if p in self.batched else a for p, a in zip(self.f.params, params)]
         if kind == "call":  # the program itself: a failure names no half-updated argument (they are ours)
-            modified = self.f.forward_function.modified_positions()
-            spec = self.f.forward_function.specialize(self.f.argument_types(tuple(element)), self._blas(params))
+            c = compiled(self.f, self.f.programs[0], tuple(element))
             self.f.validate(tuple(element))
-            finals = run(spec.callable(self.f.programs[0]), tuple(element), element=0)
-            for k, (p, a, out) in enumerate(zip(self.f.params, params, finals)):
-                if p in self.batched and k in modified:
+            finals = run(c.program, tuple(element), element=0)
+            for (p, a, out), by_reference in zip(zip(self.f.params, params, finals), c.signature.slots):
+                if p in self.batched and by_reference.by_reference:
                     a[0] = out
             return arrays
         # the fused vjp program, on element 0 of every batched array (scalars travel as 1-element views)
-        spec = self.f.forward_function.specialize(types, self._blas(params))
         differentiable = [k for k, t in enumerate(types) if t.differentiable]
         grads, saved = rest[:len(differentiable)], rest[len(differentiable):]
         scalar = [t.ndim == 0 for t in types]
         call_args = list(element) + [g[0] if not scalar[k] else g[0].item() for k, g in zip(differentiable, grads)]
         call_args += [out[0] if not scalar[self.f.params.index(name)] else out[0:1]
                       for name, out in zip(self.signature("vjp", types).saved, saved)]
-        result = run(spec.callable(self.f.fused_vjp), tuple(call_args), element=0)
+        c = compiled(self.f, self.f.fused_vjp, tuple(call_args))
+        result = run(c.program, tuple(call_args), element=0)
         for k, g in zip(differentiable, grads):
             if scalar[k]:
                 g[0] = result[n + differentiable.index(k)]

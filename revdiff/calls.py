@@ -1,4 +1,5 @@
-"""Calling generated programs: which variant an argument set runs (``blas_for``), the call itself
+"""Calling generated programs: which variant an argument set runs (``blas_for``; ``compiled``: found
+with one lookup on the kinds of the arguments), the call itself
 (in a thread where while loops may need Ctrl-C), the error record it fills turned into the user's
 exception, and cotangents checked against the outputs they belong to."""
 from __future__ import annotations
@@ -6,10 +7,11 @@ from __future__ import annotations
 import functools
 import numbers
 import threading
-from typing import Any, Iterable, Protocol
+from typing import Any, Iterable, NamedTuple, Protocol
 
 import numpy as np
 
+from revdiff.compiler.signature import ProgramSignature, program_signature
 from revdiff.errors import ReversibilityError
 from revdiff.ir import checks
 from revdiff.primitives.vector import BLAS_MIN_ELEMENTS
@@ -50,8 +52,11 @@ def run(fn, args: tuple, batch_errors: np.ndarray | None = None, partial: str = 
             return result
         record = np.zeros(ERROR_RECORD)
         try:
-            with loader.deep_recursion():
-                result = interruptible([lambda: fn(*args, record)], record, getattr(fn, "revdiff_loops", False))[0]
+            if isinstance(fn, NativeProgram) and not fn.revdiff_loops:  # machine code: no Python recursion
+                result = fn(*args, record)
+            else:
+                with loader.deep_recursion():
+                    result = interruptible([lambda: fn(*args, record)], record, getattr(fn, "revdiff_loops", False))[0]
         except (MemoryError, ValueError) as exc:  # NumPy's, where the Python program allocates an ancilla
             if isinstance(fn, NativeProgram) or not _failed_allocation(record, exc):
                 raise
@@ -104,6 +109,67 @@ def run_batch(entry, args: tuple, errors: np.ndarray, units: int, lane_elements:
     return args
 
 
+class Compiled(NamedTuple):
+    """What one call of one program runs on arguments of given kinds: the compiled program, the
+    argument types, its signature, the version of the function it was compiled for, what a failure
+    leaves half-updated (``ReversibleFunction.partial_note``), and the specialisation it is from."""
+    program: Any
+    types: tuple
+    signature: ProgramSignature
+    version: tuple
+    note: str
+    spec: Any
+
+    def sibling(self, program: str) -> "Compiled":
+        """Another program of the same specialisation (a pullback's adjoint: the forward's program,
+        even where a global changed in between)."""
+        return self._replace(program=self.spec.callable(program), signature=program_signature(
+            program, self.types, self.spec.rf.modified_positions()))
+
+
+def argument_kinds(args: tuple):
+    """The key of a call's arguments: per argument its dtype and rank (arrays) or Python type
+    (numbers), and whether an array is large enough for BLAS (``blas_for``); None for anything else
+    (GPU arrays, subclasses, 0-d arrays, integers beyond int64), which takes the checked path."""
+    key = []
+    large = False
+    for a in args:
+        kind = type(a)
+        if kind is np.ndarray:
+            if not a.ndim:
+                return None
+            key.append((a.dtype, a.ndim))
+            large = large or a.size > BLAS_MIN_ELEMENTS
+        elif kind is int:
+            if not -(1 << 63) <= a < (1 << 63):
+                return None
+            key.append(kind)
+        elif kind is float or kind is complex or kind is bool or isinstance(a, np.generic):
+            key.append(kind)
+        else:
+            return None
+    return tuple(key), large
+
+
+def compiled(f: Reversible, program: str, args: tuple) -> Compiled:
+    """``program`` of ``f`` compiled for ``args`` (the program's arguments, which begin with the
+    function's): one dictionary lookup when a call with arguments of the same kinds ran before and
+    no global the function reads has been rebound since."""
+    forward = f.forward_function
+    values = args[:len(f.params)]  # the function's parameters: they decide the rest (gradients, saved values)
+    kinds = argument_kinds(values)
+    found = forward.compiled_calls.get((program, kinds)) if kinds is not None else None
+    if found is not None and found.version is forward._version and forward.unchanged():
+        return found
+    types = f.argument_types(values)
+    spec = forward.specialize(types, blas_for(values))
+    found = Compiled(spec.callable(program), types, program_signature(program, types, forward.modified_positions()),
+                     forward._version, f.partial_note(values), spec)
+    if kinds is not None:
+        forward.compiled_calls[(program, kinds)] = found
+    return found
+
+
 class Reversible(Protocol):
     """What the modules that run programs read of a reversible function (``function.ReversibleFunction``
     or its inverse), as a structural type: they sit below ``function``, which imports them."""
@@ -112,6 +178,15 @@ class Reversible(Protocol):
     params: list
     programs: tuple
     fused_vjp: str
+    compiled_calls: dict
+
+    def unchanged(self) -> bool: ...
+
+    def partial_note(self, args: tuple) -> str: ...
+
+    def modified_positions(self) -> set: ...
+
+    def specialize(self, types: tuple, blas: bool = True) -> Any: ...
 
     @property
     def parameter_names(self) -> tuple: ...

@@ -3,86 +3,26 @@
 
 ``execute(f, kind, args, cotangents, tangents, batch=...)`` checks the arguments, finds what runs them
 and runs it: one call on the CPU runs a compiled program (found with one dictionary lookup on the kinds
-of its arguments, ``compiled``); one call on GPU arrays runs as a batch of one; a batch runs the
+of its arguments, ``calls.compiled``); one call on GPU arrays runs as a batch of one; a batch runs the
 entry ``Batching.run`` picks (one element per iteration, SIMD lanes, CUDA kernels). Each program's
 parameters are laid out by ``compiler/signature.py``: results are read from it, never counted here.
 """
 from __future__ import annotations
 
 import functools
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from revdiff.batching import Batching, is_array
-from revdiff.calls import (Reversible, blas_for, check_array_cotangent, checked_tangents, copy_value, cotangent,
-                           cotangent_value, in_dtype_of, run, scalar_expected, zero_like)
-from revdiff.compiler.signature import TANGENTS, ProgramSignature, program_signature
-from revdiff.primitives.vector import BLAS_MIN_ELEMENTS
+from revdiff.calls import (Compiled, Reversible, check_array_cotangent, checked_tangents, compiled, copy_value,
+                           cotangent, cotangent_value, in_dtype_of, run, scalar_expected, zero_like)
+from revdiff.compiler.signature import TANGENTS
 from revdiff.runtime.device import any_on_device, cupy_module, on_device
 
 #: the kinds of call: "call" runs the function, "vjp" also its adjoint (one call: returns a pullback;
 #: a batch: takes the cotangents), "jvp" its tangent program, "vjp_jvp" the tangent of the fused vjp
 KINDS = ("call", "vjp", "jvp", "vjp_jvp")
-
-
-class Compiled(NamedTuple):
-    """What one call of one program runs on arguments of given kinds: the compiled program, the
-    argument types, its signature, the version of the function it was compiled for, what a failure
-    leaves half-updated (``ReversibleFunction.partial_note``), and the specialisation it is from."""
-    program: Any
-    types: tuple
-    signature: ProgramSignature
-    version: tuple
-    note: str
-    spec: Any
-
-    def sibling(self, program: str) -> "Compiled":
-        """Another program of the same specialisation (a pullback's adjoint: the forward's program,
-        even where a global changed in between)."""
-        return self._replace(program=self.spec.callable(program), signature=program_signature(
-            program, self.types, self.spec.rf.modified_positions()))
-
-
-def argument_kinds(args: tuple):
-    """The key of a call's arguments: per argument its dtype and rank (arrays) or Python type
-    (numbers), and whether an array is large enough for BLAS (``blas_for``); None for anything else
-    (GPU arrays, subclasses, 0-d arrays, integers beyond int64), which takes the checked path."""
-    key = []
-    large = False
-    for a in args:
-        kind = type(a)
-        if kind is np.ndarray:
-            if not a.ndim:
-                return None
-            key.append((a.dtype, a.ndim))
-            large = large or a.size > BLAS_MIN_ELEMENTS
-        elif kind is int:
-            if not -(1 << 63) <= a < (1 << 63):
-                return None
-            key.append(kind)
-        elif kind is float or kind is complex or kind is bool or isinstance(a, np.generic):
-            key.append(kind)
-        else:
-            return None
-    return tuple(key), large
-
-
-def compiled(f: Reversible, program: str, args: tuple) -> Compiled:
-    """``program`` of ``f`` compiled for ``args``: one dictionary lookup when a call with arguments of
-    the same kinds ran before and no global the function reads has been rebound since."""
-    forward = f.forward_function
-    kinds = argument_kinds(args)
-    found = forward.compiled_calls.get((program, kinds)) if kinds is not None else None
-    if found is not None and found.version is forward._version and forward.unchanged():
-        return found
-    types = f.argument_types(args)
-    spec = forward.specialize(types, blas_for(args))
-    found = Compiled(spec.callable(program), types, program_signature(program, types, forward.modified_positions()),
-                     forward._version, f.partial_note(args), spec)
-    if kinds is not None:
-        forward.compiled_calls[(program, kinds)] = found
-    return found
 
 
 def execute(f: Reversible, kind: str, args: tuple, cotangents: Sequence | None = None,

@@ -328,11 +328,11 @@ class ReversibleFunction:
     def specialize(self, types: tuple, blas: bool = True) -> "Specialization":
         """The programs for argument ``types``; ``blas``: whether vector instructions on large views
         may call BLAS (``blas_for``), else they compile to loops only."""
+        found = self._specs.get((types, blas))
+        if found is not None and self._checked and found[0] is self._version and self.unchanged():
+            return found[1]
         with deeply_nested(self.py_function):
             self._check()
-            found = self._specs.get((types, blas))
-            if found is not None and found[0] is self._version and self.unchanged():
-                return found[1]
             version = self.version()  # parses the function anew (dropping its specialisations) if a global changed
             found = self._specs.get((types, blas))
             if found is None or found[0] != version:

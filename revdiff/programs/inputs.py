@@ -13,13 +13,14 @@ range are left as they are. Cotangents are scaled the same way (gradients are li
 from __future__ import annotations
 
 import functools
+import math
 import numbers
 
 import numpy as np
 
 from revdiff.errors import RankDeficientError, ResultOverflowError
 from revdiff.runtime.device import any_on_device, cupy_module, on_device
-from revdiff.programs.scan import largest_per_column, largest_per_element, rank_ratios
+from revdiff.programs.scan import largest, largest_per_column, largest_per_element, rank_ratios, smallest
 
 DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
 
@@ -85,7 +86,7 @@ def batch_index(shape: tuple, flat: int) -> tuple:
 def flat(a, core: int):
     """``a`` with its batch axes merged into one (a single matrix becomes a batch of one)."""
     batch = a.shape[:a.ndim - core]
-    return a.reshape((int(np.prod(batch, dtype=np.int64)),) + tuple(a.shape[a.ndim - core:]))
+    return a.reshape((math.prod(batch),) + tuple(a.shape[a.ndim - core:]))
 
 
 def require_finite(name: str, a, batch_shape: tuple, xp, per_column: bool = False):
@@ -96,7 +97,7 @@ def require_finite(name: str, a, batch_shape: tuple, xp, per_column: bool = Fals
         big = largest_per_column(a, xp) if a.shape[0] else xp.zeros((0, a.shape[-1]))
     else:
         big = largest_per_element(a, xp) if a.shape[0] else xp.zeros(0)
-    if big.size == 0 or bool(xp.isfinite(big.max())):  # the max of magnitudes is NaN or inf with any of them
+    if big.size == 0 or bool(xp.isfinite(largest(big, xp))):  # the max of magnitudes is NaN or inf with any of them
         return big
     bad = ~xp.all(xp.isfinite(big), axis=1) if per_column else ~xp.isfinite(big)
     if bool(xp.any(bad)):
@@ -115,7 +116,7 @@ def scale_exponents(big, dtype, xp):
     """The exponent e with big * 2**-e in [0.5, 1) where ``big`` (largest magnitudes) lies outside
     [2**-s, 2**s] (0 elsewhere), or None when every value lies inside."""
     s = safe_exponent(dtype)
-    if big.size == 0 or (float(big.max()) <= 2.0 ** s and float(big.min()) >= 2.0 ** -s):
+    if big.size == 0 or (float(largest(big, xp)) <= 2.0 ** s and float(smallest(big, xp)) >= 2.0 ** -s):
         return None  # every value inside (the usual case, two reductions)
     outside = (big > 2.0 ** s) | ((big < 2.0 ** -s) & (big > 0))
     if not bool(xp.any(outside)):
@@ -215,7 +216,7 @@ def check_rank(R, batch_shape: tuple, tol: float, xp, perm=None) -> None:
 def check_result(function: str, name: str, a, batch_shape: tuple, xp) -> None:
     """ResultOverflowError naming the first batch element where result ``name`` is not finite
     although the inputs were: the exact value overflows its dtype, or an intermediate does."""
-    if a.size == 0:
+    if a.size == 0 or (xp is np and bool(np.isfinite(a).all())):  # the usual case, in two steps
         return
     big = largest_per_element(a, xp)
     bad = ~xp.isfinite(big)

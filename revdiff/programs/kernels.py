@@ -9,7 +9,7 @@ from typing import Callable
 
 import numpy as np
 
-from revdiff.calls import ERROR_RECORD, run_batch
+from revdiff.calls import ERROR_RECORD, raise_failure, run_batch
 from revdiff.compiler.native import entry_callable
 from revdiff.ir.low import LowFunction
 from revdiff.ir.types import VarType, kind_of_dtype
@@ -36,7 +36,24 @@ def kernel(name: str, make: Callable, arrays: dict):
     return fn
 
 
+#: (name, dtype and rank of each array) -> its compiled kernel, found without building types
+_BY_KINDS: dict = {}
+#: kernels over fewer units run in the calling thread, without splitting
+SMALL_UNITS = 16
+
+
 def run_kernel(name: str, make: Callable, units: int, **arrays) -> None:
     """Run kernel ``name`` over ``[0, units)`` on ``arrays`` (updated in place)."""
-    fn = kernel(name, make, arrays)
-    run_batch(fn, tuple(arrays.values()), np.zeros((1, ERROR_RECORD)), units)
+    values = tuple(arrays.values())
+    key = (name, tuple((a.dtype, a.ndim) for a in values))
+    fn = _BY_KINDS.get(key)
+    if fn is None:
+        fn = _BY_KINDS[key] = kernel(name, make, arrays)
+    errors = np.zeros((1, ERROR_RECORD))
+    if units > SMALL_UNITS:
+        run_batch(fn, values, errors, units)
+        return
+    record = np.zeros(ERROR_RECORD)
+    fn(0, units, *values, errors, record)
+    if record[0]:
+        raise_failure(record)

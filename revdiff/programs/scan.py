@@ -52,7 +52,18 @@ def largest_per_element(a, xp=np) -> np.ndarray:
     if flat.shape[1] == 0:
         return xp.zeros(flat.shape[0])
     parts = xp.maximum(xp.abs(flat.real), xp.abs(flat.imag)) if xp.iscomplexobj(flat) else xp.abs(flat)
-    return parts.max(axis=1).astype(np.float64)
+    return largest(parts, xp, axis=1).astype(np.float64, copy=False)
+
+
+def largest(a, xp=np, axis=None):
+    """``a.max(axis)``, NaN where a NaN is: NumPy's reduction called directly, without the method's
+    Python wrapper (a few microseconds for the small arrays a single call scans)."""
+    return np.maximum.reduce(a, axis=axis) if xp is np else a.max(axis=axis)
+
+
+def smallest(a, xp=np):
+    """``a.min()``, as ``largest``."""
+    return np.minimum.reduce(a, axis=None) if xp is np else a.min()
 
 
 def _largest_by_column(dtype: str) -> tuple:
@@ -75,7 +86,7 @@ def largest_per_column(A, xp=np) -> np.ndarray:
     if A.shape[1] == 0:
         return xp.zeros((A.shape[0], A.shape[2]))
     parts = xp.maximum(xp.abs(A.real), xp.abs(A.imag)) if xp.iscomplexobj(A) else xp.abs(A)
-    return parts.max(axis=1).astype(np.float64)
+    return largest(parts, xp, axis=1).astype(np.float64, copy=False)
 
 
 def column_norms(M, xp=np) -> np.ndarray:
@@ -111,7 +122,7 @@ def rank_ratios(R, xp=np) -> np.ndarray:
     """|R[k, k]| / ||R[:, k]|| for the leading square block of each triangular factor in R
     (..., p, n): how far column k of A = Q R is from the span of the earlier ones (0 for a zero
     column). With Q orthonormal, ||R[:, k]|| = ||A[:, k]||."""
-    if xp is np and R.ndim == 3 and R.size >= COMPILED_MIN_SIZE:
+    if xp is np and R.ndim == 3:  # compiled at every size: one call where NumPy makes a dozen
         out = np.empty((R.shape[0], min(R.shape[1], R.shape[2])))
         run_kernel("rank_ratios", _rank_ratios, R.shape[0], R=R, out=out)
         return out

@@ -189,9 +189,9 @@ def entry_function(address: int):
     return ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
 
 
-def batch_function(address: int):
-    """A ctypes function ``(lo, hi, argv)`` at ``address`` (a batched entry)."""
-    return ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)(address)
+def object_entry_function(address: int, count: int):
+    """A ctypes function of ``count`` Python objects at ``address`` (a module's entry reading arrays)."""
+    return ctypes.CFUNCTYPE(None, *([ctypes.py_object] * count))(address)
 
 
-__all__ = ["load", "entry_function", "batch_function", "target_triple", "data_layout", "NOTICE_SECONDS"]
+__all__ = ["load", "entry_function", "object_entry_function", "target_triple", "data_layout", "NOTICE_SECONDS"]

@@ -1,12 +1,15 @@
-"""Calling compiled programs from Python: the arguments packed into one array of 64-bit words (an
-array's data pointer, shape and byte strides; a pointer to each scalar; the error record), then one
-call through ctypes, which releases the GIL while the program runs (the layout
-``backends/llvm/module.packed_entry`` unpacks)."""
+"""Calling compiled programs from Python: one call through ctypes, which releases the GIL while the
+program runs, with the NumPy arrays themselves (each scalar in a one-element array; the entry reads
+their data pointers, shapes and strides: ``runtime/array_fields.py``), or, where NumPy's array
+layout could not be found, with the arguments packed into one array of 64-bit words (an array's data
+pointer, shape and byte strides; a pointer to each scalar; the error record). The entries:
+``backends/llvm/module.py``."""
 from __future__ import annotations
 
 import numpy as np
 
-from revdiff.runtime.native import entry_function
+from revdiff.runtime.array_fields import ARRAY_FIELDS
+from revdiff.runtime.native import entry_function, object_entry_function
 
 
 class NativeProgram:
@@ -19,13 +22,39 @@ class NativeProgram:
         self.__name__ = name
         self.types = types
         self.revdiff_loops = loops  # a while loop: run where Ctrl-C can stop it (``calls.interruptible``)
-        self._function = entry_function(address)
         self._dtypes = tuple(np.dtype(t.dtype) for t in types)
+        self._function = entry_function(address) if ARRAY_FIELDS is None else \
+            object_entry_function(address, len(types) + 1)
 
     def __repr__(self) -> str:
         return f"<compiled revdiff program {self.__name__}>"
 
-    def __call__(self, *args):
+    def _refuse(self, v, t) -> TypeError:
+        return TypeError(f"{self.__name__} was compiled for a {t.describe()}, not {_describe(v)}")
+
+    def _call_with_objects(self, *args):
+        """The call where the entry reads the arrays' fields: nothing is packed."""
+        if len(args) != len(self.types) + 1:
+            raise TypeError(f"{self.__name__} takes {len(self.types)} arguments, got {len(args) - 1}")
+        objects = list(args)
+        scalars = []
+        for k, (v, t, dtype) in enumerate(zip(args, self.types, self._dtypes)):
+            if t.ndim:
+                if not isinstance(v, np.ndarray) or v.ndim != t.ndim or (v.dtype is not dtype and (
+                        v.dtype != dtype or not v.dtype.isnative)):
+                    raise self._refuse(v, t)
+            else:
+                objects[k] = slot = np.array([v], dtype=dtype)
+                scalars.append(slot)
+        record = args[-1]
+        if not (isinstance(record, np.ndarray) and record.dtype == np.float64 and record.flags.c_contiguous
+                and record.size >= 8):
+            raise TypeError(f"{self.__name__}: the error record must be a contiguous float64 array of 8 entries")
+        self._function(*objects)
+        return tuple(slot[0].item() for slot in scalars)
+
+    def _call_packed(self, *args):
+        """The call where the entry unpacks words (NumPy's array layout unknown)."""
         *values, record = args
         if len(values) != len(self.types):
             raise TypeError(f"{self.__name__} takes {len(self.types)} arguments, got {len(values)}")
@@ -34,7 +63,7 @@ class NativeProgram:
         for v, t, dtype in zip(values, self.types, self._dtypes):
             if t.ndim:
                 if not isinstance(v, np.ndarray) or v.ndim != t.ndim or v.dtype != dtype or not v.dtype.isnative:
-                    raise TypeError(f"{self.__name__} was compiled for a {t.describe()}, not {_describe(v)}")
+                    raise self._refuse(v, t)
                 words.append(v.__array_interface__["data"][0])
                 words.extend(v.shape)
                 words.extend(v.strides)
@@ -49,6 +78,9 @@ class NativeProgram:
         packed = np.array(words, np.int64)  # every word fits: addresses, sizes and strides are below 2**63
         self._function(packed.__array_interface__["data"][0])
         return tuple(slot[0].item() for slot in scalars)
+
+
+    __call__ = _call_packed if ARRAY_FIELDS is None else _call_with_objects
 
 
 def _describe(v) -> str:

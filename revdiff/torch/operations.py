@@ -4,6 +4,7 @@ through a ``torch.autograd.Function`` (see ``revdiff.torch``)."""
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Any, Callable
 
 import numpy as np
@@ -129,7 +130,36 @@ def _operation(name: str, schema: str, impl: Callable, fake: Callable, vmap: Cal
         return out, (type(out)(0 for _ in out) if isinstance(out, (tuple, list)) else 0)
 
     op.register_vmap(vmap or batch_first)
-    return getattr(torch.ops.revdiff, name)  # what torch.compile traces (it cannot wrap the definition)
+    packet = getattr(torch.ops.revdiff, name)  # what torch.compile traces (it cannot wrap the definition)
+    _IMPLEMENTATIONS[packet] = _on_torch_stream(impl)
+    return packet
+
+
+#: each operation's implementation, which an eager call on plain tensors runs without PyTorch's
+#: dispatch of custom operations (tens of microseconds per call, comparable to a small program's run)
+_IMPLEMENTATIONS: dict = {}
+
+
+def _eager(args: tuple) -> bool:
+    """Whether ``args`` reach an operation in plain eager mode: no compiler tracing, no ``torch.func``
+    transform, only plain CPU or CUDA tensors (no fake, meta or subclassed ones); then its
+    implementation may run directly, as the dispatcher would run it."""
+    if torch.compiler.is_compiling() or torch._C._functorch.maybe_current_level() is not None:
+        return False
+    for a in args:
+        for t in (a if isinstance(a, (list, tuple)) else (a,)):
+            if isinstance(t, torch.Tensor) and (type(t) is not torch.Tensor or t.device.type not in ("cpu", "cuda")):
+                return False
+    return True
+
+
+def _direct(op):
+    """``op``, called through its implementation where the call is plain eager (``_eager``)."""
+    impl = _IMPLEMENTATIONS[op]
+
+    def call(*args):
+        return impl(*args) if _eager(args) else op(*args)
+    return call
 
 
 class _Static:
@@ -227,12 +257,18 @@ def _forward_mode(tensors: tuple) -> bool:
     return any(isinstance(t, torch.Tensor) and forward_ad.unpack_dual(t).tangent is not None for t in tensors)
 
 
+#: the signature of a ``forward(*inputs)``
+_ANY_INPUTS = inspect.Signature([inspect.Parameter("inputs", inspect.Parameter.VAR_POSITIONAL)])
+
+
 def _autograd(forward_op, vjp_op, tensors: int, jvp_op, vjp_jvp_op) -> Callable:
     """A differentiable call of ``forward_op(*tensors, *options)``: the backward calls
     ``vjp_op(*tensors, *cotangents, *options)``, one gradient per tensor argument, and is
     differentiable once more through ``vjp_jvp_op(*tensors, *cotangents, *directions, *options)``;
     forward mode calls ``jvp_op(*tensors, *tangents, *options)``.
     Registered on the operation too, for eager and compiled calls of ``torch.ops.revdiff.*``."""
+
+    direct_forward, direct_vjp = _direct(forward_op), _direct(vjp_op)
 
     def save(ctx, inputs, output):
         ctx.save_for_backward(*inputs[:tensors])
@@ -252,7 +288,7 @@ def _autograd(forward_op, vjp_op, tensors: int, jvp_op, vjp_jvp_op) -> Callable:
             given = iter(kind.apply(_Static(floating, vjp_jvp, tensors), *args))
             grads = [next(given) if _differentiable(t) else None for t in saved]
         else:
-            grads = vjp_op(*args, *options)
+            grads = direct_vjp(*args, *options)
         return tuple(g if _differentiable(t) else None for g, t in zip(grads, saved)) + (None,) * len(options)
 
     def push_forward(ctx, *tangents):
@@ -262,9 +298,14 @@ def _autograd(forward_op, vjp_op, tensors: int, jvp_op, vjp_jvp_op) -> Callable:
 
     torch.library.register_autograd(forward_op.default, pull_back, setup_context=save)
 
+    def run_forward(*inputs):
+        return direct_forward(*inputs)
+
+    run_forward.__signature__ = _ANY_INPUTS  # what Function.apply reads on every call, without inspecting it
+
     class Call(torch.autograd.Function):
         generate_vmap_rule = True
-        forward = staticmethod(lambda *inputs: forward_op(*inputs))
+        forward = staticmethod(run_forward)
         setup_context = staticmethod(save)
         backward = staticmethod(pull_back)
 
@@ -277,7 +318,7 @@ def _autograd(forward_op, vjp_op, tensors: int, jvp_op, vjp_jvp_op) -> Callable:
         gradient (its ``forward`` takes ``*args``), nor any ``jvp``."""
         if _forward_mode(inputs):
             return CallWithTangent.apply(*inputs)
-        return Call.apply(*inputs) if _recorded(inputs) else forward_op(*inputs)
+        return Call.apply(*inputs) if _recorded(inputs) else direct_forward(*inputs)
 
     return call
 

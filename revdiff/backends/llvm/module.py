@@ -1,11 +1,14 @@
 """A whole LLVM module of generated programs: a readable header, the declarations of the programs and
 C functions it calls, the helpers it uses, its functions, and an entry that Python calls through
-ctypes with every argument packed into one array of 64-bit words (``runtime/native.py``)."""
+ctypes (``runtime/native_calls.py``): with the NumPy array objects themselves, whose data pointer,
+shape and strides it reads (``runtime/array_fields.py``), or, where their layout is unknown, with
+every argument packed into one array of 64-bit words."""
 from __future__ import annotations
 
 from revdiff.backends.llvm import host, prelude
 from revdiff.backends.llvm.emit import FunctionEmitter, ProgramSignature, declaration
 from revdiff.backends.llvm.types import MEMORY
+from revdiff.runtime.array_fields import ARRAY_FIELDS, ArrayFields
 
 
 def entry_name(symbol: str) -> str:
@@ -35,6 +38,39 @@ def packed_entry(sig: ProgramSignature) -> str:
     return "\n".join(lines)
 
 
+def object_entry(sig: ProgramSignature, fields: ArrayFields) -> str:
+    """``void @<symbol>.entry(ptr a0, ..., ptr record)``, each argument a NumPy array object (a scalar
+    in a one-element array): read each one's data pointer (and shape and strides) and call the program."""
+    count = len(sig.types) + 1
+    params = ", ".join(f"ptr %a{k}" for k in range(count))
+    lines = [f'define void @"{entry_name(sig.symbol)}"({params}) nounwind {{', "entry:"]
+
+    def field(k: int, offset: int, what: str) -> str:
+        lines.append(f"  %{what}{k}.at = getelementptr i8, ptr %a{k}, i64 {offset}")
+        lines.append(f"  %{what}{k} = load ptr, ptr %{what}{k}.at")
+        return f"%{what}{k}"
+
+    args = []
+    for k, t in enumerate(list(sig.types) + [None]):
+        args.append(f"ptr {field(k, fields.data, 'data')}")
+        if t is None or not t.ndim:
+            continue
+        for what, offset in (("shape", fields.shape), ("strides", fields.strides)):
+            base = field(k, offset, what)
+            for axis in range(t.ndim):
+                lines.append(f"  {base}.{axis}.at = getelementptr i64, ptr {base}, i64 {axis}")
+                lines.append(f"  {base}.{axis} = load i64, ptr {base}.{axis}.at")
+                args.append(f"i64 {base}.{axis}")
+    lines.append(f"  call void @{sig.symbol}({', '.join(args)})")
+    lines += ["  ret void", "}"]
+    return "\n".join(lines)
+
+
+def entry(sig: ProgramSignature) -> str:
+    """The entry Python calls: reading the array objects where their layout is known, else unpacking words."""
+    return packed_entry(sig) if ARRAY_FIELDS is None else object_entry(sig, ARRAY_FIELDS)
+
+
 def module_text(emitters: list, signatures: dict, header: str, externals: list, entries: bool = True) -> str:
     """The module of ``emitters`` (FunctionEmitters, already emitted into ``functions``), calling the
     programs ``externals`` (ProgramSignatures) defined in other modules."""
@@ -56,8 +92,8 @@ def module_text(emitters: list, signatures: dict, header: str, externals: list, 
     parts += definitions
     parts += functions
     if entries:
-        parts += [packed_entry(signatures[em.symbol]) for em in emitters]
+        parts += [entry(signatures[em.symbol]) for em in emitters]
     return "\n\n".join(parts) + "\n"
 
 
-__all__ = ["FunctionEmitter", "MEMORY", "entry_name", "module_text", "packed_entry"]
+__all__ = ["FunctionEmitter", "MEMORY", "entry", "entry_name", "module_text", "object_entry", "packed_entry"]

@@ -1,0 +1,91 @@
+"""How a call reaches compiled code: the entries read NumPy's array objects (data pointer, shape,
+strides) where their layout was found, and unpack words where it was not, with the same results;
+a warm call finds its program with one lookup, and a rebound global is still seen."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import revdiff
+from revdiff import programs as P
+from revdiff.calls import argument_kinds, compiled
+from revdiff.runtime.array_fields import ARRAY_FIELDS, _matches
+
+rng = np.random.default_rng(11)
+
+
+@revdiff.reversible
+def scale_rows(y, A, c):
+    for i in range(A.shape[0]):
+        for j in range(A.shape[1]):
+            y[i] += c * A[i, j]
+
+
+def test_the_array_layout_is_found_and_holds_for_every_kind_of_array():
+    assert ARRAY_FIELDS is not None  # CPython and NumPy as CI installs them
+    arrays = [np.zeros((4, 6))[::2, 1::3], np.ones(7, np.complex64), np.empty((2, 3, 4), order="F"),
+              np.zeros((0, 5)), np.broadcast_to(np.arange(3.0), (4, 3)), np.asfortranarray(rng.standard_normal((3, 2)))]
+    assert all(_matches(a, ARRAY_FIELDS) for a in arrays)
+
+
+def test_strided_views_and_scalars_reach_the_program_as_numpy_sees_them():
+    A = rng.standard_normal((8, 10))[::2, ::-3]
+    y = np.zeros(12)[::3]
+    out = scale_rows(y, A, np.float64(0.5))
+    np.testing.assert_allclose(out[0], 0.5 * A.sum(axis=1), rtol=1e-14)
+    assert out[2] == 0.5 and type(out[2]) is np.float64
+
+
+def test_a_program_refuses_arguments_it_was_not_compiled_for():
+    c = compiled(scale_rows, "forward", (np.zeros(3), np.zeros((3, 2)), 1.0))
+    record = np.zeros(8)
+    with pytest.raises(TypeError, match="compiled for a float64 array of rank 2, not a float32 array"):
+        c.program(np.zeros(3), np.zeros((3, 2), np.float32), 1.0, record)
+    with pytest.raises(TypeError, match="non-native byte order"):
+        c.program(np.zeros(3), np.zeros((3, 2), ">f8"), 1.0, record)
+    with pytest.raises(TypeError, match="takes 3 arguments, got 2"):
+        c.program(np.zeros(3), 1.0, record)
+
+
+def test_the_packed_entries_give_the_same_results(tmp_path):
+    """Where NumPy's layout is not found, every call packs its arguments into words: programs,
+    gradients, batches and lanes alike, bit for bit the results of the entries reading arrays."""
+    script = tmp_path / "packed.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import types
+        import numpy as np
+        if sys.argv[1] == "packed":  # as if NumPy's layout were not found: before revdiff reads it
+            fields = types.ModuleType("revdiff.runtime.array_fields")
+            fields.ARRAY_FIELDS, fields.ArrayFields = None, tuple
+            sys.modules[fields.__name__] = fields
+        from revdiff import programs as P
+        from revdiff.runtime import native_calls
+        assert (native_calls.NativeProgram.__call__ is native_calls.NativeProgram._call_packed) == (sys.argv[1] == "packed")
+        rng = np.random.default_rng(3)
+        A, y, g = rng.standard_normal((40, 6, 4)), rng.standard_normal((40, 6)), rng.standard_normal((40, 6))
+        results = [*P.qr(A[0]), *P.project_vjp(A[0], y[0], g[0]), *P.project_vjp(A, y, g)]
+        np.save(sys.argv[2], np.concatenate([r.ravel() for r in results]))
+    """))
+    env = dict(os.environ, REVDIFF_COMPILE_NOTICE="0")
+    for how in ("packed", "objects"):
+        done = subprocess.run([sys.executable, str(script), how, str(tmp_path / how)], capture_output=True, text=True,
+                              env=env, timeout=600)
+        assert done.returncode == 0, done.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "packed.npy"), np.load(tmp_path / "objects.npy"))
+
+
+def test_a_warm_call_finds_its_program_by_the_kinds_of_its_arguments():
+    args = (np.zeros(3), np.ones((3, 2)), 2.0)
+    first = compiled(scale_rows, "forward", args)
+    assert compiled(scale_rows, "forward", (np.ones(3), np.zeros((3, 2)), -1.0)) is first
+    assert compiled(scale_rows, "forward", (np.zeros(3), np.ones((3, 2), np.float32), 2.0)) is not first
+    assert compiled(scale_rows, "forward", (np.zeros(3), np.ones((3, 2)), 2)) is not first  # an int c
+    assert argument_kinds((np.zeros(()),)) is None and argument_kinds((1 << 64,)) is None
+    with pytest.raises(TypeError, match="does not fit in int64"):
+        scale_rows(np.zeros(3), np.ones((3, 2)), 1 << 64)
