@@ -66,7 +66,7 @@ def moved_bytes(inputs, gradient):
 
 def layout_copies(inputs, gradient, xp):
     """What the interleaved layout adds: the inputs copied into it, a gradient-sized result back."""
-    from revdiff.backends.cuda.launch import interleave
+    from revdiff.targets.cuda.launch import interleave
 
     def run():
         for a in inputs:

@@ -1,9 +1,9 @@
 """How a batch runs: a reversible function mapped over the leading axis of some of its parameters
 (``revdiff.batched``), each kind of call ("call", "vjp", "jvp", "hvp") as one generated entry that loops
 over a range of the batch, split among threads: no Python work per element. Small real elements run
-in SIMD lanes (``revdiff/backends/lanes/rewrite.py``: groups of 8 float64 or float32 elements side by
+in SIMD lanes (``revdiff/targets/lanes/rewrite.py``: groups of 8 float64 or float32 elements side by
 side, bit-identical to one element at a time); a batch of one runs the ordinary single-call programs;
-GPU arrays run as CUDA kernels (``compiler/cuda.py``). The call driver (``execute.py``) checks the
+GPU arrays run as CUDA kernels (``targets/cuda/programs.py``). The call driver (``execute.py``) checks the
 arguments and builds the entry's argument list; ``Batching.run`` picks the target and runs it.
 """
 from __future__ import annotations
@@ -13,15 +13,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from revdiff.backends.python.emit import emit_module
+from revdiff.targets.python.emit import emit_module
 from revdiff.calls import ERROR_RECORD, Reversible, argument_kinds, blas_for, compiled, run
-from revdiff.compiler.cuda import run_on_device
-from revdiff.compiler.signature import check_names, entry_signature
+from revdiff.targets.cuda.programs import run_on_device
+from revdiff.ir.signature import check_names, entry_signature
 from revdiff.ir.entries import EntrySignature
-from revdiff.compiler.batch_entries import element_entry, entry_names, lane_records
-from revdiff.compiler.graph import ascii_name, symbol
-from revdiff.compiler.lane_modules import LANE_MIN_BATCH, NotLaneable, compile_lanes, lane_module_source, lane_width
-from revdiff.compiler.native import entry_callable, function_module
+from revdiff.targets.batch_entries import element_entry, entry_names, lane_records
+from revdiff.ir.graph import ascii_name, symbol
+from revdiff.targets.lanes.modules import LANE_MIN_BATCH, NotLaneable, compile_lanes, lane_module_source, lane_width
+from revdiff.targets.llvm.programs import entry_callable, function_module
 from revdiff.ir.types import VarType, array_type, type_of_value
 from revdiff.runtime.device import on_device
 from revdiff.runtime.threads import blas_single_threaded

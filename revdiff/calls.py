@@ -11,12 +11,12 @@ from typing import Any, Iterable, NamedTuple, Protocol
 
 import numpy as np
 
-from revdiff.compiler.signature import ProgramSignature, program_signature
+from revdiff.ir.signature import ProgramSignature, program_signature
 from revdiff.errors import ReversibilityError
 from revdiff.ir import checks
 from revdiff.primitives.vector import BLAS_MIN_ELEMENTS
 from revdiff.runtime import loader, workers
-from revdiff.runtime.native_calls import NativeProgram
+from revdiff.targets.llvm.entry_calls import NativeProgram
 from revdiff.runtime.device import on_device
 from revdiff.runtime.threads import batch_threads
 

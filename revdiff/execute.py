@@ -5,7 +5,7 @@
 and runs it: one call on the CPU runs a compiled program (found with one dictionary lookup on the kinds
 of its arguments, ``calls.compiled``); one call on GPU arrays runs as a batch of one; a batch runs the
 entry ``Batching.run`` picks (one element per iteration, SIMD lanes, CUDA kernels). Each program's
-parameters are laid out by ``compiler/signature.py``: results are read from it, never counted here.
+parameters are laid out by ``ir/signature.py``: results are read from it, never counted here.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import numpy as np
 from revdiff.batching import Batching, is_array
 from revdiff.calls import (Compiled, Reversible, check_array_cotangent, checked_tangents, compiled, copy_value,
                            cotangent, cotangent_value, in_dtype_of, run, scalar_expected, zero_like)
-from revdiff.compiler.signature import TANGENTS
+from revdiff.ir.signature import TANGENTS
 from revdiff.runtime.device import any_on_device, cupy_module, on_device
 
 #: the kinds of call: "call" runs the function, "vjp" also its adjoint (one call: returns a pullback;

@@ -13,8 +13,8 @@ from typing import Any, Callable
 import numpy as np
 
 from revdiff.calls import blas_for
-from revdiff.compiler.cuda import program_source
-from revdiff.compiler.signature import PLANS
+from revdiff.targets.cuda.programs import program_source
+from revdiff.ir.signature import PLANS
 from revdiff.compiler.specialization import Specialization
 from revdiff.execute import execute
 from revdiff.errors import ReversibilityError

@@ -10,8 +10,8 @@ import types
 
 import numpy as np
 
-from revdiff.backends.cuda import launch
-from revdiff.compiler import cuda as kernels
+from revdiff.targets.cuda import launch
+from revdiff.targets.cuda import programs as kernels
 
 
 class DeviceArray:

@@ -135,7 +135,7 @@ CLEARED_PROGRAM = textwrap.dedent("""
     import shutil
     import numpy as np
     import revdiff
-    from revdiff.runtime import native
+    from revdiff.targets.llvm import jit as native
     from revdiff.runtime.cache import cache_dir
 
     @revdiff.reversible
@@ -174,7 +174,7 @@ NOTICE_PROGRAM = textwrap.dedent("""
     import llvmlite.binding as llvm
     import numpy as np
     import revdiff
-    from revdiff.runtime import native
+    from revdiff.targets.llvm import jit as native
 
     native.NOTICE_SECONDS = 0.05
     parse = llvm.parse_assembly

@@ -14,7 +14,7 @@ import pytest
 import revdiff
 from revdiff import programs as P
 from revdiff.calls import argument_kinds, compiled
-from revdiff.runtime.array_fields import ARRAY_FIELDS, _matches
+from revdiff.targets.llvm.array_fields import ARRAY_FIELDS, _matches
 
 rng = np.random.default_rng(11)
 
@@ -61,11 +61,11 @@ def test_the_packed_entries_give_the_same_results(tmp_path):
         import types
         import numpy as np
         if sys.argv[1] == "packed":  # as if NumPy's layout were not found: before revdiff reads it
-            fields = types.ModuleType("revdiff.runtime.array_fields")
+            fields = types.ModuleType("revdiff.targets.llvm.array_fields")
             fields.ARRAY_FIELDS, fields.ArrayFields = None, tuple
             sys.modules[fields.__name__] = fields
         from revdiff import programs as P
-        from revdiff.runtime import native_calls
+        from revdiff.targets.llvm import entry_calls as native_calls
         assert (native_calls.NativeProgram.__call__ is native_calls.NativeProgram._call_packed) == (sys.argv[1] == "packed")
         rng = np.random.default_rng(3)
         A, y, g = rng.standard_normal((40, 6, 4)), rng.standard_normal((40, 6)), rng.standard_normal((40, 6))

@@ -15,8 +15,8 @@ import pytest
 
 import revdiff
 from revdiff import ancilla, release, zeros
-from revdiff.backends.cuda import launch
-from revdiff.compiler import cuda as kernels
+from revdiff.targets.cuda import launch
+from revdiff.targets.cuda import programs as kernels
 from revdiff import programs as P
 from revdiff.programs import leapfrog as L
 from revdiff.programs import projection as PR
@@ -481,7 +481,7 @@ import hashlib
 import numpy as np
 import revdiff
 from revdiff import programs as P
-from revdiff.compiler import cuda as kernels
+from revdiff.targets.cuda import programs as kernels
 args = (np.zeros((2, 7)), np.zeros((2, 3, 3)), np.ones((2, 7, 3)), np.ones((2, 7)))
 bf = revdiff.batched(P.project_cgs2, P.project_cgs2.params)
 types = bf._element_types(args)

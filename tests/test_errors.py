@@ -693,7 +693,7 @@ def ancilla_in_a_column(A, y):
 
 
 def test_ancilla_scales_are_the_largest_magnitude_of_what_was_written():
-    from revdiff.compiler.host_routines import compiled_largest, largest_magnitude
+    from revdiff.targets.llvm.host_routines import compiled_largest, largest_magnitude
     A = np.arange(12.0).reshape(4, 3) - 6.0
     for view in (A, A[:, 1], A[1:3, ::2], A.T, A.astype(np.float32)[:, 2], A * (1 - 2j)):
         assert largest_magnitude(0.5, view) == max(0.5, np.abs(view).max())

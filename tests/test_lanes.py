@@ -1,4 +1,4 @@
-"""Batches in SIMD lanes (revdiff/backends/lanes/rewrite.py): groups of elements side by side give exactly the
+"""Batches in SIMD lanes (revdiff/targets/lanes/rewrite.py): groups of elements side by side give exactly the
 results of one element at a time, failures name their element, and programs whose control flow
 depends on the data are refused with the reason."""
 import numpy as np
@@ -123,7 +123,7 @@ def test_data_dependent_control_flow_is_refused_with_the_reason():
 def test_elements_up_to_the_blas_threshold_run_in_lanes_and_equal_single_calls():
     """48 x 32 = 1536 entries: above the old 1024-entry limit, below BLAS_MIN_ELEMENTS, so the
     high-level function's batch runs in lanes and single calls compile without BLAS branches."""
-    from revdiff.compiler.lane_modules import LANE_MAX_ELEMENTS, LANE_MIN_BATCH
+    from revdiff.targets.lanes.modules import LANE_MAX_ELEMENTS, LANE_MIN_BATCH
     B, m, n = LANE_MIN_BATCH + 3, 48, 32
     assert 1024 < m * n <= LANE_MAX_ELEMENTS
     A, y, gz = rng.standard_normal((B, m, n)), rng.standard_normal((B, m)), rng.standard_normal((B, m))

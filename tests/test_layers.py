@@ -18,7 +18,7 @@ LAYERS = [
     ["revdiff.frontend", "revdiff.passes"],
     ["revdiff.optimize"],
     ["revdiff.runtime"],
-    ["revdiff.backends"],
+    ["revdiff.targets"],
     ["revdiff.compiler"],
     ["revdiff.calls", "revdiff.batching", "revdiff.execute", "revdiff.batch", "revdiff.function", "revdiff.ad", "revdiff.forward_mode", "revdiff.diagnostics", "revdiff.extend"],
     ["revdiff.programs"],

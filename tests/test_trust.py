@@ -338,7 +338,7 @@ def test_running_out_of_memory_while_compiling_is_not_called_the_programs_alloca
     """A MemoryError raised by the compiler at a first call passes through as it is: the program
     never ran, so no allocation of its failed. (An empty cache and a function of its own, so that
     the first call compiles.)"""
-    from revdiff.runtime import native
+    from revdiff.targets.llvm import jit as native
 
     @revdiff.reversible
     def add_four(y):

@@ -299,7 +299,7 @@ def test_blas_products_are_deterministic_in_parallel_batches():
     above OpenBLAS's own threading threshold too: the inverse subtracts what the forward added."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from revdiff.compiler import host_routines as host
+    from revdiff.targets.llvm import host_routines as host
 
     Q = rng.standard_normal((500, 250))
     for k in (5, 250):
@@ -323,7 +323,7 @@ def test_blas_is_host_only():
 
 
 def test_host_routines_decline_what_blas_cannot_take():
-    from revdiff.compiler import host_routines as host
+    from revdiff.targets.llvm import host_routines as host
     y, M, x = np.zeros(4), np.ones((4, 3)), np.ones(3)
     assert host.matvec(y, M, x, False, 1) and (y == 3).all()
     assert not host.matvec(y.astype(complex), M.astype(complex), x.astype(complex), False, 1)  # complex
@@ -338,7 +338,7 @@ def test_host_routines_decline_what_blas_cannot_take():
 def test_matrix_product_gradients_accumulate_into_the_gradient():
     """``G += sign op(A) op(B)`` straight into G (BLAS beta = 1, no scratch): every transpose,
     G and the operands in C or F order, against NumPy; a G strided along both axes is declined."""
-    from revdiff.compiler import host_routines as host
+    from revdiff.targets.llvm import host_routines as host
     for g_order, operand_order in (("C", "C"), ("F", "C"), ("C", "F"), ("F", "F")):
         for ta in (False, True):
             for tb in (False, True):
@@ -360,7 +360,7 @@ def test_largest_magnitude_is_a_running_max_over_any_view():
     F order, strided views, complex, empty and rank-3 arrays. A complex modulus is a hypot, which
     libm and NumPy's loops round within an ulp each: equal within 2 ulps there."""
     import math
-    from revdiff.compiler import host_routines as host
+    from revdiff.targets.llvm import host_routines as host
 
     def running(scale, V):
         for x in np.abs(V).ravel():

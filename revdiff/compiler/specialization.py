@@ -1,16 +1,16 @@
 """The compiler driver: one function specialised on its argument types, and how each of its programs
 is made (``PROGRAMS``: which body, which lowering) from the high-level IR to the low-level IR, pruned,
-inlined, loop-fused and hoisted. The targets take the low IR from here: LLVM (``compiler/native.py``,
-which also prints it as Python for ``backend="python"``), lanes (``compiler/lane_modules.py``), CUDA
-(``compiler/cuda.py``). Callees are specialised once per specialisation and linked under ``symbol``."""
+inlined, loop-fused and hoisted. The targets take the low IR from here: LLVM (``targets/llvm/programs.py``,
+which also prints it as Python for ``backend="python"``), lanes (``targets/lanes/modules.py``), CUDA
+(``targets/cuda/programs.py``). Callees are specialised once per specialisation and linked under ``symbol``."""
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import inspect
-from revdiff.compiler.graph import symbol
-from revdiff.compiler.native import NativePrograms
-from revdiff.compiler.signature import PLANS, PROGRAMS, TANGENTS, Plan
+from revdiff.ir.graph import symbol
+from revdiff.targets.llvm.programs import NativePrograms
+from revdiff.ir.signature import PLANS, PROGRAMS, TANGENTS, Plan
 from revdiff.errors import ReversibilityError
 from revdiff.ir.high import CallFn
 from revdiff.ir.low import LowFunction

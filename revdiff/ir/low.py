@@ -61,7 +61,7 @@ class Repeat:
 @dataclass
 class Check:
     """Raise the runtime error numbered ``idx`` of function ``fkey`` unless ``ok`` holds; ``lane``: the
-    batch lane whose data failed it (programs run in SIMD lanes, ``backends/lanes/rewrite.py``)."""
+    batch lane whose data failed it (programs run in SIMD lanes, ``targets/lanes/rewrite.py``)."""
 
     ok: Expr
     fkey: int

@@ -1,7 +1,7 @@
 """Inline the generated functions a program calls once: the callee's low IR replaces the call.
 
 Each generated function is compiled as an LLVM module of its own, which its callers call by
-symbol (``compiler/native.py``). A fused vjp calls its callees' forward and adjoint programs once
+symbol (``targets/llvm/programs.py``). A fused vjp calls its callees' forward and adjoint programs once
 each, and those are the largest functions of a gradient (the whole QR of a projection). Inlined,
 each is compiled inside the vjp, where LLVM optimises it with its caller.
 

@@ -9,7 +9,7 @@ of the program around it. The rules lower to loops whose innermost index walks t
 the matrix (contiguous for C-ordered arrays), or, for small matrices, the longer axis. Reductions
 use four partial sums in a fixed order, so the inverse subtracts exactly the value the forward added.
 On the CPU, real ``A @ x`` on large views and its gradient call BLAS instead (``ctx.host_call``,
-``backends/llvm/host.py``); those loops remain the fallback and the GPU's code.
+``targets/llvm/host.py``); those loops remain the fallback and the GPU's code.
 
 Cotangent convention (as for scalar ``t *= e``): for ``t += a * b``, ``ga += gt * conj(b)``.
 """
@@ -34,7 +34,7 @@ SMALL_MATRIX = 1024
 # taller column walk in SIMD lanes strides whole rows of lanes (64 float64 rows of 32 lanes: 2 KiB
 # apart), whose rows fall into the same sets of the L1 cache and evict each other.
 COLUMN_WALK_MAX_ROWS = 32
-# Above this many elements, real A @ x and its gradient call BLAS on the CPU (backends/llvm/host.py),
+# Above this many elements, real A @ x and its gradient call BLAS on the CPU (targets/llvm/host.py),
 # falling back to the loops (by columns or by rows) for layouts BLAS cannot take; below it the calls
 # cost more than the loops. It is also the largest element run in SIMD lanes (lanes never call BLAS,
 # and a batch must equal one element at a time bit for bit): 64x32 runs faster in lanes than with
@@ -313,7 +313,7 @@ def _matmat_forward(form: str, sign: int):
                 ctx.loop(Const(0), rows, row, "i")
             ctx.loop(Const(0), cols, column, "j")
 
-        if _blas(ctx, Y, M, B):  # real: one BLAS gemm into scratch, then Y op= it (backends/llvm/host.py)
+        if _blas(ctx, Y, M, B):  # real: one BLAS gemm into scratch, then Y op= it (targets/llvm/host.py)
             ctx.host_call("matmat", (_view(ctx, Y), _view(ctx, M), _view(ctx, B), Const(form != "n"), Const(False),
                                      Const(sign)), loops, _large_product(rows, inner, cols))
         else:

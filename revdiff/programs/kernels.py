@@ -1,6 +1,6 @@
 """Compiled loops that are not reversible programs (the scans of the high-level functions' inputs
 and results, the pivot order): low IR written by hand, compiled like the programs
-(``compiler/native.py``: once per process, cached on disk), and run over a batch axis split among
+(``targets/llvm/programs.py``: once per process, cached on disk), and run over a batch axis split among
 threads (``calls.run_batch``). A kernel's body loops ``_b`` over ``[_lo, _hi)``."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Callable
 import numpy as np
 
 from revdiff.calls import ERROR_RECORD, raise_failure, run_batch
-from revdiff.compiler.native import entry_callable
+from revdiff.targets.llvm.programs import entry_callable
 from revdiff.ir.low import LowFunction
 from revdiff.ir.types import VarType, kind_of_dtype
 

@@ -2,7 +2,7 @@
 
 Compiled programs are stored with a SHA-256 digest of their bytes and what they were compiled from,
 checked before they are loaded, so a flipped byte means a recompilation, not a crash
-(``runtime/native.py``); generated Python sources are content-addressed files (their name holds a
+(``targets/llvm/jit.py``); generated Python sources are content-addressed files (their name holds a
 hash of their text), and a file whose text differs from what its name promises (truncated, edited)
 is written anew before it is used. Files are written atomically and readable by others (the umask
 decides), so a cache can be shared.

@@ -28,7 +28,7 @@ if "revdiff_generated" not in sys.modules:
 
 _FINGERPRINT: list = []
 # what generated code depends on (not the programs, whose own source is in their keys, nor the tools)
-_COMPILER_PARTS = {"ir", "primitives", "frontend", "passes", "optimize", "runtime", "backends", "compiler",
+_COMPILER_PARTS = {"ir", "primitives", "frontend", "passes", "optimize", "runtime", "targets", "compiler",
                    "language.py", "function.py", "calls.py", "batching.py", "errors.py", "user_names.py"}
 
 

@@ -1,7 +1,7 @@
 """Threads of a batch, and BLAS threads inside it.
 
 A batch runs its elements on ``batch_threads()`` threads (``calls.run_batch``); when each
-element's program also calls BLAS (``backends/llvm/host.py``), OpenBLAS would start threads of its own
+element's program also calls BLAS (``targets/llvm/host.py``), OpenBLAS would start threads of its own
 inside every worker and the two pools would fight over the cores (a batch of 500×250 block-CGS2
 gradients takes about three times as long). So BLAS runs single-threaded for the length of a batch
 called from the main thread.

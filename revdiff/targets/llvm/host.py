@@ -11,13 +11,13 @@ added: the same call on the same operands returns the same ``t``. Gradient updat
 the gradient arrays directly (``beta = 1``).
 
 BLAS is SciPy's (``scipy.linalg.cython_blas``, the BLAS Numba's products called too):
-``runtime/native.py`` makes its ``?gemv``/``?gemm`` known to the JIT as
+``targets/llvm/jit.py`` makes its ``?gemv``/``?gemm`` known to the JIT as
 ``revdiff_dgemm`` and so on. Views arrive as (data, shape..., byte strides...).
 """
 from __future__ import annotations
 
-from revdiff.backends.llvm import prelude
-from revdiff.backends.llvm.blas import _LETTER, common, routine_definitions
+from revdiff.targets.llvm import prelude
+from revdiff.targets.llvm.blas import _LETTER, common, routine_definitions
 
 BLAS_ROUTINES = ("matvec", "matvec_input_gradient", "outer_update", "matmat", "matmat_gradient")
 #: each routine's operands: the ranks of its views, then how many flags (the sign comes last)

@@ -11,7 +11,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from revdiff.backends.cuda.emit import PRELUDE
+from revdiff.targets.cuda.emit import PRELUDE
 from revdiff.errors import ReversibilityError
 from revdiff.ir import checks
 from revdiff.runtime import cache, loader

@@ -1,5 +1,5 @@
 """The CPU target of the driver: each program of a specialisation as an LLVM module compiled to
-machine code (``backends/llvm``, ``runtime/native.py``), its callees compiled first and called by
+machine code (``targets/llvm``, ``targets/llvm/jit.py``), its callees compiled first and called by
 symbol; and, for ``backend="python"`` and for reading (``f.source(program)``), the same low IR
 printed as a Python module.
 
@@ -13,15 +13,16 @@ import builtins
 import hashlib
 import re
 
-from revdiff.backends.llvm.emit import FunctionEmitter, ProgramSignature
-from revdiff.backends.llvm.module import entry_name, module_text
-from revdiff.backends.python.emit import INTERRUPT_CHECK, emit_module, host_routines
-from revdiff.compiler.graph import ascii_name, invoked, symbol
-from revdiff.runtime import loader, native
-from revdiff.compiler.host_routines import routines
+from revdiff.targets.llvm.emit import FunctionEmitter, ProgramSignature
+from revdiff.targets.llvm.module import entry_name, module_text
+from revdiff.targets.python.emit import INTERRUPT_CHECK, emit_module, host_routines
+from revdiff.ir.graph import ascii_name, invoked, symbol
+from revdiff.runtime import loader
+from revdiff.targets.llvm import jit as native
+from revdiff.targets.llvm.host_routines import routines
 from revdiff.errors import ReversibilityError
 from revdiff.ir.low import Local, walk_statements
-from revdiff.runtime.native_calls import NativeProgram
+from revdiff.targets.llvm.entry_calls import NativeProgram
 
 #: the name a module calls itself by until its digest, and with it its symbol, is known
 _SELF = "__revdiff_self__"
@@ -176,7 +177,7 @@ class NativePrograms:
 
 
 def entry_callable(low, callees: dict, backend: str, header: str, loops: bool, unit_stride: frozenset = frozenset()):
-    """A batched entry (``compiler/batch_entries.py``) or a lane program, LowFunction ``low``, calling
+    """A batched entry (``targets/batch_entries.py``) or a lane program, LowFunction ``low``, calling
     the programs ``callees`` (name -> (ProgramSignature, Python callable) of each, loaded): compiled,
     or as plain Python for ``backend="python"``."""
     if backend == "python":

@@ -1,6 +1,6 @@
 """The host routines of generated Python code (``backend="python"``), by the names it calls them:
 the interrupt check of while loops and the largest magnitude of a view in NumPy, and the BLAS
-routines as the very code compiled programs run (``backends/llvm/host.py``, called through
+routines as the very code compiled programs run (``targets/llvm/host.py``, called through
 ctypes), so that both backends give the same bits."""
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import threading
 
 import numpy as np
 
-from revdiff.backends.llvm.host import OPERANDS, exported
+from revdiff.targets.llvm.host import OPERANDS, exported
 from revdiff.ir.checks import INTERRUPT
 from revdiff.ir.low import host_symbol
-from revdiff.runtime import native
+from revdiff.targets.llvm import jit as native
 
 _LOCK = threading.Lock()
 _ROUTINES: dict = {}  # dtype -> {routine: ctypes function}

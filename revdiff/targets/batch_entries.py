@@ -7,7 +7,7 @@ record (row ``_b`` of ``_errors``): a failed check ends that element's program a
 A batched scalar is one entry of a 1-D array, read before its element's program and written back
 after it, in the array's dtype; a saved scalar output is a one-element slice.
 
-Lane entries (``backends/lanes/rewrite.py`` makes the lane programs): each chunk of LANE_CHUNK
+Lane entries (``targets/lanes/rewrite.py`` makes the lane programs): each chunk of LANE_CHUNK
 groups shares one record, the lane buffers (element axes, then lanes) are allocated once per call,
 each group's elements are copied in, the lane program runs once, and the arrays it writes are copied
 back; the last group repeats its last element to fill its lanes. A failure in a group is copied to

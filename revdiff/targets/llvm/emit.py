@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from revdiff.backends.llvm.builder import EmitError, ident, vartype
-from revdiff.backends.llvm.calls import Calls
-from revdiff.backends.llvm.memory import ArraySlot, Slot
-from revdiff.backends.llvm.types import BOOL, FLOAT64, INT, ITEMSIZE, MEMORY, register, scalar
-from revdiff.backends.llvm.values import Array, Scalar, float_constant, int_constant
+from revdiff.targets.llvm.builder import EmitError, ident, vartype
+from revdiff.targets.llvm.calls import Calls
+from revdiff.targets.llvm.memory import ArraySlot, Slot
+from revdiff.targets.llvm.types import BOOL, FLOAT64, INT, ITEMSIZE, MEMORY, register, scalar
+from revdiff.targets.llvm.values import Array, Scalar, float_constant, int_constant
 from revdiff.ir.checks import INTERRUPT, INTERRUPTED, UNTRACKED, failure_code
 from revdiff.ir.high import BinOp, BoolOp, Call, Compare, Const, Index, Name, Select, Shape, Slice, Unary
 from revdiff.ir.low import (Assign, AugAssign, Branch, Check, Comment, HostCall, Invoke, Local, Loop,

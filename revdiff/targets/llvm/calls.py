@@ -5,11 +5,11 @@ call has an error record of its own, as a batched entry's elements do), and of t
 fallback."""
 from __future__ import annotations
 
-from revdiff.backends.llvm.builder import EmitError, vartype
-from revdiff.backends.llvm.host import BLAS_ROUTINES
-from revdiff.backends.llvm.memory import Memory
-from revdiff.backends.llvm.types import FLOAT64, INT, ITEMSIZE, MEMORY
-from revdiff.backends.llvm.values import Array, Scalar
+from revdiff.targets.llvm.builder import EmitError, vartype
+from revdiff.targets.llvm.host import BLAS_ROUTINES
+from revdiff.targets.llvm.memory import Memory
+from revdiff.targets.llvm.types import FLOAT64, INT, ITEMSIZE, MEMORY
+from revdiff.targets.llvm.values import Array, Scalar
 from revdiff.ir.high import Const, Index, Name, Slice
 from revdiff.ir.low import HostCall, Invoke
 from revdiff.primitives.printer import expr_source
@@ -59,7 +59,7 @@ class Calls(Memory):
         self._label(cont)
 
     def host_call(self, s: HostCall) -> None:
-        """A host routine (``backends/llvm/host.py``) where it applies, else its loops: BLAS where
+        """A host routine (``targets/llvm/host.py``) where it applies, else its loops: BLAS where
         ``when`` holds and the routine accepts the views, the largest magnitude of a vector or matrix."""
         if s.routine == "largest_magnitude":
             view = self.expr(s.args[1])

@@ -258,7 +258,7 @@ def kernel_source(entry: str, program: str, params: list, grads: list, types: di
     ``blockIdx.x * blockDim.x + threadIdx.x``: a call takes ``params``; a fused vjp takes
     ``params + grads`` and the ``saved`` outputs (one-element views for scalars); a tangent program
     then ``tangents`` and the ``tangent_saved`` outputs' tangents (``dout_<name>``), as the CPU's
-    entries (``compiler/batch_entries.py``). Array (and batched scalar) arguments arrive as a pointer
+    entries (``targets/batch_entries.py``). Array (and batched scalar) arguments arrive as a pointer
     and a meta array (shape..., strides... in elements, batch axis first when batched: stored batch
     innermost, its stride is 1 and a warp's loads coalesce, ``launch.interleave``); shared scalars by
     value. ``interleaved`` (an argument): the ancilla stacks interleaved too (``rd_alloc``).

@@ -1,7 +1,7 @@
 """The glue of batches run in SIMD lanes on the CPU: the lane versions of a program and of everything
-it calls (``backends/lanes/rewrite.py``), each compiled as its own module with its lane axes known to
+it calls (``targets/lanes/rewrite.py``), each compiled as its own module with its lane axes known to
 be contiguous (so that LLVM's vectorisers see adjacent elements), and the batched entry that copies
-groups of elements into lane buffers (``compiler/batch_entries.py``).
+groups of elements into lane buffers (``targets/batch_entries.py``).
 
 Lanes pay off on small matrices, where one element's loops are too short to vectorise; large ones
 keep one element per iteration (and BLAS). ``lane_width`` says whether a batch qualifies.
@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from revdiff.backends.lanes.rewrite import LANE_DTYPES, NotLaneable, lane_alias, to_lanes
-from revdiff.backends.python.emit import INTERRUPT_CHECK, emit_module, host_routines
-from revdiff.compiler.batch_entries import lane_entry
-from revdiff.compiler.signature import entry_signature
-from revdiff.compiler.graph import ascii_name, invoked, symbol
-from revdiff.compiler.native import entry_callable, function_module, python_function
+from revdiff.targets.lanes.rewrite import LANE_DTYPES, NotLaneable, lane_alias, to_lanes
+from revdiff.targets.python.emit import INTERRUPT_CHECK, emit_module, host_routines
+from revdiff.targets.batch_entries import lane_entry
+from revdiff.ir.signature import entry_signature
+from revdiff.ir.graph import ascii_name, invoked, symbol
+from revdiff.targets.llvm.programs import entry_callable, function_module, python_function
 from revdiff.primitives.vector import BLAS_MIN_ELEMENTS
-from revdiff.runtime import native
+from revdiff.targets.llvm import jit as native
 
 #: lanes per group, float64 and float32 alike: one AVX2 register of float32, two of float64
 LANES = 8

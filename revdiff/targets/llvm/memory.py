@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from revdiff.backends.llvm.arithmetic import Arithmetic
-from revdiff.backends.llvm.builder import EmitError, vartype
-from revdiff.backends.llvm.types import INT, ITEMSIZE, MEMORY, UNSIGNED, scalar
-from revdiff.backends.llvm.values import Array, Scalar
+from revdiff.targets.llvm.arithmetic import Arithmetic
+from revdiff.targets.llvm.builder import EmitError, vartype
+from revdiff.targets.llvm.types import INT, ITEMSIZE, MEMORY, UNSIGNED, scalar
+from revdiff.targets.llvm.values import Array, Scalar
 from revdiff.ir.high import BinOp, Call, Const, Index, Name, Shape, Slice
 from revdiff.primitives.printer import expr_source
 

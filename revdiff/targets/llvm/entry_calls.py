@@ -1,15 +1,15 @@
 """Calling compiled programs from Python: one call through ctypes, which releases the GIL while the
 program runs, with the NumPy arrays themselves (each scalar in a one-element array; the entry reads
-their data pointers, shapes and strides: ``runtime/array_fields.py``), or, where NumPy's array
+their data pointers, shapes and strides: ``targets/llvm/array_fields.py``), or, where NumPy's array
 layout could not be found, with the arguments packed into one array of 64-bit words (an array's data
 pointer, shape and byte strides; a pointer to each scalar; the error record). The entries:
-``backends/llvm/module.py``."""
+``targets/llvm/module.py``."""
 from __future__ import annotations
 
 import numpy as np
 
-from revdiff.runtime.array_fields import ARRAY_FIELDS
-from revdiff.runtime.native import entry_function, object_entry_function
+from revdiff.targets.llvm.array_fields import ARRAY_FIELDS
+from revdiff.targets.llvm.jit import entry_function, object_entry_function
 
 
 class NativeProgram:

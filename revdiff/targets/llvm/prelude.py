@@ -5,11 +5,11 @@ library functions they and the programs call. A module carries only the helpers 
 
 The float ``//`` and ``%`` are CPython's ``float_divmod``; complex division
 is CPython's ``_Py_c_quot``; the complex functions are those of the CUDA prelude
-(``backends/cuda/revdiff_cuda.h``), so the CPU and the GPU compute them with the same formulas.
+(``targets/cuda/revdiff_cuda.h``), so the CPU and the GPU compute them with the same formulas.
 """
 from __future__ import annotations
 
-from revdiff.backends.llvm.values import float_constant
+from revdiff.targets.llvm.values import float_constant
 
 #: C library functions of one floating argument, by their name in the function table; ``f``-suffixed
 #: for float32 (``sinf``). sqrt and fabs are LLVM intrinsics (exact), the rest calls into libm.

@@ -3,7 +3,7 @@
 32-bit Fortran calls of SciPy's ``?gemv``/``?gemm``, and the five routines on top of them."""
 from __future__ import annotations
 
-from revdiff.backends.llvm.values import float_constant
+from revdiff.targets.llvm.values import float_constant
 
 _INT32_MAX = 2 ** 31 - 1
 _T = {"float64": "double", "float32": "float"}

@@ -1,14 +1,14 @@
 """A whole LLVM module of generated programs: a readable header, the declarations of the programs and
 C functions it calls, the helpers it uses, its functions, and an entry that Python calls through
-ctypes (``runtime/native_calls.py``): with the NumPy array objects themselves, whose data pointer,
-shape and strides it reads (``runtime/array_fields.py``), or, where their layout is unknown, with
+ctypes (``targets/llvm/entry_calls.py``): with the NumPy array objects themselves, whose data pointer,
+shape and strides it reads (``targets/llvm/array_fields.py``), or, where their layout is unknown, with
 every argument packed into one array of 64-bit words."""
 from __future__ import annotations
 
-from revdiff.backends.llvm import host, prelude
-from revdiff.backends.llvm.emit import FunctionEmitter, ProgramSignature, declaration
-from revdiff.backends.llvm.types import MEMORY
-from revdiff.runtime.array_fields import ARRAY_FIELDS, ArrayFields
+from revdiff.targets.llvm import host, prelude
+from revdiff.targets.llvm.emit import FunctionEmitter, ProgramSignature, declaration
+from revdiff.targets.llvm.types import MEMORY
+from revdiff.targets.llvm.array_fields import ARRAY_FIELDS, ArrayFields
 
 
 def entry_name(symbol: str) -> str:

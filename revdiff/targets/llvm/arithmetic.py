@@ -4,10 +4,10 @@ widest float operand's precision; complex numbers as pairs), the elementary func
 library (or the prelude's complex ones, ``prelude.py``)."""
 from __future__ import annotations
 
-from revdiff.backends.llvm import prelude
-from revdiff.backends.llvm.builder import Builder, EmitError, suffix
-from revdiff.backends.llvm.types import BOOL, INT, precision, register, scalar
-from revdiff.backends.llvm.values import Scalar, float_constant
+from revdiff.targets.llvm import prelude
+from revdiff.targets.llvm.builder import Builder, EmitError, suffix
+from revdiff.targets.llvm.types import BOOL, INT, precision, register, scalar
+from revdiff.targets.llvm.values import Scalar, float_constant
 from revdiff.ir.types import VarType, dtype_for, join
 from revdiff.primitives.functions import FUNCTIONS
 

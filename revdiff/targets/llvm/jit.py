@@ -67,7 +67,7 @@ def _initialized() -> dict:
     return _STATE
 
 
-#: the BLAS functions generated code calls (``backends/llvm/host.py``), by the symbol it calls them
+#: the BLAS functions generated code calls (``targets/llvm/host.py``), by the symbol it calls them
 #: under: SciPy's (``scipy.linalg.cython_blas``), made known to the JIT when a module first needs them
 BLAS_SYMBOLS = {"revdiff_dgemv": "dgemv", "revdiff_sgemv": "sgemv", "revdiff_dgemm": "dgemm",
                 "revdiff_sgemm": "sgemm"}

@@ -14,7 +14,7 @@ INTERRUPT_CHECK = "interrupt_requested"
 
 
 def host_routines(low: LowFunction) -> set:
-    """Names of the host routines (``compiler/host_routines.py``) the Python source of ``low`` calls: the BLAS
+    """Names of the host routines (``targets/llvm/host_routines.py``) the Python source of ``low`` calls: the BLAS
     routine of every host call, and the interrupt check of every while loop."""
     names: set = set()
 

@@ -3,8 +3,8 @@ and the conversions between the types values are computed in (as Python and NumP
 ``arithmetic.py``, ``memory.py`` and ``emit.py`` build on it."""
 from __future__ import annotations
 
-from revdiff.backends.llvm.types import BOOL, FLOAT64, INT, precision, register, scalar
-from revdiff.backends.llvm.values import Scalar, float_constant, int_constant
+from revdiff.targets.llvm.types import BOOL, FLOAT64, INT, precision, register, scalar
+from revdiff.targets.llvm.values import Scalar, float_constant, int_constant
 from revdiff.ir.types import VarType
 
 

@@ -1,1 +1,0 @@
-"""The SIMD-lane backend: a program rewritten to run on several batch elements per call."""
