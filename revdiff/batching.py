@@ -253,33 +253,24 @@ class Batching:
         return np.zeros((self._size(args), ERROR_RECORD))
 
     def _execute_one(self, kind: str, types: tuple, arrays: tuple) -> tuple:
-        """A batch of one through the ordinary single-call programs, with the entry's conventions."""
-        n = len(self.f.params)
-        params, rest = arrays[:n], arrays[n:]
-        element = [a[0] if p in self.batched else a for p, a in zip(self.f.params, params)]
+        """A batch of one through the ordinary single-call programs (a call, or the fused vjp), on
+        element 0 of every batched array, slot by slot as the program signature lays them out:
+        scalars travel by value (a saved scalar as a one-element view), and come back into their
+        arrays."""
+        params = arrays[:len(self.f.params)]
+        element = tuple(a[0] if p in self.batched else a for p, a in zip(self.f.params, params))
+        c = compiled(self.f, self.f.programs[0] if kind == "call" else self.f.fused_vjp, element)
+        views = list(element)
+        for s, a in zip(c.signature.slots[len(element):], arrays[len(element):]):  # gradients, saved values
+            scalar = types[s.position].ndim == 0
+            views.append(a[0:1] if scalar and s.role == "saved" else a[0].item() if scalar else a[0])
         if kind == "call":  # the program itself: a failure names no half-updated argument (they are ours)
-            c = compiled(self.f, self.f.programs[0], tuple(element))
-            self.f.validate(tuple(element))
-            finals = run(c.program, tuple(element), element=0)
-            for (p, a, out), by_reference in zip(zip(self.f.params, params, finals), c.signature.slots):
-                if p in self.batched and by_reference.by_reference:
-                    a[0] = out
-            return arrays
-        # the fused vjp program, on element 0 of every batched array (scalars travel as 1-element views)
-        differentiable = [k for k, t in enumerate(types) if t.differentiable]
-        grads, saved = rest[:len(differentiable)], rest[len(differentiable):]
-        scalar = [t.ndim == 0 for t in types]
-        call_args = list(element) + [g[0] if not scalar[k] else g[0].item() for k, g in zip(differentiable, grads)]
-        call_args += [out[0] if not scalar[self.f.params.index(name)] else out[0:1]
-                      for name, out in zip(self.signature("vjp", types).saved, saved)]
-        c = compiled(self.f, self.f.fused_vjp, tuple(call_args))
-        result = run(c.program, tuple(call_args), element=0)
-        for k, g in zip(differentiable, grads):
-            if scalar[k]:
-                g[0] = result[n + differentiable.index(k)]
-        for k, p in enumerate(self.f.params):  # the adjoint half restored the inputs
-            if p in self.batched and scalar[k]:
-                params[k][0] = result[k]
+            self.f.validate(element)
+        result = run(c.program, tuple(views), element=0)
+        for s, a, value in zip(c.signature.slots, arrays, result):  # the adjoint half restored the inputs
+            if s.role != "saved" and types[s.position].ndim == 0 and (
+                    s.role != "value" or self.f.params[s.position] in self.batched):
+                a[0] = value
         return arrays
 
 

@@ -151,13 +151,14 @@ def argument_kinds(args: tuple):
     return tuple(key), large
 
 
-def compiled(f: Reversible, program: str, args: tuple) -> Compiled:
+def compiled(f: Reversible, program: str, args: tuple, kinds=False) -> Compiled:
     """``program`` of ``f`` compiled for ``args`` (the program's arguments, which begin with the
     function's): one dictionary lookup when a call with arguments of the same kinds ran before and
-    no global the function reads has been rebound since."""
+    no global the function reads has been rebound since. ``kinds``: ``argument_kinds`` of the function's
+    parameters, where the caller has them."""
     forward = f.forward_function
     values = args[:len(f.params)]  # the function's parameters: they decide the rest (gradients, saved values)
-    kinds = argument_kinds(values)
+    kinds = argument_kinds(values) if kinds is False else kinds
     found = forward.compiled_calls.get((program, kinds)) if kinds is not None else None
     if found is not None and found.version is forward._version and forward.unchanged():
         return found
@@ -313,7 +314,7 @@ def cotangent(name: str, out: Any, ct: Any, what: str = "cotangent") -> Any:
         ct = np.asarray(ct)
         check_array_cotangent(name, out, ct, what)
         return in_dtype_of(np, name, out, ct, what)
-    if isinstance(ct, (np.ndarray, list, tuple)) or on_device(ct):
+    if isinstance(ct, (np.ndarray, list, tuple)) or not isinstance(ct, numbers.Number) and on_device(ct):
         raise scalar_expected(name, what)
     if isinstance(ct, (complex, np.complexfloating)) and not isinstance(out, (complex, np.complexfloating)):
         raise TypeError(f"{what} for '{name}' is complex but '{name}' is real")

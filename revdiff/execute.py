@@ -15,9 +15,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from revdiff.batching import Batching, is_array
-from revdiff.calls import (Compiled, Reversible, check_array_cotangent, checked_tangents, compiled, copy_value,
+from revdiff.calls import (Compiled, Reversible, argument_kinds, check_array_cotangent, checked_tangents, compiled, copy_value,
                            cotangent, cotangent_value, in_dtype_of, run, scalar_expected, zero_like)
-from revdiff.ir.signature import TANGENTS
+from revdiff.ir.signature import TANGENTS, entry_program, program_signature
 from revdiff.runtime.device import any_on_device, cupy_module, on_device
 
 #: the kinds of call: "call" runs the function, "vjp" also its adjoint (one call: returns a pullback;
@@ -33,22 +33,23 @@ def execute(f: Reversible, kind: str, args: tuple, cotangents: Sequence | None =
     same, "vjp" with its ``cotangents`` returning (outs, grads); ``donate``: run on the arrays given."""
     if batch is not None:
         return _batched(batch, kind, args, cotangents, tangents, donate)
-    if any_on_device(args):
+    kinds = argument_kinds(args)
+    if kinds is None and any_on_device(args):
         return _on_device(f, kind, args, cotangents, tangents)
     if kind == "call":
-        c = compiled(f, f.programs[0], args)
+        c = compiled(f, f.programs[0], args, kinds)
         f.validate(args)
         return run(c.program, args, partial=c.note)
     if kind == "vjp":
-        return _vjp(f, args)
+        return _vjp(f, args, kinds)
     if kind == "jvp":
-        c = compiled(f, TANGENTS[f.programs[0]], args)
+        c = compiled(f, TANGENTS[f.programs[0]], args, kinds)
         dargs = checked_tangents(f, args, c.types, tangents, "jvp")
         f.validate(args)
         result = run(c.program, tuple(copy_value(a) for a in args) + dargs)
         return _spread(c, result, "value"), _spread(c, result, "d_value")
     if kind == "vjp_jvp":
-        return _vjp_jvp(f, args, cotangents, tangents)
+        return _vjp_jvp(f, args, cotangents, tangents, kinds)
     raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
 
 
@@ -61,10 +62,10 @@ def _spread(c: Compiled, result: tuple, role: str) -> tuple:
     return tuple(values)
 
 
-def _vjp(f: Reversible, args: tuple) -> tuple:
+def _vjp(f: Reversible, args: tuple, kinds) -> tuple:
     """One call's (outs, pullback): the forward program on copies of ``args``; the pullback runs the
-    adjoint program from the final values, which it does not keep otherwise."""
-    c = compiled(f, f.programs[0], args)
+    adjoint program of the same specialisation from the final values, which it does not keep otherwise."""
+    c = compiled(f, f.programs[0], args, kinds)
     f.validate(args)
     outs = run(c.program, tuple(copy_value(a) for a in args))
     names = f.parameter_names
@@ -73,7 +74,9 @@ def _vjp(f: Reversible, args: tuple) -> tuple:
         if len(cotangents) != len(outs):
             raise TypeError(f"pullback of {f.__qualname__} takes {len(outs)} cotangents "
                             f"({', '.join(names)}), got {len(cotangents)}")
-        adjoint = c.sibling(f.programs[1])
+        adjoint = compiled(f, f.programs[1], outs, kinds)
+        if adjoint.spec is not c.spec:  # a global changed since the forward ran: its own adjoint, not cached
+            adjoint = c.sibling(f.programs[1])
         seeds = tuple(cotangent(names[s.position], outs[s.position], cotangents[s.position])
                       for s in adjoint.signature.slots if s.role == "gradient")
         result = run(adjoint.program, tuple(copy_value(o) for o in outs) + seeds)
@@ -82,10 +85,10 @@ def _vjp(f: Reversible, args: tuple) -> tuple:
     return tuple(outs), pullback
 
 
-def _vjp_jvp(f: Reversible, args: tuple, cotangents: Sequence, tangents: Sequence) -> tuple:
+def _vjp_jvp(f: Reversible, args: tuple, cotangents: Sequence, tangents: Sequence, kinds) -> tuple:
     """One call of the tangent of the fused vjp: its saved outputs are the final values (the adjoint
-    half restores the inputs), and their tangents the final values' tangents."""
-    c = compiled(f, TANGENTS[f.fused_vjp], args)
+    half restores the inputs, copies of the caller's), and their tangents the final values' tangents."""
+    c = compiled(f, TANGENTS[f.fused_vjp], args, kinds)
     dargs = checked_tangents(f, args, c.types, tangents, "vjp_jvp")
     f.validate(args)
     names = f.parameter_names
@@ -105,7 +108,7 @@ def _vjp_jvp(f: Reversible, args: tuple, cotangents: Sequence, tangents: Sequenc
         else:  # d_gradient
             call.append(zero_like(a))
     result = run(c.program, tuple(call))
-    outs, out_tangents = list(args), list(_spread(c, tuple(call), "d_value"))
+    outs, out_tangents = list(_spread(c, tuple(call), "value")), list(_spread(c, tuple(call), "d_value"))
     for s, value in zip(slots, call):  # what is not modified ends as it began
         if s.role == "saved":
             outs[s.position] = _from_one_element(value, args[s.position])
@@ -154,9 +157,10 @@ def _on_device(f: Reversible, kind: str, args: tuple, cotangents, tangents):
 
     if kind == "call":
         return first(_batched(bf, "call", wrapped, None, None, False))
-    if kind == "vjp":
+    if kind == "vjp":  # the pullback reruns the fused vjp from the inputs as they were: copies of them
+        kept = _copies(wrapped, False)
         outs = first(_batched(bf, "call", wrapped, None, None, False))
-        return outs, lambda *cts: first(_batched(bf, "vjp", wrapped, _one(bf, args, cts, "cotangent"), None, False)[1])
+        return outs, lambda *cts: first(_batched(bf, "vjp", kept, _one(bf, args, cts, "cotangent"), None, True)[1])
     if kind == "jvp":
         return tuple(first(v) for v in _batched(bf, "jvp", wrapped, None, _one(bf, args, tangents, "tangent"), False))
     return tuple(first(v) for v in _batched(bf, "vjp_jvp", wrapped, _one(bf, args, cotangents, "cotangent"),
@@ -186,9 +190,14 @@ def _one(bf: Batching, args: tuple, values, what: str):
 
 # ---------------------------------------------------------------- batches
 
+#: the kind of a batched call -> the kind of the entry it runs
+_ENTRY_KINDS = {"call": "call", "vjp": "vjp", "jvp": "jvp", "vjp_jvp": "hvp"}
+
+
 def _batched(bf: Batching, kind: str, args: tuple, cotangents, tangents, donate: bool):
-    """A batched call: the entry's argument list laid out from the entry signature, run by
-    ``Batching.run``, and the per-parameter results (a shared parameter's gradients summed)."""
+    """A batched call: the entry's arguments laid out slot by slot from its program signature, run by
+    ``Batching.run``, and the per-parameter results read back by role (a shared parameter's
+    gradients summed over the batch)."""
     xp, args = _array_module(args)
     types = bf._element_types(args)
     f = bf.f
@@ -197,44 +206,29 @@ def _batched(bf: Batching, kind: str, args: tuple, cotangents, tangents, donate:
     if kind in ("vjp", "vjp_jvp"):
         _count(f, kind, cotangents, len(args))
     copies = _copies(args, donate and kind == "vjp")
+    differentiable = [k for k, t in enumerate(types) if t.differentiable]
+    seeds = dict(zip(differentiable, _seeds(bf, xp, copies, cotangents, types))) if kind != "jvp" else {}
+    dargs = dict(zip(differentiable, _tangents(f, xp, args, types, tangents, kind))) if kind != "vjp" else {}
+    entry = _ENTRY_KINDS[kind]
+    signature = program_signature(entry_program(f, entry), types, f.forward_function.modified_positions())
+    made = {"value": lambda k: copies[k], "gradient": lambda k: seeds[k], "saved": lambda k: xp.empty_like(copies[k]),
+            "d_value": lambda k: dargs[k], "d_gradient": lambda k: xp.zeros_like(seeds[k]),
+            "d_saved": lambda k: xp.zeros_like(copies[k])}
+    result = bf.run(entry, types, tuple(made[s.role](s.position) for s in signature.slots), xp)
+    final = {(s.role, s.position): value for s, value in zip(signature.slots, result)}
+    # a shared parameter is never modified: it ends as it began (a jvp: in the type it came in)
+    outs = tuple(final.get(("saved", k), final[("value", k)] if kind != "jvp" or p in bf.batched else args[k])
+                 for k, p in enumerate(f.params))
+    out_tangents = tuple(final.get(("d_saved", k), final.get(("d_value", k))) for k in range(len(args)))
     if kind == "jvp":
-        dargs = _tangents(f, xp, args, types, tangents, "jvp")
-        result = bf.run("jvp", types, copies + dargs, xp)
-        n = len(args)
-        # a shared parameter is never modified: it ends as it began, in the type it came in
-        outs = tuple(r if p in bf.batched else a for p, a, r in zip(f.params, args, result[:n]))
-        differentiable = [p for p, t in zip(f.params, types) if t.differentiable]
-        out_tangents = {p: r if p in bf.batched else d for p, d, r in zip(differentiable, dargs, result[n:])}
-        return outs, tuple(out_tangents.get(p) for p in f.params)
-    seeds = _seeds(bf, xp, copies, cotangents, types)
-    sig = bf.signature("vjp" if kind == "vjp" else "hvp", types)
-    saved = tuple(xp.empty_like(copies[f.params.index(p)]) for p in sig.saved)
-    outs = list(copies)
-    for p, value in zip(sig.saved, saved):
-        outs[f.params.index(p)] = value
+        return outs, out_tangents
+    grads = tuple(_gradient(bf, p, copies[k], final[("gradient", k)]) if k in seeds else None
+                  for k, p in enumerate(f.params))
     if kind == "vjp":
-        result = bf.run("vjp", types, copies + tuple(seeds) + saved, xp)
-        grads = iter(result[len(args):])
-        return tuple(outs), tuple(_gradient(bf, p, a, next(grads)) if t.differentiable else None
-                                  for p, a, t in zip(f.params, copies, types))
-    dsaved = tuple(xp.zeros_like(copies[f.params.index(p)]) for p in sig.tangent_saved)
-    dargs = _tangents(f, xp, args, types, tangents, "vjp_jvp")
-    result = bf.run("hvp", types, copies + tuple(seeds) + saved + dargs + tuple(xp.zeros_like(g) for g in seeds)
-                    + dsaved, xp)
-    out_tangents = list(dargs)  # what is not modified ends as it began
-    differentiable = [p for p, t in zip(f.params, types) if t.differentiable]
-    for p, value in zip(sig.tangent_saved, dsaved):
-        out_tangents[differentiable.index(p)] = value
-    start = len(copies) + len(seeds) + len(saved) + len(dargs)
-    grads, grad_tangents = iter(result[len(copies):]), iter(result[start:])
-    tangent_out = iter(out_tangents)
-    per_parameter: tuple = ([], [], [])
-    for p, a, t in zip(f.params, copies, types):
-        g, h = (next(grads), next(grad_tangents)) if t.differentiable else (None, None)
-        per_parameter[0].append(None if g is None else _gradient(bf, p, a, g))
-        per_parameter[1].append(None if h is None else _gradient(bf, p, a, h))
-        per_parameter[2].append(next(tangent_out) if t.differentiable else None)
-    return tuple(outs), tuple(per_parameter[0]), tuple(per_parameter[2]), tuple(per_parameter[1])
+        return outs, grads
+    grad_tangents = tuple(_gradient(bf, p, copies[k], final[("d_gradient", k)]) if k in seeds else None
+                          for k, p in enumerate(f.params))
+    return outs, grads, out_tangents, grad_tangents
 
 
 def _gradient(bf: Batching, p: str, a, g):

@@ -94,10 +94,11 @@ class ReversibleFunction:
     def _stale(self) -> bool:
         """Whether a number the body reads from a global or closure variable (compiled in as a
         constant) or a reversible function it calls has been rebound since it was parsed."""
-        for name, value in self.ir.constants.items():
+        for name, value in list(self.ir.constants.items()):
             now = self._lookup(name)
             if now is not value and not (type(now) is type(value) and repr(now) == repr(value)):
                 return True  # repr: -0.0 is not 0.0 (atan2, copysign tell them apart); nan is nan
+            self.ir.constants[name] = now  # the same number in another object: what ``unchanged`` compares now
         return any(self._lookup(name) is not obj for name, obj in self.ir.globals_names.items()) or \
             any(self._lookup(name) is not obj for name, obj in self.ir.resolved.items())
 
@@ -105,7 +106,10 @@ class ReversibleFunction:
         """The constants and callees this function and everything it calls compile in, as they are
         now (each callee by its Python function, so that a name rebound to another function with the
         same constants differs); a function whose globals changed is parsed again first (a later
-        call sees the new values, as Python would). Specialisations are keyed by it."""
+        call sees the new values, as Python would). Specialisations are keyed by it. Nothing is
+        recomputed while every name it read is bound to the same object (``unchanged``)."""
+        if self._version is not None and self._checked and self.unchanged():
+            return self._version
         if self._stale():
             self.ir = parse_function(self.py_function)
             self._specs, self._checked, self._modified, self._callees = {}, False, None, {}
@@ -121,13 +125,16 @@ class ReversibleFunction:
         return self._version
 
     def _watched(self, seen: dict) -> list:
-        """(scope, name as read, object) for every global and closure variable this function and those it
-        calls read (``version``), as bound now; ``seen``: functions already listed."""
+        """(scope, name as read, object compiled in) for every global and closure variable this function
+        and those it calls read (``version``): the objects the parse read, not the names' bindings now,
+        so that a name rebound by another thread while this one compiled is seen on the next call;
+        ``seen``: functions already listed."""
         if self.py_function in seen:
             return []
         seen[self.py_function] = True
-        watch = [(scope_of(self.py_function, as_written(name)), as_written(name), self._lookup(name))
-                 for name in {**self.ir.constants, **self.ir.globals_names, **self.ir.resolved}]
+        compiled_in = {**self.ir.constants, **self.ir.globals_names, **self.ir.resolved}
+        watch = [(scope_of(self.py_function, as_written(name)), as_written(name), value)
+                 for name, value in compiled_in.items()]
         for name in sorted(self.ir.globals_names):
             watch += self._callee(name).forward_function._watched(seen)
         return watch
@@ -295,20 +302,27 @@ class ReversibleFunction:
         """Refuse a modified argument that is read-only, or that shares memory with another argument
         (host arrays, or GPU arrays: ``device.may_share_memory``)."""
         modified = self.forward_function.modified_positions()
-        arrays = [(k, a) for k, a in enumerate(args) if isinstance(a, np.ndarray) or on_device(a)]
+        on_gpu = any(not isinstance(a, (np.ndarray, numbers.Number)) and on_device(a) for a in args)
+        arrays = [(k, a) for k, a in enumerate(args) if isinstance(a, np.ndarray) or on_gpu and on_device(a)]
         for k, a in arrays:
-            if k in modified and not writeable(a):
+            if k in modified and not (a.flags.writeable if isinstance(a, np.ndarray) else writeable(a)):
                 raise ValueError(f"argument '{self.parameter_names[k]}' of {self.__qualname__}() is read-only, "
                                  "but the function modifies it")
+            if k in modified and isinstance(a, np.ndarray) and any(s == 0 and n > 1 for n, s in zip(a.shape, a.strides)):
+                raise ReversibilityError(f"argument '{self.parameter_names[k]}' of {self.__qualname__}() has entries "
+                                         "that share memory (a zero stride), but the function modifies it; pass a copy")
         for i, (k, a) in enumerate(arrays):
             for j, b in arrays[i + 1:]:
-                if (k in modified or j in modified) and may_share_memory(a, b):
+                if (k in modified or j in modified) and (may_share_memory(a, b) if on_gpu else
+                                                         np.may_share_memory(a, b) and np.shares_memory(a, b)):
                     how = " (their byte ranges on the GPU overlap)" if on_device(a) else ""
                     raise ReversibilityError(f"arguments '{self.parameter_names[k]}' and '{self.parameter_names[j]}' of "
                                              f"{self.__qualname__}() share memory{how}; pass separate arrays")
 
     def bind(self, args: tuple, kwargs: dict | None = None) -> tuple:
         """Every parameter's argument, in order: keywords by name, defaults for those left out."""
+        if not kwargs and len(args) == len(self.params):  # all given, in order: nothing to bind
+            return tuple(args)
         defaults = {as_written(p): v for p, v in self.forward_function.ir.defaults.items()}
         return bind(self.__qualname__, list(self.parameter_names), defaults, tuple(args), kwargs or {})
 
@@ -345,7 +359,7 @@ class ReversibleFunction:
         """Generated source of ``program`` ("forward", "inverse", "adjoint", "inverse_adjoint", "vjp",
         "inverse_vjp": forward and adjoint fused; "vjp_forward": the forward program as a fused vjp's
         forward half runs it, without the uncomputes its adjoint half repeats; "jvp", "hvp" and the
-        other tangent programs of ``compiler.specialization.TANGENTS``: forward mode),
+        other tangent programs of ``ir.signature.TANGENTS``: forward mode),
         specialised on the types of ``example_args`` (default: float64 arrays where the body indexes a
         parameter or passes it to a vector instruction, floats otherwise: pass example arguments for the
         whole arrays a whole-array statement reads) and, for the CPU backends, on their sizes

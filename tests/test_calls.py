@@ -89,3 +89,89 @@ def test_a_warm_call_finds_its_program_by_the_kinds_of_its_arguments():
     assert argument_kinds((np.zeros(()),)) is None and argument_kinds((1 << 64,)) is None
     with pytest.raises(TypeError, match="does not fit in int64"):
         scale_rows(np.zeros(3), np.ones((3, 2)), 1 << 64)
+
+
+def test_a_warm_vjp_and_its_pullback_run_python_in_six_modules():
+    """The path README's "How it is built" draws: no module beyond these runs Python code."""
+    args = (np.zeros(6), np.zeros((3, 3)), rng.standard_normal((6, 3)), rng.standard_normal(6))
+    revdiff.vjp(P.project_cgs2, *args)[1](np.ones(6), None, None, None)  # compiled, warm
+    seen: set = set()
+
+    def record(frame, event, arg):
+        if event == "call" and f"{os.sep}revdiff{os.sep}" in frame.f_code.co_filename:
+            seen.add(frame.f_code.co_filename.rsplit(f"{os.sep}revdiff{os.sep}", 1)[1])
+
+    sys.setprofile(record)
+    try:
+        revdiff.vjp(P.project_cgs2, *args)[1](np.ones(6), None, None, None)
+    finally:
+        sys.setprofile(None)
+    assert seen == {"ad.py", "function.py", "execute.py", "calls.py", os.path.join("frontend", "bindings.py"),
+                    os.path.join("targets", "llvm", "entry_calls.py")}
+
+
+STEP = 1.0
+
+
+@revdiff.reversible
+def add_step(y, x):
+    y += STEP * x
+
+
+def test_a_global_rebound_while_a_call_compiles_is_seen_by_the_next_call(monkeypatch):
+    """Another thread rebinding a global between the parse and the end of compiling: the warm path
+    compares the objects compiled in, so the next call compiles anew instead of keeping the old number."""
+    global STEP
+    from revdiff.function import ReversibleFunction
+    watched = ReversibleFunction._watched
+
+    def rebinding_meanwhile(self, seen):
+        global STEP
+        STEP = 2.0
+        return watched(self, seen)
+
+    try:
+        monkeypatch.setattr(ReversibleFunction, "_watched", rebinding_meanwhile)
+        add_step(0.0, 1.0)
+        monkeypatch.setattr(ReversibleFunction, "_watched", watched)
+        assert add_step(0.0, 1.0)[0] == 2.0
+        assert revdiff.vjp(add_step, 0.0, 1.0)[1](1.0, 0.0)[1] == 2.0
+    finally:
+        STEP = 1.0
+
+
+def test_arguments_a_program_cannot_honour_are_refused_by_name():
+    from numpy.lib.stride_tricks import as_strided
+    with pytest.raises(TypeError, match="argument 'A' of scale_rows\\(\\): masked arrays are not supported"):
+        scale_rows(np.zeros(2), np.ma.MaskedArray(np.ones((2, 2)), mask=[[0, 1], [0, 0]]), 1.0)
+    one = np.zeros(1)
+    with pytest.raises(revdiff.ReversibilityError, match="'y' of scale_rows\\(\\) has entries that share memory"):
+        scale_rows(as_strided(one, (2,), (0,), writeable=True), np.ones((2, 2)), 1.0)
+    assert one[0] == 0.0
+
+
+def test_a_callee_name_rebound_to_the_class_of_a_reversible_function_is_refused(tmp_path):
+    script = tmp_path / "rebind_class.py"
+    script.write_text(textwrap.dedent("""
+        import revdiff
+
+        @revdiff.reversible
+        def inner(y, x):
+            y += x
+
+        @revdiff.reversible
+        def outer(y, x):
+            inner(y, x)
+
+        outer(0.0, 1.0)
+        inner = type(inner)
+        try:
+            outer(0.0, 1.0)
+        except revdiff.ReversibilityError as exc:
+            assert "'inner' is not a reversible function" in str(exc), exc
+        else:
+            raise AssertionError("ran")
+    """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, REVDIFF_COMPILE_NOTICE="0"))
+    assert done.returncode == 0, done.stderr

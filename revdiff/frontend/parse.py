@@ -46,7 +46,8 @@ _UNSUPPORTED = {
 
 
 def is_reversible_function(obj: object) -> bool:
-    return getattr(obj, "__revdiff_reversible__", False) is True
+    """Whether ``obj`` is a reversible function (or its inverse), not the class of one."""
+    return getattr(obj, "__revdiff_reversible__", False) is True and not isinstance(obj, type)
 
 
 class Parser:

@@ -66,6 +66,9 @@ def type_of_value(value: object) -> VarType:
     """The VarType of a runtime argument (a GPU array's as a NumPy array's); raises TypeError for
     anything the language cannot hold."""
     if isinstance(value, np.ndarray) or hasattr(value, "__cuda_array_interface__"):
+        if isinstance(value, np.ma.MaskedArray):
+            raise TypeError("masked arrays are not supported (the programs would read and write the masked "
+                            "entries); pass np.asarray(a) or a.filled(value)")
         if value.ndim == 0:
             raise TypeError("0-d arrays are not supported; pass a Python or NumPy scalar")
         return array_type(np.dtype(value.dtype), value.ndim)

@@ -98,13 +98,13 @@ def program_source(f, program: str, types: tuple) -> str:
 
 
 def entry_name(bf, kind: str, types: tuple) -> str:
-    """The kernel of batched function ``bf``'s ``kind`` ("call" or "vjp") entry."""
+    """The kernel of batched function ``bf``'s ``kind`` entry (``ir.signature.ENTRY_KINDS``)."""
     return symbol(bf.f.forward_function.specialize(types), bf.f.programs[0]) + "_batch_" + kind
 
 
 def module_source(entries: list, host: bool = False, check: bool = True) -> str:
     """A whole kernel module: prelude, the device functions, and a ``__global__`` entry per
-    (BatchedFunction, kind, element types) in ``entries`` (kind "call" or "vjp")."""
+    (BatchedFunction, kind, element types) in ``entries`` (kinds of ``ir.signature.ENTRY_KINDS``)."""
     functions: dict = {}
     kernels = []
     for bf, kind, types in entries:

@@ -89,7 +89,7 @@ def compile_lanes(bf, kind: str, types: tuple, width: int, entry_types: dict):
     """The compiled lane entry for entry arguments of ``entry_types``. Raises NotLaneable."""
     functions, entry, header = _plan(bf, kind, types, width, entry_types)
     backend = bf.f.backend
-    compiled: dict = {}  # alias -> (ProgramSignature or None, Python callable or None)
+    compiled: dict = {}  # alias -> (ProgramSymbol or None, Python callable or None)
     loops = False
     for alias, (low, arrays) in functions.items():
         callees = {name: compiled[name] for name in invoked(low)}

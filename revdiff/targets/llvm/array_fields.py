@@ -1,7 +1,7 @@
 """Where a NumPy array object keeps its data pointer, shape and strides (``PyArrayObject_fields``,
 which NumPy's C API reads inline: part of its ABI), found once per process by looking at an array
 whose values are known. Compiled entries read them straight from the array objects Python passes,
-so that a call of a program packs nothing (``native_calls.py``); where they cannot be found (an
+so that a call of a program packs nothing (``entry_calls.py``); where they cannot be found (an
 unusual Python or NumPy build), the arguments are packed into words instead."""
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from revdiff.primitives.printer import expr_source
 
 
 class Calls(Memory):
-    """Invoke and HostCall statements. Subclasses set ``callees`` (name -> ProgramSignature), ``blas``
+    """Invoke and HostCall statements. Subclasses set ``callees`` (name -> ProgramSymbol), ``blas``
     and ``largest`` (the dtypes of the host routines used) and provide ``stmts`` (a fallback's loops)."""
 
     def invoke(self, s: Invoke) -> None:

@@ -29,7 +29,7 @@ from revdiff.primitives.printer import expr_source
 
 
 @dataclass(frozen=True)
-class ProgramSignature:
+class ProgramSymbol:
     """What a caller needs of a compiled program: its symbol and its parameters' types."""
     symbol: str
     types: tuple  # VarType per parameter
@@ -43,7 +43,7 @@ def parameter_types(types) -> list:
     return out + ["ptr"]
 
 
-def declaration(sig: ProgramSignature) -> str:
+def declaration(sig: ProgramSymbol) -> str:
     return f"declare void @{sig.symbol}({', '.join(parameter_types(sig.types))}) nounwind"
 
 
@@ -63,7 +63,7 @@ def _joined(a: VarType, b: VarType) -> VarType:
 
 @dataclass
 class FunctionEmitter(Calls):
-    """Emits one LowFunction as the LLVM function ``symbol``. ``callees``: the ProgramSignature of each
+    """Emits one LowFunction as the LLVM function ``symbol``. ``callees``: the ProgramSymbol of each
     function it invokes, by the name the IR calls it."""
     low: LowFunction
     symbol: str

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from revdiff.ir.checks import RECORD_SIZE
 from revdiff.targets.llvm.array_fields import ARRAY_FIELDS
 from revdiff.targets.llvm.jit import entry_function, object_entry_function
 
@@ -29,6 +30,12 @@ class NativeProgram:
     def __repr__(self) -> str:
         return f"<compiled revdiff program {self.__name__}>"
 
+    def _check_record(self, record) -> None:
+        if not (isinstance(record, np.ndarray) and record.dtype == np.float64 and record.flags.c_contiguous
+                and record.size >= RECORD_SIZE):
+            raise TypeError(f"{self.__name__}: the error record must be a contiguous float64 array of "
+                            f"{RECORD_SIZE} entries")
+
     def _refuse(self, v, t) -> TypeError:
         return TypeError(f"{self.__name__} was compiled for a {t.describe()}, not {_describe(v)}")
 
@@ -47,9 +54,7 @@ class NativeProgram:
                 objects[k] = slot = np.array([v], dtype=dtype)
                 scalars.append(slot)
         record = args[-1]
-        if not (isinstance(record, np.ndarray) and record.dtype == np.float64 and record.flags.c_contiguous
-                and record.size >= 8):
-            raise TypeError(f"{self.__name__}: the error record must be a contiguous float64 array of 8 entries")
+        self._check_record(record)
         self._function(*objects)
         return tuple(slot[0].item() for slot in scalars)
 
@@ -71,9 +76,7 @@ class NativeProgram:
                 slot = np.array([v], dtype=dtype)
                 scalars.append(slot)
                 words.append(slot.__array_interface__["data"][0])
-        if not (isinstance(record, np.ndarray) and record.dtype == np.float64 and record.flags.c_contiguous
-                and record.size >= 8):
-            raise TypeError(f"{self.__name__}: the error record must be a contiguous float64 array of 8 entries")
+        self._check_record(record)
         words.append(record.__array_interface__["data"][0])
         packed = np.array(words, np.int64)  # every word fits: addresses, sizes and strides are below 2**63
         self._function(packed.__array_interface__["data"][0])

@@ -6,7 +6,7 @@ every argument packed into one array of 64-bit words."""
 from __future__ import annotations
 
 from revdiff.targets.llvm import host, prelude
-from revdiff.targets.llvm.emit import FunctionEmitter, ProgramSignature, declaration
+from revdiff.targets.llvm.emit import FunctionEmitter, ProgramSymbol, declaration
 from revdiff.targets.llvm.types import MEMORY
 from revdiff.targets.llvm.array_fields import ARRAY_FIELDS, ArrayFields
 
@@ -16,7 +16,7 @@ def entry_name(symbol: str) -> str:
     return f"{symbol}.entry"
 
 
-def packed_entry(sig: ProgramSignature) -> str:
+def packed_entry(sig: ProgramSymbol) -> str:
     """``void @<symbol>.entry(ptr argv)``: unpack the words and call the program."""
     lines = [f'define void @"{entry_name(sig.symbol)}"(ptr %argv) nounwind {{', "entry:"]
     args, word = [], 0
@@ -38,7 +38,7 @@ def packed_entry(sig: ProgramSignature) -> str:
     return "\n".join(lines)
 
 
-def object_entry(sig: ProgramSignature, fields: ArrayFields) -> str:
+def object_entry(sig: ProgramSymbol, fields: ArrayFields) -> str:
     """``void @<symbol>.entry(ptr a0, ..., ptr record)``, each argument a NumPy array object (a scalar
     in a one-element array): read each one's data pointer (and shape and strides) and call the program."""
     count = len(sig.types) + 1
@@ -66,7 +66,7 @@ def object_entry(sig: ProgramSignature, fields: ArrayFields) -> str:
     return "\n".join(lines)
 
 
-def entry(sig: ProgramSignature) -> str:
+def entry(sig: ProgramSymbol) -> str:
     """The entry Python calls: reading the array objects where their layout is known, else unpacking words."""
     return packed_entry(sig) if ARRAY_FIELDS is None else object_entry(sig, ARRAY_FIELDS)
 

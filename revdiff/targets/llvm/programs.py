@@ -12,8 +12,9 @@ from __future__ import annotations
 import builtins
 import hashlib
 import re
+import threading
 
-from revdiff.targets.llvm.emit import FunctionEmitter, ProgramSignature
+from revdiff.targets.llvm.emit import FunctionEmitter, ProgramSymbol
 from revdiff.targets.llvm.module import entry_name, module_text
 from revdiff.targets.python.emit import INTERRUPT_CHECK, emit_module, host_routines
 from revdiff.ir.graph import ascii_name, invoked, symbol
@@ -36,18 +37,18 @@ def content_symbol(text: str, name: str) -> tuple:
 
 
 def function_module(low, callees: dict, name: str, header: str, unit_stride: frozenset = frozenset()) -> tuple:
-    """(LLVM module text, ProgramSignature) of LowFunction ``low``, which calls the programs
+    """(LLVM module text, ProgramSymbol) of LowFunction ``low``, which calls the programs
     ``callees`` (their ProgramSignatures, by the name ``low`` calls them); its symbol is ``name`` and
     a digest of the text."""
     types = tuple(low.param_types[p] for p in low.params)
     emitter = FunctionEmitter(low, _SELF, callees, unit_stride)
     emitter.emit()
-    text = module_text([emitter], {_SELF: ProgramSignature(_SELF, types)}, header, list(callees.values()))
+    text = module_text([emitter], {_SELF: ProgramSymbol(_SELF, types)}, header, list(callees.values()))
     text, sym = content_symbol(text, name)
-    return text, ProgramSignature(sym, types)
+    return text, ProgramSymbol(sym, types)
 
 
-def load_program(text: str, sig: ProgramSignature, name: str, loops: bool) -> NativeProgram:
+def load_program(text: str, sig: ProgramSymbol, name: str, loops: bool) -> NativeProgram:
     """The Python callable of a program's module (its callees loaded already)."""
     address = native.load(text, sig.symbol, [sig.symbol, entry_name(sig.symbol)])[entry_name(sig.symbol)]
     return NativeProgram(name, sig.types, address, loops)
@@ -88,9 +89,10 @@ class NativePrograms:
         self.spec = spec
         self._lows: dict = {}
         self._sources: dict = {}
-        self._modules: dict = {}  # program -> (LLVM text, ProgramSignature)
+        self._modules: dict = {}  # program -> (LLVM text, ProgramSymbol)
         self._calls: dict = {}  # program -> the generated functions it calls
         self._callables: dict = {}
+        self._lock = threading.RLock()
 
     def low(self, program: str):
         """The low IR CPU code of ``program`` is printed from (a fused vjp runs its callees' programs
@@ -99,8 +101,8 @@ class NativePrograms:
         if low is None:
             spec = self.spec
             low = spec.low_function(program, inline=spec.inlines(program))
+            self._calls[program] = sorted(invoked(low))  # before the low IR: another thread reads both once it is
             self._lows[program] = low
-            self._calls[program] = sorted(invoked(low))
         return low
 
     def header(self, program: str) -> str:
@@ -125,11 +127,11 @@ class NativePrograms:
             self._sources[program] = src
         return src
 
-    def signature(self, program: str) -> ProgramSignature:
+    def signature(self, program: str) -> ProgramSymbol:
         return self.module(program)[1]
 
     def module(self, program: str) -> tuple:
-        """(LLVM module text, ProgramSignature) of ``program``; its callees' modules made first."""
+        """(LLVM module text, ProgramSymbol) of ``program``; its callees' modules made first."""
         made = self._modules.get(program)
         if made is None:
             low = self.low(program)
@@ -139,7 +141,7 @@ class NativePrograms:
             self._modules[program] = made
         return made
 
-    def load(self, program: str) -> ProgramSignature:
+    def load(self, program: str) -> ProgramSymbol:
         """Compile (or load from the cache) ``program`` and everything it calls; its signature."""
         text, sig = self.module(program)
         for name in self._calls[program]:
@@ -159,9 +161,11 @@ class NativePrograms:
         """``program`` compiled to machine code (``backend="python"``: the Python module as it is),
         called as ``fn(*args, error_record)``."""
         fn = self._callables.get(program)
-        if fn is None:
-            with loader.deeply_nested(self.spec.rf.py_function):  # also a long chain of calls, callee by callee
-                fn = self._callables[program] = self._make_callable(program)
+        if fn is None:  # one thread makes it (callees lock their own, below: no cycle of locks)
+            with self._lock, loader.deeply_nested(self.spec.rf.py_function):  # a long chain of calls, callee by callee
+                fn = self._callables.get(program)
+                if fn is None:
+                    fn = self._callables[program] = self._make_callable(program)
         return fn
 
     def _make_callable(self, program: str):
@@ -178,7 +182,7 @@ class NativePrograms:
 
 def entry_callable(low, callees: dict, backend: str, header: str, loops: bool, unit_stride: frozenset = frozenset()):
     """A batched entry (``targets/batch_entries.py``) or a lane program, LowFunction ``low``, calling
-    the programs ``callees`` (name -> (ProgramSignature, Python callable) of each, loaded): compiled,
+    the programs ``callees`` (name -> (ProgramSymbol, Python callable) of each, loaded): compiled,
     or as plain Python for ``backend="python"``."""
     if backend == "python":
         return python_function(low, low.name, "\n".join("# " + line for line in header.splitlines()),
