@@ -16,8 +16,8 @@ import numpy as np
 from revdiff.targets.python.emit import emit_module
 from revdiff.calls import ERROR_RECORD, Reversible, argument_kinds, blas_for, compiled, run
 from revdiff.targets.cuda.programs import run_on_device
-from revdiff.ir.signature import check_names, entry_signature
-from revdiff.ir.entries import EntrySignature
+from revdiff.ir.entries import EntrySignature, entry_argument
+from revdiff.ir.signature import entry_signature
 from revdiff.targets.batch_entries import element_entry, entry_names, lane_records
 from revdiff.ir.graph import ascii_name, symbol
 from revdiff.targets.lanes.modules import LANE_MIN_BATCH, NotLaneable, compile_lanes, lane_module_source, lane_width
@@ -49,7 +49,6 @@ class Batching:
                              f"({', '.join(f.parameter_names)})")
         if not batched:
             raise ValueError("name at least one batched parameter")
-        check_names(f)
         self.f = f
         self.batched = frozenset(escaped(b) for b in batched)  # as compiled, as ``f.params``
         self._entries: dict = {}
@@ -279,24 +278,19 @@ def _entry_types(sig: EntrySignature, arrays: tuple, types: tuple) -> dict:
     their batch axis, in their own dtype), and for those not given, C-ordered arrays of the element
     ``types`` (to read an entry's source without arguments)."""
     elements = dict(zip([p.name for p in sig.params], types))
-    batched = {p.name: p.batched for p in sig.params + sig.grads + list(sig.tangents)}
+    argument_of = {a.name: (a.of, a.batched) for a in sig.params + sig.grads + list(sig.tangents)}
+    argument_of.update({entry_argument(role, p): (p, True) for role, names in (("saved", sig.saved),
+                                                                             ("d_saved", sig.tangent_saved))
+                        for p in names})
     out = {}
     for k, name in enumerate(entry_names(sig)):
         if k < len(arrays):
             a = arrays[k]
-            if isinstance(a, np.ndarray):
-                dtype = np.dtype(a.dtype)
-                out[name] = array_type(dtype, a.ndim)
-            else:
-                out[name] = type_of_value(a)
+            out[name] = array_type(np.dtype(a.dtype), a.ndim) if isinstance(a, np.ndarray) else type_of_value(a)
             continue
-        base = name
-        for prefix in ("dout_", "out_", "d_g_", "g_", "d_"):
-            if name.startswith(prefix) and name[len(prefix):] in elements:
-                base = name[len(prefix):]
-                break
-        t = elements[base]
-        out[name] = VarType(t.kind, t.ndim + 1, t.dtype) if batched.get(name, True) else t
+        of, batched = argument_of[name]
+        t = elements[of]
+        out[name] = VarType(t.kind, t.ndim + 1, t.dtype) if batched else t
     return out
 
 

@@ -769,14 +769,26 @@ def test_every_option_of_the_command_line_has_help():
 
 
 @reversible
-def named_like_a_gradient(x, g_x):
-    x += g_x
+def named_like_entry_arguments(x, g_x, out_x, d_x, d_g_x, dout_x):
+    x += g_x * out_x
+    d_x += d_g_x * dout_x
 
 
-def test_a_parameter_named_like_a_derived_entry_name_is_refused_by_name():
-    with pytest.raises(ValueError, match="parameter 'g_x' of named_like_a_gradient has the name batched entries give the gradient of 'x'"):
-        revdiff.batched(named_like_a_gradient, ("x", "g_x"))
-    assert named_like_a_gradient(1.0, 2.0) == (3.0, 2.0)  # unbatched calls are unaffected
+def test_parameters_named_like_an_entry_s_arguments_run_batched_as_they_run_alone():
+    """An entry's gradients, saved outputs and tangents are named in a space no user's name reaches
+    (``ir/entries.ENTRY_PREFIXES``): a function whose parameters read like them batches, with the
+    single calls' results, in lanes and element by element."""
+    B = 9
+    args = tuple(rng.standard_normal(B) for _ in range(6))
+    cotangents, tangents = tuple(rng.standard_normal(B) for _ in range(6)), tuple(rng.standard_normal(B) for _ in range(6))
+    for layout in ("elements", "lanes"):
+        bf = revdiff.batched(named_like_entry_arguments, named_like_entry_arguments.parameter_names, layout=layout)
+        outs, grads, out_tangents, grad_tangents = bf.vjp_jvp(args, cotangents, tangents)
+        for b in range(B):
+            single = revdiff.vjp_jvp(named_like_entry_arguments, [a[b] for a in args], [c[b] for c in cotangents],
+                                     [t[b] for t in tangents])
+            for got, want in zip((outs, grads, out_tangents, grad_tangents), single):
+                np.testing.assert_allclose([g[b] for g in got], want, rtol=1e-15)
 
 
 def test_the_default_ancilla_tolerance_admits_rounding_and_no_more():
@@ -1056,11 +1068,13 @@ def test_rebound_globals_and_constants_out_of_range(tmp_path):
             _module_from_source(tmp_path, f"refused_{abs(hash(source))}", "import revdiff\n" + source).f(0.0, 1.0)
 
 
-def test_batched_names_derived_twice_are_refused():
-    """``d_g_x`` is what an hvp entry names the tangent of x's gradient: refused by name."""
+def test_a_parameter_named_like_an_hvp_entry_s_argument_runs_batched():
+    """``d_g_x`` reads like the tangent of x's gradient in an hvp entry, whose arguments are named
+    where no user's name reaches: it batches as it runs alone."""
     @reversible
     def f(s, x, d_g_x):
         s += x * x * d_g_x
 
-    with pytest.raises(ValueError, match="'d_g_x' of .* the tangent of the gradient of 'x'"):
-        revdiff.batched(f, ["s", "x", "d_g_x"])
+    args = (np.zeros(3), np.arange(3.0), np.ones(3) * 2)
+    got = revdiff.batched(f, ["s", "x", "d_g_x"]).hvp("s", args, (None, np.ones(3), None))
+    np.testing.assert_allclose(got[1], 2 * args[2])  # d²(x² c)/dx² = 2c

@@ -10,7 +10,7 @@ import hashlib
 import inspect
 from revdiff.ir.graph import symbol
 from revdiff.targets.llvm.programs import NativePrograms
-from revdiff.ir.signature import PLANS, PROGRAMS, TANGENTS, Plan
+from revdiff.ir.signature import PLANS, PROGRAMS, TANGENTS, Plan, program_signature
 from revdiff.errors import ReversibilityError
 from revdiff.ir.high import CallFn
 from revdiff.ir.low import LowFunction
@@ -116,7 +116,6 @@ class Specialization:
         params = list(self.rf.params)
         args = (env, self.options, self.fkey * 8 + list(PROGRAMS).index(program), self.callee_symbol(env),
                 ancilla_names(self.func.body), params)
-        twins = {}  # gradient parameter -> its primal (same shape)
         if plan.lowering == "forward":
             lowerer = Lowerer(*args, callee_modifies=self.rf._callee_modifies, vjp_forward=plan.vjp_forward)
             low, all_params = lowerer.lower_block(body), params
@@ -128,10 +127,13 @@ class Specialization:
             else:
                 low = lowerer.adjoint_body(body)
                 all_params = params + lowerer.gradient_params()
-            twins = {lowerer.gname(p): p for p in params if lowerer.gname(p) in all_params}
-            if plan.lowering == "fused":  # saved_<p>: p's forward result, p's shape
-                twins.update({s: p for s, p in zip(all_params[len(all_params) - len(modified):], modified)
-                              if env[p].is_array})
+        signature = program_signature(program, self.types, self.rf.modified_positions())
+        if [env[p] for p in all_params] != [slot.type for slot in signature.slots]:
+            raise RuntimeError(f"revdiff: the {program} program of {self.rf.__qualname__} lowered to parameters "
+                               f"{all_params} that its signature does not describe (a bug: please report it)")
+        # a gradient, and an array's saved forward result, has its primal's shape
+        twins = {name: params[slot.position] for name, slot in zip(all_params, signature.slots)
+                 if slot.role == "gradient" or slot.role == "saved" and env[params[slot.position]].is_array}
         types = {p: env[p] for p in all_params}
         scalars = [p for p in all_params if not types[p].is_array]  # arrays change in place
         low_fn = prune_checks(LowFunction(self.local_name(program), all_params, low, scalars, types), twins)

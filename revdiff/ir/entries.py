@@ -1,6 +1,6 @@
 """What a batched entry is, for every target that generates one (CPU elements, lanes, CUDA): its
-parameters with their batch axes, and the names it derives from them (tangent entries: ``d_<p>``,
-``d_g_<p>``, ``dout_<p>``)."""
+parameters with their batch axes, and the names it gives the arguments it derives from them
+(``ENTRY_PREFIXES``: gradients, saved outputs, tangents)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,6 +12,7 @@ class BatchParam:
     name: str
     batched: bool  # has a leading batch axis
     scalar: bool  # a scalar per element (batched: a 1-D array of them)
+    of: str = ""  # the function's parameter (as compiled) it belongs to
 
 
 class EntrySignature(NamedTuple):
@@ -25,7 +26,13 @@ class EntrySignature(NamedTuple):
     tangent_saved: tuple = ()
 
 
-#: the names a batched entry derives from a parameter ``p``: its gradient buffer, its saved output,
-#: and (CUDA) the pointer and shape record it arrives as
-DERIVED = {"g_": "the gradient of", "out_": "the saved output of", "p_": "the device pointer of",
-           "m_": "the shape record of", "d_": "the tangent of", "dout_": "the tangent of the saved output of"}
+#: the prefix of the name of each entry argument, by its role (``ir.signature.Slot``), before the name
+#: of the parameter it belongs to (as compiled). A user's name never begins with "_" (``user_names``),
+#: so no argument of an entry can take a parameter's name.
+ENTRY_PREFIXES = {"value": "", "gradient": "_g_", "saved": "_out_", "d_value": "_d_", "d_gradient": "_dg_",
+                  "d_saved": "_dout_"}
+
+
+def entry_argument(role: str, parameter: str) -> str:
+    """The name of the entry argument of ``role`` that belongs to ``parameter``."""
+    return ENTRY_PREFIXES[role] + parameter

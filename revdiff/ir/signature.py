@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from revdiff.ir.entries import DERIVED, BatchParam, EntrySignature
+from revdiff.ir.entries import BatchParam, EntrySignature, entry_argument
 from revdiff.ir.types import VarType
-from revdiff.user_names import as_written
 
 
 class Plan(NamedTuple):
@@ -92,37 +91,18 @@ def entry_program(f, kind: str) -> str:
             "hvp": TANGENTS[f.fused_vjp]}[kind]
 
 
-def check_names(f) -> None:
-    """ValueError for a parameter whose name is one a batched entry derives from another's, by one
-    prefix or two (``d_g_x``: the tangent of the gradient of ``x``, in an hvp entry)."""
-    params = set(f.params)
-    for p in f.params:
-        for prefix, what in DERIVED.items():
-            rest = p[len(prefix):] if p.startswith(prefix) else None
-            if rest is None:
-                continue
-            inner = [(rest, what)] + [(rest[len(q):], f"{what} {w}") for q, w in DERIVED.items()
-                                      if rest.startswith(q)]
-            for base, described in inner:
-                if base in params:
-                    raise ValueError(f"parameter '{as_written(p)}' of {f.__qualname__} has the name batched "
-                                     f"entries give {described} '{as_written(base)}'; rename it to run "
-                                     f"{f.__qualname__} batched")
-
-
 def entry_signature(f, batched: frozenset, kind: str, types: tuple) -> EntrySignature:
     """The signature of the ``kind`` entry (``ENTRY_KINDS``) of ``f`` batched over the parameters
     in ``batched``, for element ``types``: the program signature's slots named, gradients batched
     for every parameter (a shared one's are summed after), tangents batched where their primal is."""
-    check_names(f)
     sig = program_signature(entry_program(f, kind), types, f.forward_function.modified_positions())
-    name = {"value": "", "gradient": "g_", "d_value": "d_", "d_gradient": "d_g_"}
-    params = {}
+    params: dict = {}
     for s in sig.slots:
-        if s.role in name:
+        if s.role in ("value", "gradient", "d_value", "d_gradient"):
             p = f.params[s.position]
             batched_here = p in batched or s.role in ("gradient", "d_gradient")
-            params.setdefault(s.role, []).append(BatchParam(name[s.role] + p, batched_here, types[s.position].ndim == 0))
+            params.setdefault(s.role, []).append(BatchParam(entry_argument(s.role, p), batched_here,
+                                                            types[s.position].ndim == 0, p))
     saved = tuple(f.params[k] for k in sig.positions("saved"))
     tangent_saved = tuple(f.params[k] for k in sig.positions("d_saved"))
     return EntrySignature(sig.program, params["value"], params.get("gradient", []), saved,

@@ -16,7 +16,7 @@ the record of the element its lane names.
 from __future__ import annotations
 
 from revdiff.ir.checks import INTERRUPT, RECORD_SIZE
-from revdiff.ir.entries import BatchParam, EntrySignature
+from revdiff.ir.entries import BatchParam, EntrySignature, entry_argument
 from revdiff.ir.high import BinOp, Call, Compare, Const, Index, Name, Shape, Slice
 from revdiff.ir.low import Assign, Branch, Comment, Invoke, Local, Loop, LowFunction, Zero
 from revdiff.ir.types import VarType
@@ -28,16 +28,16 @@ RECORDS = VarType("float", 2, "float64")
 
 def entry_names(sig: EntrySignature) -> list:
     """The arguments of the program a batched entry runs, in order: parameters, gradients, the saved
-    outputs ``out_<p>``, then (tangent programs) the tangents and the saved outputs' ``dout_<p>``."""
-    return ([p.name for p in sig.params + sig.grads] + [f"out_{name}" for name in sig.saved] +
-            [p.name for p in sig.tangents] + [f"dout_{name}" for name in sig.tangent_saved])
+    outputs, then (tangent programs) the tangents and the saved outputs' tangents (``ENTRY_PREFIXES``)."""
+    return ([p.name for p in sig.params + sig.grads] + [entry_argument("saved", name) for name in sig.saved] +
+            [p.name for p in sig.tangents] + [entry_argument("d_saved", name) for name in sig.tangent_saved])
 
 
 def _batched(sig: EntrySignature) -> dict:
     """name -> whether the entry argument carries a batch axis (saved outputs always do)."""
     out = {p.name: p.batched for p in sig.params + sig.grads + list(sig.tangents)}
-    out.update({f"out_{n}": True for n in sig.saved})
-    out.update({f"dout_{n}": True for n in sig.tangent_saved})
+    out.update({entry_argument("saved", n): True for n in sig.saved})
+    out.update({entry_argument("d_saved", n): True for n in sig.tangent_saved})
     return out
 
 
@@ -90,7 +90,7 @@ def lane_entry(name: str, program: str, sig: EntrySignature, lane_types: tuple, 
     whose arrays the program writes (copied back)."""
     names = entry_names(sig)
     batched = _batched(sig)
-    saved = {f"out_{n}" for n in sig.saved} | {f"dout_{n}" for n in sig.tangent_saved}
+    saved = {entry_argument("saved", n) for n in sig.saved} | {entry_argument("d_saved", n) for n in sig.tangent_saved}
     first = next(n for n in names if batched[n])
     n_, b = Name("_n"), Name("_b")
     last = BinOp("-", n_, Const(1))

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from revdiff.ir.entries import entry_argument
 from revdiff.ir.high import BinOp, BoolOp, Call, Compare, Const, Index, Name, Select, Shape, Slice, Unary
 from revdiff.ir.low import (Assign, AugAssign, Branch, Check, Comment, HostCall, Invoke, Local, Loop,
                             LowFunction, Repeat, Zero, nested_blocks)
@@ -265,9 +266,9 @@ def kernel_source(entry: str, program: str, params: list, grads: list, types: di
     ``host``: also a C launcher looping over the batch (emulation)."""
     args, setup, writeback = [], [], []
     _arguments(list(params) + list(grads), types, args, setup, writeback)
-    _outputs("out_", saved, types, args, setup)
+    _outputs("saved", saved, types, args, setup)
     _arguments(list(tangents), types, args, setup, writeback)
-    _outputs("dout_", tangent_saved, types, args, setup)
+    _outputs("d_saved", tangent_saved, types, args, setup)
     args += ["rd_int batch", "rd_error* err", "char* scratch", "rd_int scratch_per_thread", "rd_int interleaved"]
     lines = [f'extern "C" __global__ void {entry}({", ".join(args)}) {{',
              "    const rd_int _b = (rd_int)blockIdx.x * blockDim.x + threadIdx.x;",
@@ -276,8 +277,8 @@ def kernel_source(entry: str, program: str, params: list, grads: list, types: di
              "                     scratch_per_thread, 0, interleaved ? batch : 1};",
              "    rd_status* st = &st_;"]
     lines += ["    " + s for s in setup]
-    names = ([p.name for p in params + grads] + [f"out_{name}" for name in saved] + [p.name for p in tangents]
-             + [f"dout_{name}" for name in tangent_saved])
+    names = ([p.name for p in params + grads] + [entry_argument("saved", name) for name in saved]
+             + [p.name for p in tangents] + [entry_argument("d_saved", name) for name in tangent_saved])
     lines.append(f"    {program}({', '.join(names + ['st'])});")
     lines.append("    if (st->failed) return;")
     lines += ["    " + s for s in writeback]
@@ -309,13 +310,13 @@ def _arguments(params: list, types: dict, args: list, setup: list, writeback: li
             args.append(f"{scalar} {p.name}")
 
 
-def _outputs(prefix: str, saved: tuple, types: dict, args: list, setup: list) -> None:
-    """A kernel's parameters for the saved outputs ``<prefix><name>`` (batched, one-element views of
-    scalars)."""
+def _outputs(role: str, saved: tuple, types: dict, args: list, setup: list) -> None:
+    """A kernel's parameters for the saved outputs (``role`` "saved") or their tangents ("d_saved") of
+    the parameters ``saved`` (batched, one-element views of scalars)."""
     for name in saved:
         t = types[name]
         scalar = c_scalar(t)
-        out = prefix + name
+        out = entry_argument(role, name)
         args += [f"{scalar}* p_{out}", f"const rd_int* m_{out}"]
         if t.ndim:
             setup.append(f"rd_array<{scalar}, {t.ndim}> {out} = rd_element<{scalar}, {t.ndim}>("

@@ -11,6 +11,7 @@ from revdiff.targets.cuda.launch import HOST_SHIM, Argument, HostModule, nvrtc_o
 from revdiff.targets.cuda.launch import layout as kernel_layout
 from revdiff.ir.signature import entry_signature, program_signature
 from revdiff.ir.graph import ascii_name, invoked, symbol
+from revdiff.ir.entries import entry_argument
 from revdiff.ir.low import LowFunction, rename_statement
 from revdiff.runtime.device import cupy_module
 
@@ -29,10 +30,10 @@ class DeviceFunction(NamedTuple):
 
 
 def c_name(name: str) -> str:
-    """A variable's name in CUDA C: the user's (and names derived from them, ``g_x``) behind ``v_`` in
-    ASCII, clear of C++ keywords (``new``), the kernels' own names (``st``) and the prelude's functions
-    (``sqrt``); generated names (``_t3``) as they are."""
-    return name if name.startswith("_") else "v_" + ascii_name(name)
+    """A variable's name in CUDA C, in ASCII: the user's (and names derived from them, ``g_x``) behind
+    ``v_``, clear of C++ keywords (``new``), the kernels' own names (``st``) and the prelude's functions
+    (``sqrt``); generated names (``_t3``, an entry's ``_g_x``) as they are."""
+    return ascii_name(name) if name.startswith("_") else "v_" + ascii_name(name)
 
 
 def _in_c_names(low: LowFunction) -> LowFunction:
@@ -110,9 +111,8 @@ def module_source(entries: list, host: bool = False, check: bool = True) -> str:
     for bf, kind, types in entries:
         spec = bf.f.forward_function.specialize(types)
         sig = entry_signature(bf.f, bf.batched, kind, types)
-        type_map = dict(zip(bf.f.params, types))
-        type_map.update({g.name: t for g, t in zip(sig.grads, [t for t in types if t.differentiable])})
-        type_map.update({"d_" + p: t for p, t in list(type_map.items()) if t.differentiable})  # tangents
+        element = dict(zip(bf.f.params, types))
+        type_map = {a.name: element[a.of] for a in sig.params + sig.grads + list(sig.tangents)}
         device_functions(spec, [sig.program], functions)
         named = {c_name(k): t for k, t in type_map.items()}
         kernels.append(kernel_source(entry_name(bf, kind, types), symbol(spec, sig.program), _c(sig.params),
@@ -145,7 +145,7 @@ def kernel_arguments(bf, kind: str, types: tuple) -> list:
     sig = entry_signature(bf.f, bf.batched, kind, types)
     modified = {bf.f.params[k] for k in bf.f.forward_function.modified_positions()}
     read_only = {p for p in bf.f.params if p not in modified}
-    read_only |= {"d_" + p for p in read_only}
+    read_only |= {entry_argument("d_value", p) for p in read_only}
     named = list(sig.params) + list(sig.grads)
     out = [Argument(p.batched, p.name not in read_only) for p in named]
     out += [Argument(True, True)] * len(sig.saved)

@@ -13,6 +13,7 @@ import numpy as np
 from revdiff.targets.lanes.rewrite import LANE_DTYPES, NotLaneable, lane_alias, to_lanes
 from revdiff.targets.python.emit import INTERRUPT_CHECK, emit_module, host_routines
 from revdiff.targets.batch_entries import lane_entry
+from revdiff.ir.entries import entry_argument
 from revdiff.ir.signature import entry_signature
 from revdiff.ir.graph import ascii_name, invoked, symbol
 from revdiff.targets.llvm.programs import entry_callable, function_module, python_function
@@ -67,7 +68,7 @@ def _plan(bf, kind: str, types: tuple, width: int, entry_types: dict) -> tuple:
     lane_functions(spec, sig.program, lanes, width, functions, top)
     modified = f.forward_function.modified_positions()
     written = {p for k, p in enumerate(f.params) if k in modified} | {g.name for g in sig.grads}
-    written |= {t.name for t in sig.tangents if t.name[len("d_"):] in written}  # tangents of what changes
+    written |= {t.name for t in sig.tangents if t.of in written or t.name == entry_argument("d_gradient", t.of)}
     top_low = functions[top][0]
     entry = lane_entry(f"{ascii_name(f.__name__)}_lanes_batch_{kind}", top, sig,
                        tuple(top_low.param_types[p] for p in top_low.params), entry_types, width, written)
