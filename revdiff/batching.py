@@ -17,7 +17,7 @@ from revdiff.targets.python.emit import emit_module
 from revdiff.calls import ERROR_RECORD, Reversible, argument_kinds, blas_for, compiled, run
 from revdiff.targets.cuda.programs import run_on_device
 from revdiff.ir.entries import EntrySignature, entry_argument
-from revdiff.ir.signature import entry_signature
+from revdiff.ir.signature import ProgramSignature, entry_program, entry_signature, program_signature
 from revdiff.targets.batch_entries import element_entry, entry_names, lane_records
 from revdiff.ir.graph import ascii_name, symbol
 from revdiff.targets.lanes.modules import LANE_MIN_BATCH, NotLaneable, compile_lanes, lane_module_source, lane_width
@@ -54,6 +54,7 @@ class Batching:
         self._entries: dict = {}
         self._signatures: dict = {}
         self._types: dict = {}  # argument kinds -> (function version, batched positions, element types)
+        self._program_signatures: dict = {}
 
     def __repr__(self) -> str:
         return f"<batched {self.f!r} over {', '.join(sorted(map(as_written, self.batched)))}>"
@@ -109,6 +110,17 @@ class Batching:
                 raise ValueError(f"'{shown}' is modified by {f.__qualname__}, so every element needs its own: "
                                  "name it among the batched parameters")
         return tuple(types)
+
+    def program_signature(self, kind: str, types: tuple) -> ProgramSignature:
+        """The signature of the program the ``kind`` entry runs on elements of ``types`` (the last one
+        asked for each kind kept, for the warm calls that ask again)."""
+        forward = self.f.forward_function
+        kept = self._program_signatures.get(kind)
+        if kept is not None and kept[0] is types and kept[1] is forward._version and forward.unchanged():
+            return kept[2]
+        signature = program_signature(entry_program(self.f, kind), types, forward.modified_positions())
+        self._program_signatures[kind] = (types, forward._version, signature)
+        return signature
 
     def signature(self, kind: str, types: tuple) -> EntrySignature:
         """The program, parameters, gradient buffers and saved outputs of the ``kind`` entry."""
@@ -216,13 +228,14 @@ class Batching:
     def run(self, kind: str, types: tuple, arrays: tuple, xp) -> tuple:
         """Run an entry in place on ``arrays`` (CPU: parts of the batch on threads; GPU: one thread per element). An
         empty batch has nothing to run: its final values are its initial ones, its gradients zero."""
-        if self._size(arrays) == 0:
+        size = self._size(arrays)
+        if size == 0:
             return arrays
-        self.f.validate(arrays[:len(self.f.params)])
+        self.f.validate(arrays[:len(self.f.params)])  # and so their elements, which the programs run on
         if xp is not np:
             run_on_device(self, kind, list(arrays), types)
             return arrays
-        if kind in ("call", "vjp") and self._size(arrays) == 1:  # no parallel entry to compile for one element
+        if kind in ("call", "vjp") and size == 1:  # no parallel entry to compile for one element
             return self._execute_one(kind, types, arrays)
         contiguous = tuple(np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in arrays)
         entry, width = self._lane_entry(kind, types, contiguous)
@@ -263,9 +276,7 @@ class Batching:
         for s, a in zip(c.signature.slots[len(element):], arrays[len(element):]):  # gradients, saved values
             scalar = types[s.position].ndim == 0
             views.append(a[0:1] if scalar and s.role == "saved" else a[0].item() if scalar else a[0])
-        if kind == "call":  # the program itself: a failure names no half-updated argument (they are ours)
-            self.f.validate(element)
-        result = run(c.program, tuple(views), element=0)
+        result = run(c.program, tuple(views), element=0)  # a failure names no half-updated argument: they are ours
         for s, a, value in zip(c.signature.slots, arrays, result):  # the adjoint half restored the inputs
             if s.role != "saved" and types[s.position].ndim == 0 and (
                     s.role != "value" or self.f.params[s.position] in self.batched):

@@ -17,7 +17,7 @@ import numpy as np
 from revdiff.batching import Batching, is_array
 from revdiff.calls import (Compiled, Reversible, argument_kinds, check_array_cotangent, checked_tangents, compiled, copy_value,
                            cotangent, cotangent_value, in_dtype_of, run, scalar_expected, zero_like)
-from revdiff.ir.signature import TANGENTS, entry_program, program_signature
+from revdiff.ir.signature import TANGENTS
 from revdiff.runtime.device import any_on_device, cupy_module, on_device
 
 #: the kinds of call: "call" runs the function, "vjp" also its adjoint (one call: returns a pullback;
@@ -210,11 +210,14 @@ def _batched(bf: Batching, kind: str, args: tuple, cotangents, tangents, donate:
     seeds = dict(zip(differentiable, _seeds(bf, xp, copies, cotangents, types))) if kind != "jvp" else {}
     dargs = dict(zip(differentiable, _tangents(f, xp, args, types, tangents, kind))) if kind != "vjp" else {}
     entry = _ENTRY_KINDS[kind]
-    signature = program_signature(entry_program(f, entry), types, f.forward_function.modified_positions())
-    made = {"value": lambda k: copies[k], "gradient": lambda k: seeds[k], "saved": lambda k: xp.empty_like(copies[k]),
-            "d_value": lambda k: dargs[k], "d_gradient": lambda k: xp.zeros_like(seeds[k]),
-            "d_saved": lambda k: xp.zeros_like(copies[k])}
-    result = bf.run(entry, types, tuple(made[s.role](s.position) for s in signature.slots), xp)
+    signature = bf.program_signature(entry, types)
+    arguments = []
+    for s in signature.slots:
+        k = s.position
+        arguments.append(copies[k] if s.role == "value" else seeds[k] if s.role == "gradient" else
+                         dargs[k] if s.role == "d_value" else xp.empty_like(copies[k]) if s.role == "saved" else
+                         xp.zeros_like(seeds[k]) if s.role == "d_gradient" else xp.zeros_like(copies[k]))
+    result = bf.run(entry, types, tuple(arguments), xp)
     final = {(s.role, s.position): value for s, value in zip(signature.slots, result)}
     # a shared parameter is never modified: it ends as it began (a jvp: in the type it came in)
     outs = tuple(final.get(("saved", k), final[("value", k)] if kind != "jvp" or p in bf.batched else args[k])
