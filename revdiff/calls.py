@@ -17,7 +17,7 @@ from revdiff.ir import checks
 from revdiff.primitives.vector import BLAS_MIN_ELEMENTS
 from revdiff.runtime import loader, workers
 from revdiff.targets.llvm.entry_calls import NativeProgram
-from revdiff.runtime.device import on_device
+from revdiff.runtime.device import may_share_memory, on_device, writeable
 from revdiff.runtime.threads import batch_threads
 
 
@@ -200,6 +200,58 @@ class Reversible(Protocol):
     def argument_types(self, args: tuple) -> tuple: ...
 
     def validate(self, args: tuple) -> None: ...
+
+
+def validate(f: "Reversible", args: tuple) -> None:
+    """Refuse a modified argument of ``f`` that is read-only, whose entries share memory, or that
+    shares memory with another argument: a program that modifies an array must be its only way to
+    those bytes, or its updates read what they wrote (and its inverse does not restore the input)."""
+    modified = f.forward_function.modified_positions()
+    names = f.parameter_names
+    on_gpu = any(not isinstance(a, (np.ndarray, numbers.Number)) and on_device(a) for a in args)
+    arrays = [(k, a) for k, a in enumerate(args) if isinstance(a, np.ndarray) or on_gpu and on_device(a)]
+    for k, a in arrays:
+        if k in modified and not (a.flags.writeable if isinstance(a, np.ndarray) else writeable(a)):
+            raise ValueError(f"argument '{names[k]}' of {f.__qualname__}() is read-only, but the function modifies it")
+        if k in modified and isinstance(a, np.ndarray) and overlaps_itself(a):
+            raise ReversibilityError(f"argument '{names[k]}' of {f.__qualname__}() has entries that share memory (a "
+                                     "zero stride, or rows that overlap), but the function modifies it; pass a copy")
+    for i, (k, a) in enumerate(arrays):
+        for j, b in arrays[i + 1:]:
+            how = sharing(a, b) if k in modified or j in modified else None
+            if how is not None:
+                raise ReversibilityError(f"arguments '{names[k]}' and '{names[j]}' of {f.__qualname__}() share "
+                                         f"memory{how}; pass separate arrays")
+
+
+#: candidate solutions NumPy may try before a pair of host arrays counts as sharing memory (``sharing``)
+MAX_WORK = 1_000_000
+
+
+def sharing(a: Any, b: Any) -> str | None:
+    """How arrays ``a`` and ``b`` share memory, in words, or None where they do not."""
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        if not np.may_share_memory(a, b):
+            return None
+        try:
+            return "" if np.shares_memory(a, b, max_work=MAX_WORK) else None
+        except np.exceptions.TooHardError:
+            return " (or may: their strides are too intricate for NumPy to tell)"
+    if may_share_memory(a, b):
+        return " (their byte ranges on the GPU overlap)"
+    return None
+
+
+def overlaps_itself(a: np.ndarray) -> bool:
+    """Whether two entries of host array ``a`` may be the same bytes: its axes, by stride, must each
+    step past everything the smaller ones span (so a zero stride, or ``as_strided`` views whose rows
+    overlap, count; every view NumPy's slicing and transposing make passes)."""
+    span = a.itemsize
+    for stride, n in sorted((abs(s), n) for n, s in zip(a.shape, a.strides) if n > 1):
+        if stride < span:
+            return a.size > 0
+        span += stride * (n - 1)
+    return False
 
 
 def scalar_like(argument, value):

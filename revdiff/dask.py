@@ -34,10 +34,10 @@ def _computed(*arrays) -> np.dtype:
     return np.result_type(*dtypes)
 
 
-def _given(a, computed: np.dtype) -> np.dtype:
-    """The dtype of an argument's gradient, as the programs return it: the dtype they computed in,
-    real for a real argument (a float32 A beside a float64 y gets a float64 gradient)."""
-    return computed if a.dtype.kind == "c" else np.zeros(0, computed).real.dtype
+def _given(a) -> np.dtype:
+    """The dtype of an argument's gradient, as the programs return it: the argument's own (integers
+    and bools as float64, which they compute in), whatever the other arguments' dtypes."""
+    return a.dtype if a.dtype.kind in "fc" else np.dtype(np.float64)
 
 
 def _dask(name: str, value: Any, core: int) -> da.Array:
@@ -115,10 +115,10 @@ def qr_vjp(A, gQ, gR, method: str = "cgs2", rank_tol: float | None = None, mode:
                                                             chunks=A.chunks[:-2] + ((q,), (n,)))
     if mode == "r":
         return _gufunc(lambda a, r: P.qr_vjp(a, None, r, method, rank_tol, mode), "(m,n),(q,n)->(m,n)", [A, gR],
-                       _given(A, dtype))
+                       _given(A))
     gQ = _dask("gQ", gQ, 2) if gQ is not None else da.zeros(A.shape[:-1] + (q,), dtype, chunks=A.chunks[:-1] + ((q,),))
     return _gufunc(lambda a, g, r: P.qr_vjp(a, g, r, method, rank_tol, mode), "(m,n),(m,q),(q,n)->(m,n)",
-                   [A, gQ, gR], _given(A, dtype))
+                   [A, gQ, gR], _given(A))
 
 
 def _matrix_and_vector(A, y) -> tuple:
@@ -138,9 +138,8 @@ def project(A, y, method: str = "cgs2", rank_tol: float | None = None):
 def project_vjp(A, y, gz, method: str = "cgs2", rank_tol: float | None = None) -> tuple:
     """(gA, gy) given the cotangent of the projection z."""
     A, y = _matrix_and_vector(A, y)
-    c = _computed(A, y)
     return _gufunc(lambda a, b, g: P.project_vjp(a, b, g, method, rank_tol), "(m,n),(m),(m)->(m,n),(m)",
-                   [A, y, _dask("gz", gz, 1)], (_given(A, c), _given(y, c)))
+                   [A, y, _dask("gz", gz, 1)], (_given(A), _given(y)))
 
 
 def _tall(A) -> None:
@@ -159,9 +158,8 @@ def lstsq_vjp(A, y, gx, method: str = "cgs2", rank_tol: float | None = None) -> 
     """(gA, gy) given the cotangent of the least-squares solution x."""
     A, y = _matrix_and_vector(A, y)
     _tall(A)
-    c = _computed(A, y)
     return _gufunc(lambda a, b, g: P.lstsq_vjp(a, b, g, method, rank_tol), "(m,n),(m),(n)->(m,n),(m)",
-                   [A, y, _dask("gx", gx, 1)], (_given(A, c), _given(y, c)))
+                   [A, y, _dask("gx", gx, 1)], (_given(A), _given(y)))
 
 
 def normalize(x):
@@ -173,7 +171,7 @@ def normalize(x):
 def normalize_vjp(x, gy):
     """The cotangent of x given that of x / |x|."""
     x = _dask("x", x, 1)
-    return _gufunc(P.normalize_vjp, "(n),(n)->(n)", [x, _dask("gy", gy, 1)], _given(x, _computed(x)))
+    return _gufunc(P.normalize_vjp, "(n),(n)->(n)", [x, _dask("gy", gy, 1)], _given(x))
 
 
 def tangent_project(g, z):
@@ -185,6 +183,5 @@ def tangent_project(g, z):
 def tangent_project_vjp(g, z, gout) -> tuple:
     """(gg, gz) given the cotangent of the tangent projection."""
     g, z = _vectors(g, z)
-    c = _computed(g, z)
     return _gufunc(P.tangent_project_vjp, "(n),(n),(n)->(n),(n)", [g, z, _dask("gout", gout, 1)],
-                   (_given(g, c), _given(z, c)))
+                   (_given(g), _given(z)))

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from revdiff.calls import blas_for
+from revdiff.calls import blas_for, validate
 from revdiff.targets.cuda.programs import program_source
 from revdiff.ir.signature import PLANS
 from revdiff.compiler.specialization import Specialization
@@ -27,7 +27,6 @@ from revdiff.ir.options import Options
 from revdiff.ir.types import VarType, type_of_value
 from revdiff.passes.analysis import modified_names
 from revdiff.primitives import INSTRUCTIONS
-from revdiff.runtime.device import may_share_memory, on_device, writeable
 from revdiff.runtime.loader import deeply_nested
 from revdiff.user_names import as_written
 
@@ -299,25 +298,9 @@ class ReversibleFunction:
         return tuple(types)
 
     def validate(self, args: tuple) -> None:
-        """Refuse a modified argument that is read-only, or that shares memory with another argument
-        (host arrays, or GPU arrays: ``device.may_share_memory``)."""
-        modified = self.forward_function.modified_positions()
-        on_gpu = any(not isinstance(a, (np.ndarray, numbers.Number)) and on_device(a) for a in args)
-        arrays = [(k, a) for k, a in enumerate(args) if isinstance(a, np.ndarray) or on_gpu and on_device(a)]
-        for k, a in arrays:
-            if k in modified and not (a.flags.writeable if isinstance(a, np.ndarray) else writeable(a)):
-                raise ValueError(f"argument '{self.parameter_names[k]}' of {self.__qualname__}() is read-only, "
-                                 "but the function modifies it")
-            if k in modified and isinstance(a, np.ndarray) and any(s == 0 and n > 1 for n, s in zip(a.shape, a.strides)):
-                raise ReversibilityError(f"argument '{self.parameter_names[k]}' of {self.__qualname__}() has entries "
-                                         "that share memory (a zero stride), but the function modifies it; pass a copy")
-        for i, (k, a) in enumerate(arrays):
-            for j, b in arrays[i + 1:]:
-                if (k in modified or j in modified) and (may_share_memory(a, b) if on_gpu else
-                                                         np.may_share_memory(a, b) and np.shares_memory(a, b)):
-                    how = " (their byte ranges on the GPU overlap)" if on_device(a) else ""
-                    raise ReversibilityError(f"arguments '{self.parameter_names[k]}' and '{self.parameter_names[j]}' of "
-                                             f"{self.__qualname__}() share memory{how}; pass separate arrays")
+        """Refuse a modified argument that is read-only, whose entries share memory, or that shares
+        memory with another argument (``calls.validate``)."""
+        validate(self, args)
 
     def bind(self, args: tuple, kwargs: dict | None = None) -> tuple:
         """Every parameter's argument, in order: keywords by name, defaults for those left out."""

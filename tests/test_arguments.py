@@ -8,6 +8,7 @@ import pytest
 
 import revdiff
 from revdiff import ReversibilityError, reversible, rot
+from revdiff import programs as P
 
 
 @reversible
@@ -194,3 +195,23 @@ def test_batched_calls_check_grad_and_vjp_take_keywords():
 
     outs, _ = revdiff.vjp(named_f, 0.0, f=3.0)
     assert outs == (3.0, 3.0)
+
+
+def test_a_gradient_comes_back_in_its_argument_s_dtype_whatever_the_other_argument_is():
+    """As PyTorch: float32 in, float32 gradient out, also beside a float64 or complex argument (the
+    programs compute in the promoted dtype; a real argument gets the real part)."""
+    draw = np.random.default_rng(5)
+    A, y = draw.standard_normal((6, 3)), draw.standard_normal(6)
+    for a_dtype, y_dtype in [(np.float32, np.float64), (np.float32, np.complex128), (np.complex64, np.float64),
+                             (np.float64, np.float32), (np.complex128, np.complex64)]:
+        computed = np.result_type(a_dtype, y_dtype)
+        for vjp, g in ((P.project_vjp, y.astype(computed)), (P.lstsq_vjp, y[:3].astype(computed))):
+            gA, gy = vjp(A.astype(a_dtype), y.astype(y_dtype), g)
+            assert (gA.dtype, gy.dtype) == (np.dtype(a_dtype), np.dtype(y_dtype)), (vjp.__name__, a_dtype, y_dtype)
+
+
+def test_big_endian_arguments_compute_as_native_ones():
+    A = np.random.default_rng(6).standard_normal((5, 3))
+    for got, want in zip(P.qr(A.astype(">f8")), P.qr(A)):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(P.qr_vjp(A.astype(">f8"), A, A[:3]), P.qr_vjp(A, A, A[:3]))

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -148,6 +149,25 @@ def test_arguments_a_program_cannot_honour_are_refused_by_name():
     with pytest.raises(revdiff.ReversibilityError, match="'y' of scale_rows\\(\\) has entries that share memory"):
         scale_rows(as_strided(one, (2,), (0,), writeable=True), np.ones((2, 2)), 1.0)
     assert one[0] == 0.0
+    rows = np.ones(3)  # rows of 2 that step by one entry: x[0, 1] is x[1, 0]
+    with pytest.raises(revdiff.ReversibilityError, match="'y' of .* rows that overlap"):
+        revdiff.batched(scale_rows, ["y", "A"])(as_strided(rows, (2, 2), (8, 8), writeable=True),
+                                                np.ones((2, 2, 2)), 1.0, donate=True)
+    assert rows.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_intricate_strides_are_checked_for_sharing_within_a_bound(monkeypatch):
+    """NumPy's exact overlap test can take seconds on such strides (of 1.5 GB, NumPy's own hard case):
+    within a bound of work it answers; past it, the pair counts as sharing, and the refusal says so."""
+    from numpy.lib.stride_tricks import as_strided
+    import revdiff.calls
+    x = np.zeros(192163)
+    a = as_strided(x, strides=(3667 * 8, 6111 * 8, 8556 * 8), shape=(10,) * 3)
+    b = as_strided(x[64023:], strides=(1222 * 8, 1223 * 8, 8), shape=(10, 10, 1))
+    assert revdiff.calls.sharing(a, b) is None  # worked out: they do not
+    assert revdiff.calls.sharing(x[:5], x[3:9]) == ""
+    monkeypatch.setattr(revdiff.calls, "MAX_WORK", 1)
+    assert "too intricate" in revdiff.calls.sharing(a, b)
 
 
 def test_a_callee_name_rebound_to_the_class_of_a_reversible_function_is_refused(tmp_path):

@@ -232,9 +232,9 @@ def _with_vector(A, y) -> tuple:
 
 
 def _as_given(g, given):
-    """A gradient in the dtype its argument came in: the real part for a real one (the imaginary
-    part is the derivative along directions that argument cannot move in)."""
-    return g.real.astype(given) if np.iscomplexobj(g) and not np.issubdtype(given, np.complexfloating) else g
+    """A gradient in the dtype its argument came in (float32 in, float32 out, as in PyTorch): the real
+    part for a real one (the imaginary part is the derivative along directions it cannot move in)."""
+    return (g.real if np.iscomplexobj(g) and not np.issubdtype(given, np.complexfloating) else g).astype(given, copy=False)
 
 
 #: what project and lstsq do with a (numerically) rank-deficient A

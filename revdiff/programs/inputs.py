@@ -53,8 +53,8 @@ def as_array(name: str, value, min_ndim: int, dtype=None, cotangent_of=None, cor
     ``dtype``: cast to it. ``cotangent_of``: the dtype of the value this array is the ``role``
     ("cotangent" or "tangent") of; the array gets that dtype, and a complex one of a real value is
     refused (its imaginary part would be dropped)."""
-    if type(value) is np.ndarray and value.dtype.type in DTYPES and value.ndim >= min_ndim and \
-            value.flags.c_contiguous and value.dtype == (cotangent_of if cotangent_of is not None else
+    if type(value) is np.ndarray and value.dtype.type in DTYPES and value.dtype.isnative and value.ndim >= min_ndim \
+            and value.flags.c_contiguous and value.dtype == (cotangent_of if cotangent_of is not None else
                                                           dtype if dtype is not None else value.dtype):
         return value  # as it would come out (the usual case, checked in a few attribute reads)
     if value is None:
@@ -78,6 +78,8 @@ def as_array(name: str, value, min_ndim: int, dtype=None, cotangent_of=None, cor
         dtype = cotangent_of
     if dtype is not None:
         a = a.astype(dtype, copy=False)
+    if not a.dtype.isnative:  # the programs read native byte order
+        a = a.astype(a.dtype.newbyteorder("="))
     if a.ndim < min_ndim:
         raise ValueError(f"'{name}' needs at least {min_ndim} dimension(s){core}, got shape {tuple(a.shape)}")
     return xp.ascontiguousarray(a)
