@@ -15,8 +15,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from revdiff.batching import Batching, is_array
-from revdiff.calls import (Compiled, Reversible, argument_kinds, check_array_cotangent, checked_tangents, compiled, copy_value,
-                           cotangent, cotangent_value, in_dtype_of, run, scalar_expected, zero_like)
+from revdiff.calls import (Compiled, Reversible, argument_kinds, check_array_cotangent, checked_tangents, compiled,
+                           copy_value, cotangent, cotangent_value, in_dtype_of, run, scalar_expected, zero_like)
 from revdiff.ir.signature import TANGENTS
 from revdiff.runtime.device import any_on_device, cupy_module, on_device
 

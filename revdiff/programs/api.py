@@ -93,9 +93,9 @@ def _pivoted(M: Matrices, pivoting) -> tuple:
 
 
 def _ranked(call, M: Matrices, tol: float):
-    """``call()`` of a QR-based program; where it fails its own checks on a rank-deficient A, the
-    RankDeficientError its rank check would have raised: Householder's reflector of a residual at
-    rounding level does not uncompute to zero, and the program stops before R is read."""
+    """``call()`` of a QR-based program; where it fails its own checks on a rank-deficient A, the rank
+    check's RankDeficientError (Householder's reflector of a residual at rounding level does not
+    uncompute to zero, and the program stops before R is read)."""
     try:
         return call()
     except ReversibilityError as exc:
@@ -232,9 +232,9 @@ def _with_vector(A, y) -> tuple:
 
 
 def _as_given(g, given):
-    """A gradient in the dtype its argument came in (float32 in, float32 out, as in PyTorch): the real
-    part for a real one (the imaginary part is the derivative along directions it cannot move in)."""
-    return (g.real if np.iscomplexobj(g) and not np.issubdtype(given, np.complexfloating) else g).astype(given, copy=False)
+    """A gradient in its argument's dtype, as in PyTorch; a real argument's the real part."""
+    real = np.iscomplexobj(g) and not np.issubdtype(given, np.complexfloating)
+    return (g.real if real else g).astype(given, copy=False)
 
 
 #: what project and lstsq do with a (numerically) rank-deficient A
