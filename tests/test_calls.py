@@ -195,3 +195,4 @@ def test_a_callee_name_rebound_to_the_class_of_a_reversible_function_is_refused(
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600,
                           env=dict(os.environ, REVDIFF_COMPILE_NOTICE="0"))
     assert done.returncode == 0, done.stderr
+

@@ -1078,3 +1078,14 @@ def test_a_parameter_named_like_an_hvp_entry_s_argument_runs_batched():
     args = (np.zeros(3), np.arange(3.0), np.ones(3) * 2)
     got = revdiff.batched(f, ["s", "x", "d_g_x"]).hvp("s", args, (None, np.ones(3), None))
     np.testing.assert_allclose(got[1], 2 * args[2])  # d²(x² c)/dx² = 2c
+
+
+def test_bench_compares_one_core_with_one_core_in_a_pinned_process():
+    """``revdiff bench``'s one-core run: a fresh process on one CPU whose libraries all run one thread,
+    its rows as the all-core run's."""
+    from revdiff.tools import bench
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("pinning to one CPU needs os.sched_setaffinity (Linux)")
+    rows, gemm = bench.one_core([(3, 6, 4)], [np.float64], ["projection"], 1, 64)
+    assert gemm > 0 and [(r["loss"], r["B"], r["dtype"]) for r in rows] == [("projection", 3, "float64")]
+    assert {"revdiff cgs2", "revdiff bcgs2", "numpy formula"} <= set(rows[0]["times"])

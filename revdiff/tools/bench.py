@@ -2,10 +2,14 @@
 (``torch.linalg.qr``), ``jax.jit(jax.grad(...))`` (``jnp.linalg.qr``) and the NumPy formula
 adjoints, timed in one run (median of repeats), with ratios, GFLOP/s against this machine's
 measured dgemm rate, the cold compile time and the time to a first gradient in a fresh process.
+Two comparisons: all cores against all cores (every library as it runs by default, revdiff's
+batches split among threads), and one core against one core (a fresh process pinned to one CPU,
+every library's threads set to one), so that a ratio never hides how many cores won it.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
@@ -90,6 +94,31 @@ def run_cases(cases, dtypes, losses, repeats: int, out=sys.stdout) -> list:
     return rows
 
 
+#: what the one-core process sets before any library starts its threads
+ONE_CORE_ENVIRONMENT = {"REVDIFF_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+                        "MKL_NUM_THREADS": "1", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false "
+                                                            "intra_op_parallelism_threads=1"}
+_WORKER = ("import json, sys; import numpy as np; from revdiff.tools import bench; "
+           "a = json.loads(sys.argv[1]); rows = bench.run_cases([tuple(c) for c in a['cases']], "
+           "[np.dtype(d) for d in a['dtypes']], a['losses'], a['repeats']); "
+           "print(json.dumps({'rows': rows, 'gemm': bench.dgemm_gflops(a['gemm_n'])}))")
+
+
+def one_core(cases, dtypes, losses, repeats: int, gemm_n: int) -> tuple:
+    """(rows, dgemm GFLOP/s) of ``run_cases`` in a fresh process pinned to one CPU, with every
+    library's thread count set to one before it is imported."""
+    cpu = min(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    pin = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
+    task = json.dumps({"cases": cases, "dtypes": [np.dtype(d).name for d in dtypes], "losses": losses,
+                       "repeats": repeats, "gemm_n": gemm_n})
+    done = subprocess.run([sys.executable, "-c", _WORKER, task], env=dict(os.environ, **ONE_CORE_ENVIRONMENT),
+                          preexec_fn=pin, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"the one-core run failed:\n{done.stderr[-2000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return result["rows"], result["gemm"]
+
+
 def first_gradient_times(timeout: float = 600) -> dict:
     """Cold compile (empty cache) and warm start (cached) of a 32x16 projection gradient, each in a
     fresh process: seconds from process start to the first gradient, and the import time alone."""
@@ -106,9 +135,10 @@ def first_gradient_times(timeout: float = 600) -> dict:
     return result
 
 
-def report(rows: list, gemm: float, starts: dict, out=sys.stdout) -> None:
-    print(f"machine: {platform.node()}, {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}; "
-          f"Python {platform.python_version()}, NumPy {np.__version__}; dgemm {gemm:.1f} GFLOP/s", file=out)
+def report(rows: list, gemm: float, starts: dict, out=sys.stdout, cores: str = "all cores") -> None:
+    print(f"\n## {cores}: machine {platform.node()}, {os.cpu_count()} CPUs, "
+          f"{platform.processor() or platform.machine()}; Python {platform.python_version()}, NumPy {np.__version__}; "
+          f"dgemm {gemm:.1f} GFLOP/s on {cores}", file=out)
     names = list(rows[0]["times"]) if rows else []
     ours = [k for k in names if k.startswith("revdiff")]
     print("\n| loss | dtype | B x m x n | " + " | ".join(names) + " | "
@@ -136,6 +166,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-startup", action="store_true",
                    help="skip the time to the first gradient in fresh processes (one on an empty cache, which "
                         "compiles, one on a warm cache)")
+    p.add_argument("--cores", choices=("both", "all", "one"), default="both",
+                   help="all cores against all cores, one core against one core (a fresh process pinned to one "
+                        "CPU, every library on one thread), or both in one run (default)")
     p.add_argument("--cases", help="comma-separated BxMxN cases instead of the built-in ones (10000x32x16, "
                                    "1000x64x32, 100x500x250, 1x2000x1000), e.g. 10000x32x16")
 
@@ -156,5 +189,10 @@ def main_from_args(args: argparse.Namespace) -> None:
     losses = args.loss.split(",")
     print(f"# revdiff bench{' --quick' if args.quick else ''} ({time.strftime('%Y-%m-%d')})")
     starts = {} if args.no_startup else first_gradient_times()
-    rows = run_cases(cases, dtypes, losses, args.repeats)
-    report(rows, dgemm_gflops(1000 if args.quick else 2000), starts)
+    gemm_n = 1000 if args.quick else 2000
+    if args.cores in ("both", "all"):
+        report(run_cases(cases, dtypes, losses, args.repeats), dgemm_gflops(gemm_n), starts)
+        starts = {}
+    if args.cores in ("both", "one"):
+        rows, gemm = one_core(cases, dtypes, losses, args.repeats, gemm_n)
+        report(rows, gemm, starts, cores="one core")
