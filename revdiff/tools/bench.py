@@ -98,9 +98,11 @@ def run_cases(cases, dtypes, losses, repeats: int, out=sys.stdout) -> list:
 ONE_CORE_ENVIRONMENT = {"REVDIFF_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
                         "MKL_NUM_THREADS": "1", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false "
                                                             "intra_op_parallelism_threads=1"}
-_WORKER = ("import json, sys; import numpy as np; from revdiff.tools import bench; "
-           "a = json.loads(sys.argv[1]); rows = bench.run_cases([tuple(c) for c in a['cases']], "
-           "[np.dtype(d) for d in a['dtypes']], a['losses'], a['repeats']); "
+_WORKER = ("import json, os, sys; a = json.loads(sys.argv[1]); "
+           "a['cpu'] is None or os.sched_setaffinity(0, {a['cpu']}); "  # pinned before any library starts threads
+           "import numpy as np; from revdiff.tools import bench; "
+           "rows = bench.run_cases([tuple(c) for c in a['cases']], [np.dtype(d) for d in a['dtypes']], a['losses'], "
+           "a['repeats']); "
            "print(json.dumps({'rows': rows, 'gemm': bench.dgemm_gflops(a['gemm_n'])}))")
 
 
@@ -108,11 +110,10 @@ def one_core(cases, dtypes, losses, repeats: int, gemm_n: int) -> tuple:
     """(rows, dgemm GFLOP/s) of ``run_cases`` in a fresh process pinned to one CPU, with every
     library's thread count set to one before it is imported."""
     cpu = min(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-    pin = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
     task = json.dumps({"cases": cases, "dtypes": [np.dtype(d).name for d in dtypes], "losses": losses,
-                       "repeats": repeats, "gemm_n": gemm_n})
+                       "repeats": repeats, "gemm_n": gemm_n, "cpu": cpu})
     done = subprocess.run([sys.executable, "-c", _WORKER, task], env=dict(os.environ, **ONE_CORE_ENVIRONMENT),
-                          preexec_fn=pin, capture_output=True, text=True)
+                          capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError(f"the one-core run failed:\n{done.stderr[-2000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
