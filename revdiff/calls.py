@@ -386,13 +386,21 @@ def loss_index(f, loss: "str | int") -> int:
     return loss % len(f.params)
 
 
+def check_count(f, what: str, values, role: str = "cotangents") -> None:
+    """TypeError unless ``values`` (the ``role`` of a call ``what``) is a tuple or list of one entry per
+    parameter of ``f``: one wording wherever cotangents or tangents are passed."""
+    n = len(f.params)
+    if not isinstance(values, (tuple, list)) or len(values) != n:
+        got = f"{len(values)}" if isinstance(values, (tuple, list)) else f"a {type(values).__name__}"
+        raise TypeError(f"{what} of {f.__qualname__} takes {n} {role}, one entry per argument "
+                        f"({', '.join(f.parameter_names)}; None for zero), got {got}")
+
+
 def checked_tangents(f, args: tuple, types: tuple, tangents, what: str, convert=cotangent) -> tuple:
     """One checked tangent per float or complex parameter of ``f`` (None: zero), a fresh copy in
     its argument's type (``convert``: ``cotangent``, or its GPU version); TypeError for a tangent
     of an integer parameter or a wrong count."""
-    if not isinstance(tangents, (tuple, list)) or len(tangents) != len(args):
-        raise TypeError(f"{what}: tangents must be a tuple with one entry per argument of {f.__qualname__} "
-                        f"({', '.join(f.parameter_names)}), got {tangents!r}")
+    check_count(f, what, tangents, "tangents")
     out = []
     for name, a, t, d in zip(f.parameter_names, args, types, tangents):
         if not t.differentiable:

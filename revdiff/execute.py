@@ -15,8 +15,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from revdiff.batching import Batching, is_array
-from revdiff.calls import (Compiled, Reversible, argument_kinds, check_array_cotangent, checked_tangents, compiled,
-                           copy_value, cotangent, cotangent_value, in_dtype_of, run, scalar_expected, zero_like)
+from revdiff.calls import (Compiled, Reversible, argument_kinds, check_array_cotangent, check_count, checked_tangents,
+                           compiled, copy_value, cotangent, cotangent_value, in_dtype_of, run, scalar_expected,
+                           zero_like)
 from revdiff.ir.signature import TANGENTS
 from revdiff.runtime.device import any_on_device, cupy_module, on_device
 
@@ -71,9 +72,7 @@ def _vjp(f: Reversible, args: tuple, kinds) -> tuple:
     names = f.parameter_names
 
     def pullback(*cotangents: Any) -> tuple:
-        if len(cotangents) != len(outs):
-            raise TypeError(f"pullback of {f.__qualname__} takes {len(outs)} cotangents "
-                            f"({', '.join(names)}), got {len(cotangents)}")
+        check_count(f, "pullback", cotangents)
         adjoint = compiled(f, f.programs[1], outs, kinds)
         if adjoint.spec is not c.spec:  # a global changed since the forward ran: its own adjoint, not cached
             adjoint = c.sibling(f.programs[1])
@@ -204,7 +203,7 @@ def _batched(bf: Batching, kind: str, args: tuple, cotangents, tangents, donate:
     if kind == "call":
         return bf.run("call", types, _copies(args, donate), xp)
     if kind in ("vjp", "vjp_jvp"):
-        _count(f, kind, cotangents, len(args))
+        check_count(f, kind, cotangents)
     copies = _copies(args, donate and kind == "vjp")
     differentiable = [k for k, t in enumerate(types) if t.differentiable]
     seeds = dict(zip(differentiable, _seeds(bf, xp, copies, cotangents, types))) if kind != "jvp" else {}
@@ -268,15 +267,6 @@ def _array_module(args: tuple) -> tuple:
         return np, args
     cp = cupy_module()
     return cp, tuple(cp.asarray(a) if is_array(a) else a for a in args)
-
-
-def _count(f: Reversible, what: str, cotangents: Any, n: int) -> None:
-    """TypeError unless ``cotangents`` is a sequence of one entry per parameter."""
-    if not isinstance(cotangents, (tuple, list)):
-        raise TypeError(f"{what} of {f.__qualname__} takes a tuple of {n} cotangents (None for zero), "
-                        f"got {type(cotangents).__name__}")
-    if len(cotangents) != n:
-        raise TypeError(f"{what} of {f.__qualname__} takes {n} cotangents, got {len(cotangents)}")
 
 
 def _device_cotangent(xp, name: str, out: Any, ct: Any, what: str = "cotangent") -> Any:

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from revdiff.ad import _loss_index, _real_loss
-from revdiff.calls import zero_like
+from revdiff.calls import check_count, zero_like
 from revdiff.execute import execute
 from revdiff.function import ReversibleFunction
 from revdiff.runtime.device import any_on_device, cupy_module
@@ -51,8 +51,7 @@ def vjp_jvp(f: ReversibleFunction, args: Sequence, cotangents: Sequence, tangent
     Hessian times the tangents. One run of the tangent of the fused vjp (``f.source("hvp")``)."""
     f = _function(f, "vjp_jvp")
     args = _arguments(f, args, "vjp_jvp")
-    if not isinstance(cotangents, (tuple, list)) or len(cotangents) != len(args):
-        raise TypeError(f"vjp_jvp: cotangents must be a tuple with one entry per argument of {f.__qualname__}")
+    check_count(f, "vjp_jvp", cotangents)
     return execute(f, "vjp_jvp", args, cotangents, tangents)
 
 
