@@ -21,7 +21,6 @@ from revdiff.ir.signature import ProgramSignature, entry_program, entry_signatur
 from revdiff.targets.batch_entries import element_entry, entry_names, lane_records
 from revdiff.ir.graph import ascii_name, symbol
 from revdiff.targets.lanes.modules import LANE_MIN_BATCH, NotLaneable, compile_lanes, lane_module_source, lane_width
-from revdiff.targets.llvm.programs import entry_callable, function_module
 from revdiff.ir.types import VarType, array_type, type_of_value
 from revdiff.runtime.device import on_device
 from revdiff.runtime.threads import blas_single_threaded
@@ -172,19 +171,13 @@ class Batching:
         iteration; ``blas``: programs with BLAS branches (``calls.blas_for``)."""
         sig = self.signature(kind, types)
         entry_types = _entry_types(sig, arrays, types)
-        key = (kind, types, tuple(entry_types.items()), blas, self.f.forward_function.version())  # a changed global compiles anew
+        version = self.f.forward_function.version()  # a changed global compiles anew
+        key = (kind, types, tuple(entry_types.items()), blas, version)
         fn = self._entries.get(key)
         if fn is None:
-            spec = self.f.forward_function.specialize(types, blas)
             low, header = self._element_entry(kind, types, entry_types, blas)
-            program = spec.native
-            callee = (program.signature(sig.program) if self.f.backend != "python" else None,
-                      program.callable(sig.program))
-            if self.f.backend != "python":
-                program.load(sig.program)
-            fn = entry_callable(low, {symbol(spec, sig.program): callee}, self.f.backend, header,
-                                program.loops(sig.program))
-            self._entries[key] = fn
+            fn = self._entries[key] = self.f.forward_function.specialize(types, blas).native.batch_entry(
+                sig.program, low, header)
         return fn
 
     def _element_entry(self, kind: str, types: tuple, entry_types: dict, blas: bool) -> tuple:
@@ -220,9 +213,7 @@ class Batching:
         entry_types = _entry_types(sig, arrays or (), types)
         low, header = self._element_entry(kind, types, entry_types, blas)
         if backend == "llvm":
-            spec = self.f.forward_function.specialize(types, blas)
-            callee = spec.native.signature(sig.program)
-            return function_module(low, {symbol(spec, sig.program): callee}, ascii_name(low.name), header)[0]
+            return self.f.forward_function.specialize(types, blas).native.batch_entry_module(sig.program, low, header)
         return emit_module([low], "\n".join("# " + line for line in header.splitlines()))
 
     def run(self, kind: str, types: tuple, arrays: tuple, xp) -> tuple:

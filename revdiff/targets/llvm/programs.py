@@ -157,6 +157,21 @@ class NativePrograms:
         return any(callee.native.loops(callee_program) for name in self._calls[program]
                    for callee, callee_program in [self.spec.dependencies[name]])
 
+    def batch_entry(self, program: str, low, header: str):
+        """A batched entry, LowFunction ``low`` (``targets/batch_entries.py``), that calls ``program``
+        of this specialisation per element: compiled, or plain Python for ``backend="python"``."""
+        python = self.spec.rf.backend == "python"
+        callee = (None if python else self.signature(program), self.callable(program))
+        if not python:
+            self.load(program)
+        return entry_callable(low, {symbol(self.spec, program): callee}, self.spec.rf.backend, header,
+                              self.loops(program))
+
+    def batch_entry_module(self, program: str, low, header: str) -> str:
+        """The LLVM module of the batched entry ``low`` that calls ``program``."""
+        callee = self.signature(program)
+        return function_module(low, {symbol(self.spec, program): callee}, ascii_name(low.name), header)[0]
+
     def callable(self, program: str):
         """``program`` compiled to machine code (``backend="python"``: the Python module as it is),
         called as ``fn(*args, error_record)``."""
