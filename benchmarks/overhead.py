@@ -1,7 +1,9 @@
 """The cost of one warm call, in one process: a single 32x16 float64 projection gradient
 (``revdiff.programs.project_vjp``) against NumPy's closed-form Golub-Pereyra gradient
-(``revdiff.formulas.project_vjp``), and, with PyTorch, a training step (forward and backward of
-||P_A y||²) through ``revdiff.torch.project`` against the same step through ``torch.linalg.qr``.
+(``revdiff.formulas.project_vjp``); a call, and a vjp with its pullback, of a small function of
+one's own (``y[i] += a * x[i]`` on 16 entries) against NumPy's ``y += a * x``; and, with PyTorch, a
+training step (forward and backward of ||P_A y||²) through ``revdiff.torch.project`` against the
+same step through ``torch.linalg.qr``.
 Medians of ``--rounds`` alternating rounds of ``--calls`` calls each, so that the machine's noise
 falls on both sides alike.
 
@@ -14,6 +16,14 @@ import statistics
 import time
 
 import numpy as np
+
+import revdiff
+
+
+@revdiff.reversible
+def axpy(y, x, a):
+    for i in range(y.shape[0]):
+        y[i] += a * x[i]
 
 
 def per_call(fn, calls: int) -> float:
@@ -53,6 +63,12 @@ def main() -> None:
     rows = [("project_vjp, one matrix", compare({"revdiff": lambda: P.project_vjp(A, y, gz),
                                                  "numpy formula": lambda: formulas.project_vjp(A, y, gz)},
                                                 a.rounds, a.calls), "numpy formula")]
+    u, v = np.zeros(16), np.ones(16)
+    small = {"revdiff": lambda: axpy(u, v, 0.5), "numpy y += a * x": lambda: np.add(u, 0.5 * v, out=u)}
+    rows.append(("a call of a small function", compare(small, a.rounds, 10 * a.calls), "numpy y += a * x"))
+    small = {"revdiff": lambda: revdiff.vjp(axpy, u, v, 0.5)[1](v, None, None),
+             "numpy y += a * x": lambda: np.add(u, 0.5 * v, out=u)}
+    rows.append(("its vjp and pullback", compare(small, a.rounds, 10 * a.calls), "numpy y += a * x"))
     if not a.no_torch:
         import torch
 
