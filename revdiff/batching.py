@@ -70,10 +70,10 @@ class Batching:
         if known is not None and known[0] is f.forward_function._version and f.forward_function.unchanged() \
                 and len({args[k].shape[0] for k in known[1]}) == 1:
             return known[2]
+        version = f.forward_function._version  # before typing: a version changed meanwhile types again
         types = self._checked_element_types(args)
         if kinds is not None:
-            self._types[kinds] = (f.forward_function._version, [k for k, p in enumerate(f.params) if p in self.batched],
-                                  types)
+            self._types[kinds] = (version, [k for k, p in enumerate(f.params) if p in self.batched], types)
         return types
 
     def _checked_element_types(self, args: tuple) -> tuple:
@@ -117,8 +117,9 @@ class Batching:
         kept = self._program_signatures.get(kind)
         if kept is not None and kept[0] is types and kept[1] is forward._version and forward.unchanged():
             return kept[2]
+        version = forward._version  # before reading what the function modifies, as ``_element_types``
         signature = program_signature(entry_program(self.f, kind), types, forward.modified_positions())
-        self._program_signatures[kind] = (types, forward._version, signature)
+        self._program_signatures[kind] = (types, version, signature)
         return signature
 
     def signature(self, kind: str, types: tuple) -> EntrySignature:

@@ -164,8 +164,10 @@ def compiled(f: Reversible, program: str, args: tuple, kinds=False) -> Compiled:
         return found
     types = f.argument_types(values)
     spec = forward.specialize(types, blas_for(values))
+    # labelled with the version the specialisation was made for, not the function's version now: another
+    # thread may have parsed it anew meanwhile, and the next call must then not take this program
     found = Compiled(spec.callable(program), types, program_signature(program, types, forward.modified_positions()),
-                     forward._version, f.partial_note(values), spec)
+                     spec.version, f.partial_note(values), spec)
     if kinds is not None:
         forward.compiled_calls[(program, kinds)] = found
     return found

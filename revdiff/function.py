@@ -334,8 +334,9 @@ class ReversibleFunction:
             found = self._specs.get((types, blas))
             if found is None or found[0] != version:
                 self._check()  # again, if version() parsed the function anew
-                found = (version, Specialization(self, types, blas))
-                self._specs[(types, blas)] = found
+                spec = Specialization(self, types, blas)
+                spec.version = version  # what a call compiled from it is valid for (``calls.compiled``)
+                found = self._specs[(types, blas)] = (version, spec)
         return found[1]
 
     def source(self, program: str = "forward", *example_args: Any, backend: str = "python") -> str:

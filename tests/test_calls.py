@@ -196,3 +196,40 @@ def test_a_callee_name_rebound_to_the_class_of_a_reversible_function_is_refused(
                           env=dict(os.environ, REVDIFF_COMPILE_NOTICE="0"))
     assert done.returncode == 0, done.stderr
 
+
+
+def test_calls_from_other_threads_never_leave_a_rebound_global_s_old_program_behind(tmp_path):
+    """Two threads calling f while this one rebinds the global it reads: a call made after the rebinding
+    sees the new value (a program compiled from the old one, cached as if for the new, ran before)."""
+    script = tmp_path / "threads_rebind.py"
+    script.write_text(textwrap.dedent("""
+        import threading, time
+        import revdiff
+        K = 1.0
+
+        @revdiff.reversible
+        def f(y, x):
+            y += K * x
+
+        stop, errors, stale = False, [], 0
+        def worker():
+            while not stop:
+                try:
+                    f(0.0, 1.0)
+                except Exception as exc:
+                    errors.append(repr(exc))
+        threads = [threading.Thread(target=worker) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for i in range(200):
+            K = float(i % 5)
+            time.sleep(0.001)
+            stale += f(0.0, 1.0)[0] != K
+        stop = True
+        for t in threads:
+            t.join()
+        assert not errors and not stale, (errors[:3], stale)
+    """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, REVDIFF_COMPILE_NOTICE="0"))
+    assert done.returncode == 0, done.stderr

@@ -45,6 +45,7 @@ class Specialization:
                      self.options, rf.backend, loader.compiler_fingerprint()))
         self.key = hashlib.sha256(text.encode()).hexdigest()[:16]
         self.fkey = int(self.key[:7], 16)
+        self.version = None  # the function's version this was made for (``ReversibleFunction.specialize``)
         self.dependencies: dict = {}
         self._callee_specs: dict = {}
         self.env = infer(self.func, dict(zip(rf.params, types)), self._callee_types)
