@@ -44,11 +44,9 @@ def _extent(a: Any) -> tuple:
 
 
 def may_share_memory(a: Any, b: Any) -> bool:
-    """Whether arrays ``a`` and ``b`` share memory: exactly for host arrays (``np.shares_memory``);
-    for GPU arrays, whether the byte ranges they span overlap (so two interleaved views of one
-    array, e.g. its even and odd columns, count as sharing); never for one of each."""
-    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
-        return bool(np.may_share_memory(a, b) and np.shares_memory(a, b))
+    """Whether GPU arrays ``a`` and ``b`` share memory: whether the byte ranges they span overlap (so
+    two interleaved views of one array, e.g. its even and odd columns, count as sharing); never for a
+    host array (host pairs: ``calls.sharing``)."""
     if on_device(a) and on_device(b):
         (low_a, high_a), (low_b, high_b) = _extent(a), _extent(b)
         return low_a < high_b and low_b < high_a
@@ -56,12 +54,10 @@ def may_share_memory(a: Any, b: Any) -> bool:
 
 
 def writeable(a: Any) -> bool:
-    """Whether array ``a`` may be written: NumPy's flag; for a GPU array, the read-only flag of its
-    ``__cuda_array_interface__`` (CuPy's arrays are always writeable) and no zero stride along an
-    axis of more than one element (a broadcast view, whose elements share memory, as NumPy's
-    ``broadcast_to`` views are read-only)."""
-    if isinstance(a, np.ndarray):
-        return bool(a.flags.writeable)
+    """Whether GPU array ``a`` may be written: the read-only flag of its ``__cuda_array_interface__``
+    (CuPy's arrays are always writeable) and no zero stride along an axis of more than one element (a
+    broadcast view, whose elements share memory, as NumPy's ``broadcast_to`` views are read-only).
+    Host arrays: NumPy's flag (``calls.validate``)."""
     face = a.__cuda_array_interface__
     strides = face.get("strides") or ()
     return not face["data"][1] and not any(s == 0 and n > 1 for n, s in zip(face["shape"], strides))
