@@ -326,18 +326,17 @@ class ReversibleFunction:
         """The programs for argument ``types``; ``blas``: whether vector instructions on large views
         may call BLAS (``blas_for``), else they compile to loops only."""
         found = self._specs.get((types, blas))
-        if found is not None and self._checked and found[0] is self._version and self.unchanged():
-            return found[1]
+        if found is not None and self._checked and found.version is self._version and self.unchanged():
+            return found
         with deeply_nested(self.py_function):
             self._check()
             version = self.version()  # parses the function anew (dropping its specialisations) if a global changed
             found = self._specs.get((types, blas))
-            if found is None or found[0] != version:
+            if found is None or found.version != version:
                 self._check()  # again, if version() parsed the function anew
-                spec = Specialization(self, types, blas)
-                spec.version = version  # what a call compiled from it is valid for (``calls.compiled``)
-                found = self._specs[(types, blas)] = (version, spec)
-        return found[1]
+                found = self._specs[(types, blas)] = Specialization(self, types, blas)
+                found.version = version  # what it and the calls compiled from it are valid for (``calls.compiled``)
+        return found
 
     def source(self, program: str = "forward", *example_args: Any, backend: str = "python") -> str:
         """Generated source of ``program`` ("forward", "inverse", "adjoint", "inverse_adjoint", "vjp",
