@@ -232,9 +232,8 @@ class Batching:
         contiguous = tuple(np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in arrays)
         entry, width = self._lane_entry(kind, types, contiguous)
         if entry is not None:  # index checks run uniformly for every lane group
-            n = self._size(arrays)
-            records = lane_records(n, width)  # then one per chunk of groups
-            result = run(entry, contiguous, np.zeros((records, ERROR_RECORD)), elements=n, units=records - n)
+            records = lane_records(size, width)  # then one per chunk of groups
+            result = run(entry, contiguous, np.zeros((records, ERROR_RECORD)), elements=size, units=records - size)
             # the lanes ran on C-ordered copies of the others (Fortran-ordered, strided): their final values
             # go back into the arrays given, which the caller returns (and donated arrays must hold)
             return tuple(_copied_back(a, final) for a, final in zip(arrays, result))
@@ -243,7 +242,7 @@ class Batching:
         # earlier would spin beside the batch's workers). A failed check, a division by zero and a negative
         # ancilla size included, lands in the element's error record: nothing raises inside the loop.
         with blas_single_threaded():
-            return run(entry, arrays, self._errors(arrays))
+            return run(entry, arrays, np.zeros((size, ERROR_RECORD)))
 
     def _blas(self, arrays: tuple) -> bool:
         """``blas_for`` one element: the batched arrays without their batch axis, the shared ones whole."""
@@ -252,9 +251,6 @@ class Batching:
 
     def _size(self, args: tuple) -> int:
         return next(a.shape[0] for p, a in zip(self.f.params, args) if p in self.batched)
-
-    def _errors(self, args: tuple) -> np.ndarray:
-        return np.zeros((self._size(args), ERROR_RECORD))
 
     def _execute_one(self, kind: str, types: tuple, arrays: tuple) -> tuple:
         """A batch of one through the ordinary single-call programs (a call, or the fused vjp), on
@@ -303,7 +299,7 @@ def is_array(a: Any) -> bool:
 
 def _copied_back(given, final):
     """``given`` holding ``final``, its value after a lane entry ran on a C-ordered copy of it (a read-only
-    one is an input the program does not modify: ``the driver copies the others)."""
+    one is an input the program does not modify: the driver copies the others)."""
     if isinstance(given, np.ndarray) and final is not given and given.flags.writeable:
         given[...] = final
         return given
