@@ -39,49 +39,47 @@ class NativeProgram:
     def _refuse(self, v, t) -> TypeError:
         return TypeError(f"{self.__name__} was compiled for a {t.describe()}, not {_describe(v)}")
 
-    def _call_with_objects(self, *args):
-        """The call where the entry reads the arrays' fields: nothing is packed."""
-        if len(args) != len(self.types) + 1:
-            raise TypeError(f"{self.__name__} takes {len(self.types)} arguments, got {len(args) - 1}")
-        objects = list(args)
-        scalars = []
-        for k, (v, t, dtype) in enumerate(zip(args, self.types, self._dtypes)):
+    def _arguments(self, args: tuple) -> tuple:
+        """(objects, slots): the arguments checked against the types compiled for, each scalar in a
+        one-element array of its dtype (a slot, where the program leaves its final value), then the
+        error record."""
+        *values, record = args
+        if len(values) != len(self.types):
+            raise TypeError(f"{self.__name__} takes {len(self.types)} arguments, got {len(values)}")
+        objects, slots = [], []
+        for v, t, dtype in zip(values, self.types, self._dtypes):
             if t.ndim:
                 if not isinstance(v, np.ndarray) or v.ndim != t.ndim or (v.dtype is not dtype and (
                         v.dtype != dtype or not v.dtype.isnative)):
                     raise self._refuse(v, t)
-            else:
-                objects[k] = slot = np.array([v], dtype=dtype)
-                scalars.append(slot)
-        record = args[-1]
-        self._check_record(record)
-        self._function(*objects)
-        return tuple(slot[0].item() for slot in scalars)
-
-    def _call_packed(self, *args):
-        """The call where the entry unpacks words (NumPy's array layout unknown)."""
-        *values, record = args
-        if len(values) != len(self.types):
-            raise TypeError(f"{self.__name__} takes {len(self.types)} arguments, got {len(values)}")
-        words: list = []  # packed as Python integers, converted once (per-word stores cost a microsecond each)
-        scalars = []
-        for v, t, dtype in zip(values, self.types, self._dtypes):
-            if t.ndim:
-                if not isinstance(v, np.ndarray) or v.ndim != t.ndim or v.dtype != dtype or not v.dtype.isnative:
-                    raise self._refuse(v, t)
-                words.append(v.__array_interface__["data"][0])
-                words.extend(v.shape)
-                words.extend(v.strides)
+                objects.append(v)
             else:
                 slot = np.array([v], dtype=dtype)
-                scalars.append(slot)
-                words.append(slot.__array_interface__["data"][0])
+                slots.append(slot)
+                objects.append(slot)
         self._check_record(record)
-        words.append(record.__array_interface__["data"][0])
+        objects.append(record)
+        return objects, slots
+
+    def _call_with_objects(self, *args):
+        """The call where the entry reads the arrays' fields: nothing is packed."""
+        objects, slots = self._arguments(args)
+        self._function(*objects)
+        return tuple(slot[0].item() for slot in slots)
+
+    def _call_packed(self, *args):
+        """The call where the entry unpacks words (NumPy's array layout unknown): each array's data
+        pointer, shape and strides; a slot's and the record's data pointer."""
+        objects, slots = self._arguments(args)
+        words: list = []  # packed as Python integers, converted once (per-word stores cost a microsecond each)
+        for v, t in zip(objects, list(self.types) + [None]):
+            words.append(v.__array_interface__["data"][0])
+            if t is not None and t.ndim:
+                words.extend(v.shape)
+                words.extend(v.strides)
         packed = np.array(words, np.int64)  # every word fits: addresses, sizes and strides are below 2**63
         self._function(packed.__array_interface__["data"][0])
-        return tuple(slot[0].item() for slot in scalars)
-
+        return tuple(slot[0].item() for slot in slots)
 
     __call__ = _call_packed if ARRAY_FIELDS is None else _call_with_objects
 
