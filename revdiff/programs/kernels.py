@@ -9,7 +9,7 @@ from typing import Callable
 
 import numpy as np
 
-from revdiff.calls import ERROR_RECORD, raise_failure, run_batch
+from revdiff.calls import ERROR_RECORD, run_batch
 from revdiff.targets.llvm.programs import entry_callable
 from revdiff.ir.low import LowFunction
 from revdiff.ir.types import VarType, kind_of_dtype
@@ -21,12 +21,15 @@ _LOCK = threading.Lock()
 
 def kernel(name: str, make: Callable, arrays: dict):
     """The compiled kernel ``name`` for ``arrays`` (parameter name -> example array), its body made by
-    ``make(dtype of the first array)`` as (statements, ...)."""
-    types = {p: VarType(kind_of_dtype(a.dtype), a.ndim, a.dtype.name) for p, a in arrays.items()}
-    key = (name, tuple(types.items()))
+    ``make(dtype of the first array)`` as (statements, ...); found by the arrays' dtypes and ranks."""
+    key = (name, tuple((a.dtype, a.ndim) for a in arrays.values()))
+    fn = _KERNELS.get(key)
+    if fn is not None:
+        return fn
     with _LOCK:
         fn = _KERNELS.get(key)
         if fn is None:
+            types = {p: VarType(kind_of_dtype(a.dtype), a.ndim, a.dtype.name) for p, a in arrays.items()}
             body = make(next(iter(types.values())).dtype)[0]
             params = ["_lo", "_hi"] + list(arrays) + ["_errors"]
             all_types = {"_lo": INT, "_hi": INT, "_errors": VarType("float", 2, "float64"), **types}
@@ -36,24 +39,6 @@ def kernel(name: str, make: Callable, arrays: dict):
     return fn
 
 
-#: (name, dtype and rank of each array) -> its compiled kernel, found without building types
-_BY_KINDS: dict = {}
-#: kernels over fewer units run in the calling thread, without splitting
-SMALL_UNITS = 16
-
-
 def run_kernel(name: str, make: Callable, units: int, **arrays) -> None:
     """Run kernel ``name`` over ``[0, units)`` on ``arrays`` (updated in place)."""
-    values = tuple(arrays.values())
-    key = (name, tuple((a.dtype, a.ndim) for a in values))
-    fn = _BY_KINDS.get(key)
-    if fn is None:
-        fn = _BY_KINDS[key] = kernel(name, make, arrays)
-    errors = np.zeros((1, ERROR_RECORD))
-    if units > SMALL_UNITS:
-        run_batch(fn, values, errors, units)
-        return
-    record = np.zeros(ERROR_RECORD)
-    fn(0, units, *values, errors, record)
-    if record[0]:
-        raise_failure(record)
+    run_batch(kernel(name, make, arrays), tuple(arrays.values()), np.zeros((1, ERROR_RECORD)), units)
