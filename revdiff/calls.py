@@ -97,7 +97,13 @@ def run_batch(entry, args: tuple, errors: np.ndarray, units: int, lane_elements:
     every element (a lane entry's buffers that could not be allocated). Returns the arguments, which
     the entry updated in place."""
     loops = getattr(entry, "revdiff_loops", False)
-    parts = max(1, min(units, batch_threads() if isinstance(entry, NativeProgram) else 1))
+    parts = 1 if units <= 1 else max(1, min(units, batch_threads() if isinstance(entry, NativeProgram) else 1))
+    if parts == 1 and not loops:  # one part, nothing to interrupt: called here, as it is
+        record = np.zeros(ERROR_RECORD)
+        entry(0, units, *args, errors, record)
+        if record[0]:
+            raise_failure(record)
+        return args
     bounds = [units * k // parts for k in range(parts + 1)]
     records = [np.zeros(ERROR_RECORD) for _ in range(parts)]
     calls = [functools.partial(entry, lo, hi, *args, errors, record)
