@@ -22,7 +22,7 @@ import dask.array as da
 import numpy as np
 
 from revdiff import programs as P
-from revdiff.programs.api import q_columns
+from revdiff.programs.methods import q_columns
 
 __all__ = ["qr", "qr_vjp", "project", "project_vjp", "lstsq", "lstsq_vjp", "normalize", "normalize_vjp",
            "tangent_project", "tangent_project_vjp"]

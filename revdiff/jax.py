@@ -26,7 +26,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from revdiff import programs as P
-from revdiff.programs.api import LSTSQ_METHODS, PROJECT_METHODS, q_columns
+from revdiff.programs.api import LSTSQ_METHODS, PROJECT_METHODS
+from revdiff.programs.methods import check_method, q_columns
 
 __all__ = ["qr", "project", "lstsq", "normalize", "tangent_project", "qr_jvp", "project_jvp", "lstsq_jvp",
            "normalize_jvp", "tangent_project_jvp"]
@@ -115,7 +116,7 @@ def qr(A, method: str = "cgs2", rank_tol: float | None = None, mode: str = "redu
         m, n = a.shape[-2:]
         q = q_columns(method, mode, a.shape)
         return [_struct(a.shape[:-2] + (m, q), a.dtype), _struct(a.shape[:-2] + (q, n), a.dtype)]
-    P.api._method(P.QR_METHODS, method)  # checked while tracing, as project's options are
+    check_method(P.QR_METHODS, method)  # checked while tracing, as project's options are
     (A,) = _inexact(A)  # before the tolerance, which is checked against the dtype the QR runs in
     P.api.rank_tolerance(rank_tol, A.dtype)
     if mode == "r":
@@ -139,7 +140,7 @@ def _solution_result(A, y) -> list:
 def _checked_options(A, method, rank_tol, rank_deficient, table, wide_ok=True):
     """The options checked while tracing, as the NumPy functions check them (inside the callback
     an error would reach the caller as JAX's runtime error)."""
-    P.api._method(table, method)
+    check_method(table, method)
     P.api.rank_tolerance(rank_tol, jnp.result_type(A))
     truncate = P.api._truncating(rank_deficient)
     if not wide_ok and not truncate and A.shape[-2] < A.shape[-1]:

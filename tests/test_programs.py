@@ -59,6 +59,54 @@ def test_householder_program_gradient_and_round_trip(m, n, cplx):
     assert_gradient(P.householder, *args)
 
 
+@pytest.mark.parametrize("m,n,q,cplx", [(70, 40, 40, False), (36, 70, 36, False), (40, 35, 35, True),
+                                        (70, 40, 70, False)])
+def test_blocked_householder_over_several_panels(m, n, q, cplx):
+    """Panels of 32 columns, their block reflections applied to the rest of A and to Q (thin, wide,
+    complex, complete): round trip, gradient, and the factorisation of column-by-column Householder."""
+    p = min(m, n)
+    dt = complex if cplx else float
+    args = (np.zeros((m, q), dt), np.zeros((q, n), dt), rand((m, n), cplx))
+    Q, R, A = assert_round_trip(P.blocked_householder, *args, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(Q @ R, A, atol=1e-13)
+    np.testing.assert_allclose(Q.conj().T @ Q, np.eye(q), atol=1e-14)
+    assert np.all(np.real(np.diag(R)) >= 0) and np.all(np.imag(np.diag(R)) == 0)
+    Q1, R1, _ = P.householder(*(a.copy() for a in args))
+    np.testing.assert_allclose(Q, Q1, atol=1e-13)
+    np.testing.assert_allclose(R, R1, atol=1e-13)
+    assert_gradient(P.blocked_householder, *args)
+
+
+@pytest.mark.parametrize("cplx", [False, True])
+def test_blocked_householder_with_zero_and_dependent_columns(cplx):
+    """A zero column leaves a zero reflector in its panel (T[j, j] = 0): still orthogonal Q and Q R = A."""
+    A = rand((80, 50), cplx)
+    A[:, 3] = 0
+    A[:, 40] = A[:, 2] - A[:, 7]
+    Q, R, _ = P.blocked_householder(np.zeros((80, 50), A.dtype), np.zeros((50, 50), A.dtype), A)
+    np.testing.assert_allclose(Q @ R, A, atol=1e-13)
+    np.testing.assert_allclose(Q.conj().T @ Q, np.eye(50), atol=1e-14)
+    assert R[3, 3] == 0 and abs(R[40, 40]) < 1e-13
+
+
+def test_householder_chooses_its_blocked_program_by_shape():
+    """``householder`` runs the blocked program beyond one panel of BLAS-sized matrices, the
+    column-by-column one below it and on GPUs; the two agree to rounding."""
+    from revdiff.programs.methods import chosen_method
+    assert chosen_method("householder", (5, 80, 40)) == "blocked_householder"
+    assert chosen_method("householder", (64, 32)) == "householder"  # one panel
+    assert chosen_method("householder", (40, 200)) == "blocked_householder"  # wide: p = 40
+    assert chosen_method("householder", (33, 33)) == "householder"  # 1089 entries: no BLAS
+    assert chosen_method("householder", (80, 40), gpu=True) == "householder"
+    assert chosen_method("cgs2", (500, 250)) == "cgs2"
+    A, y = rand((2, 90, 45)), rand((2, 90))
+    np.testing.assert_allclose(P.project_vjp(A, y, y, "householder")[0],
+                               P.project_vjp(A, y, y, "blocked_householder")[0], rtol=0, atol=0)
+    Q1, R1 = P.qr(A, "householder")
+    Q2, R2 = P.qr(A[:, :, :32], "householder")
+    np.testing.assert_allclose(Q1[:, :, :32], Q2, atol=1e-13)  # the first panel's columns: the same Q
+
+
 @pytest.mark.parametrize("method", ["householder", "cgs2", "mgs"])
 def test_the_diagonal_of_a_complex_r_is_exactly_real(method):
     """As LAPACK's: np.log(diag(R)) or np.isreal must not meet a rounding-level imaginary part."""
@@ -212,11 +260,12 @@ def test_float32_and_complex64():
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.complex64, np.float64])
-@pytest.mark.parametrize("method, shape", [("cgs2", (32, 16)), ("bcgs2", (80, 70))])
+@pytest.mark.parametrize("method, shape", [("cgs2", (32, 16)), ("bcgs2", (80, 70)), ("householder", (80, 70))])
 def test_ancilla_checks_pass_at_any_scale_and_precision(dtype, method, shape):
     """CGS2's second coefficients are of rounding size: their zero check must be relative to the
     vector they came from, or float32 gradients fail spuriously (they did, for 32x16; and for block
-    CGS2's second coefficient matrix, computed by a matrix product, on 100 x 500x250). The scales
+    CGS2's second coefficient matrix, computed by a matrix product, on 100 x 500x250; blocked
+    Householder's coefficients uncompute to rounding as CGS2's second ones). The scales
     run in one test, so that one process compiles the programs of a method and dtype."""
     for scale in (1e-6, 1.0, 1e6):
         A = (scale * rand((3,) + shape, np.dtype(dtype).kind == "c")).astype(dtype)

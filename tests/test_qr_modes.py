@@ -76,9 +76,9 @@ def test_complete_qr_vjp_equals_central_differences(method, cplx, shape):
 def test_complete_mode_of_a_tall_matrix_needs_householder_or_givens():
     A = rand((5, 3))
     for method in ("cgs2", "bcgs2", "mgs", "cgs"):
-        with pytest.raises(ValueError, match="'householder' or 'givens'.*first 3 columns"):
+        with pytest.raises(ValueError, match="'householder', 'blocked_householder' or 'givens'.*first 3 columns"):
             P.qr(A, method, mode="complete")
-        with pytest.raises(ValueError, match="'householder' or 'givens'"):
+        with pytest.raises(ValueError, match="'householder', 'blocked_householder' or 'givens'"):
             P.qr_vjp(A, None, np.ones((5, 3)), method, mode="complete")
     W = rand((3, 5))  # a wide (or square) Q is complete already: every method
     for method in ("cgs2", "mgs"):
@@ -174,7 +174,7 @@ def test_torch_complete_and_r_modes_of_a_tall_matrix():
     grads = torch.func.vmap(torch.func.grad(lambda x: rt.qr(x, "householder", mode="r")[1].sum()))(torch.tensor(A))
     np.testing.assert_allclose(grads.numpy(), P.qr_vjp(A, None, np.ones((2, 3, 3)), "householder", mode="r"),
                                rtol=1e-14)
-    with pytest.raises(ValueError, match="'householder' or 'givens'"):
+    with pytest.raises(ValueError, match="'householder', 'blocked_householder' or 'givens'"):
         rt.qr(torch.empty((5, 3), dtype=torch.float64, device="meta"), "cgs2", mode="complete")
     for mode in ("complete", "r"):
         torch.library.opcheck(torch.ops.revdiff.qr.default,

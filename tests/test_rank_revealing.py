@@ -89,7 +89,7 @@ def test_complete_pivoted_householder():
     Q, R, perm = P.qr(A, "householder", mode="complete", pivoting=True)
     assert Q.shape == (2, 6, 6) and R.shape == (2, 6, 3)
     np.testing.assert_allclose(Q @ R, columns(A, perm), atol=1e-14 * 6)
-    with pytest.raises(ValueError, match="'householder' or 'givens'"):
+    with pytest.raises(ValueError, match="'householder', 'blocked_householder' or 'givens'"):
         P.qr(A, "cgs2", mode="complete", pivoting=True)
 
 

@@ -9,29 +9,18 @@ import numpy as np
 
 from revdiff.batch import BatchedFunction
 from revdiff.errors import RankDeficientError, ReversibilityError
-from revdiff.programs import givens, gram_schmidt, householder, projection, sphere
+from revdiff.programs import givens, projection, sphere
 from revdiff.programs.arguments import Matrices, Vectors
+from revdiff.programs.methods import (COMPLETE_METHODS, LSTSQ_METHODS, PROJECT_METHODS, QR_METHODS, QR_MODES,
+                                      check_method, chosen_method, program_for, q_columns)
 from revdiff.programs.inputs import (DTYPES, array_module, as_array, batch_index, check_rank, check_result, flat,
                                      negated, one_device, rank_tolerance, require_finite, scale_exponents)
 from revdiff.programs.pivoting import column_pivots
 from revdiff.programs.scan import largest_per_element
 
-QR_METHODS = {"cgs2": gram_schmidt.cgs2, "bcgs2": gram_schmidt.bcgs2, "mgs": gram_schmidt.mgs,
-              "cgs": gram_schmidt.cgs, "householder": householder.householder, "givens": givens.givens}
-PROJECT_METHODS = {"cgs2": projection.project_cgs2, "bcgs2": projection.project_bcgs2, "mgs": projection.project_mgs,
-                   "cgs": projection.project_cgs, "householder": projection.project_householder}
-LSTSQ_METHODS = {"cgs2": projection.lstsq_cgs2, "bcgs2": projection.lstsq_bcgs2, "mgs": projection.lstsq_mgs,
-                 "cgs": projection.lstsq_cgs, "householder": projection.lstsq_householder}
-
 __all__ = ["DTYPES", "QR_METHODS", "QR_MODES", "COMPLETE_METHODS", "RANK_DEFICIENT",
            "PROJECT_METHODS", "LSTSQ_METHODS", "qr", "qr_vjp", "project", "project_vjp", "lstsq", "lstsq_vjp",
            "rank", "normalize", "normalize_vjp", "tangent_project", "tangent_project_vjp"]
-
-
-def _method(table: dict, method):
-    if not isinstance(method, str) or method not in table:
-        raise ValueError(f"unknown method {method!r}; choose one of {', '.join(table)}")
-    return table[method]
 
 
 _BATCHED: dict = {}
@@ -45,32 +34,20 @@ def _batched(program) -> BatchedFunction:
     return _BATCHED[program]
 
 
-#: the QR modes, named and shaped as in ``torch.linalg.qr``
-QR_MODES = ("reduced", "complete", "r")
-#: the methods that complete Q of a tall matrix to an m x m orthogonal matrix (their reflectors or
-#: rotations construct the completion)
-COMPLETE_METHODS = ("householder", "givens")
+def _program(table: dict, method: str, M: Matrices) -> BatchedFunction:
+    """The batched program ``method`` runs on M's matrices (``methods.chosen_method``)."""
+    return _batched(program_for(table, method, M.shape, M.gpu))
 
 
-def q_columns(method: str, mode, shape: tuple) -> int:
-    """The columns of Q for A of ``shape`` (..., m, n) in ``mode``: p = min(m, n), or m for the
-    complete Q of a tall A (ValueError for an unknown mode or a method that cannot complete Q)."""
-    if not isinstance(mode, str) or mode not in QR_MODES:
-        raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(map(repr, QR_MODES))}")
-    m, n = shape[-2:]
-    if mode != "complete" or m <= n:
-        return min(m, n)
-    if method not in COMPLETE_METHODS:
-        raise ValueError(f"mode='complete' of a tall A (shape {tuple(shape)}) needs a method that completes Q to "
-                         f"an orthogonal {m} x {m} matrix: {' or '.join(map(repr, COMPLETE_METHODS))}; "
-                         f"{method!r} computes the first {n} columns only")
-    return m
+def _leading_projection(method: str, M: Matrices) -> BatchedFunction:
+    """The batched projection onto leading columns of ``method``'s program for M."""
+    return _batched(projection.LEADING_PROJECTIONS[chosen_method(method, M.shape, M.gpu)])
 
 
 def _qr_run(method: str, M: Matrices, mode: str = "reduced"):
     """The batched QR program and its zero outputs for M: Q (m, q) and R (q, n), q from ``mode``,
     then the rotation angles (givens)."""
-    program = _method(QR_METHODS, method)
+    program = program_for(QR_METHODS, method, M.shape, M.gpu)
     q = q_columns(method, mode, M.shape)
     outputs = (M.zeros(M.m, q), M.zeros(q, M.n))
     if program is givens.givens:
@@ -308,15 +285,16 @@ def project(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_defi
     |R[k, k]| <= rank_tol |R[0, 0]|); returns (z, rank), rank (...) int64. Its gradient
     (``project_vjp``) is exact along directions that keep the rank."""
     truncate = _truncating(rank_deficient)
-    program = _batched(_method(PROJECT_METHODS, method))
+    check_method(PROJECT_METHODS, method)
     M, Y = _with_vector(A, y)
+    program = _program(PROJECT_METHODS, method, M)
     tol = rank_tolerance(rank_tol, M.dtype)
     if M.empty:
         z = M.unflat(M.xp.zeros_like(Y.flat), M.m)
         return (z, M.xp.zeros(M.batch, np.int64)) if truncate else z
     if truncate:
         kept = _Kept(M, tol)
-        leading = _batched(projection.LEADING_PROJECTIONS[method])
+        leading = _leading_projection(method, M)
         z = leading(M.zeros(M.m), M.zeros(M.p, M.p), kept.A, Y.v, kept.rank, donate=True)[0]
     else:
         z, R = _ranked(lambda: program(M.zeros(M.m), M.zeros(M.p, M.n), M.A, Y.v, donate=True), M, tol)[:2]
@@ -334,15 +312,16 @@ def project_vjp(A, y, gz, method: str = "cgs2", rank_tol: float | None = None, r
     derivative along it; components across the rank-r matrices are not determined by A and differ
     from the Golub-Pereyra formula's."""
     truncate = _truncating(rank_deficient)
-    program = _batched(_method(PROJECT_METHODS, method))
+    check_method(PROJECT_METHODS, method)
     M, Y = _with_vector(A, y)
+    program = _program(PROJECT_METHODS, method, M)
     tol = rank_tolerance(rank_tol, M.dtype)
     G = Vectors("gz", gz, M, M.batch + (M.m,), cotangent=True, why="as the cotangent of z it needs the shape of y,")
     if M.empty:
         return M.xp.zeros(M.shape, M.dtype), M.unflat(M.xp.zeros_like(Y.flat), M.m)
     if truncate:
         kept = _Kept(M, tol)
-        leading = _batched(projection.LEADING_PROJECTIONS[method])
+        leading = _leading_projection(method, M)
         _, (_, _, gA, gy, _) = leading.vjp((M.zeros(M.m), M.zeros(M.p, M.p), kept.A, Y.v, kept.rank),
                                            (G.v, None, None, None, None), donate=True)
         gA = kept.scatter(gA, M.xp)
@@ -359,8 +338,9 @@ def project_vjp(A, y, gz, method: str = "cgs2", rank_tol: float | None = None, r
 
 def _least_squares(A, y, method: str, rank_tol, rank_deficient):
     truncate = _truncating(rank_deficient)
-    program = _batched(_method(LSTSQ_METHODS, method))
+    check_method(LSTSQ_METHODS, method)
     M, Y = _with_vector(A, y)
+    program = _program(LSTSQ_METHODS, method, M)
     if M.m < M.n and not truncate:
         raise ValueError(f"lstsq needs a tall or square A (m >= n) of full column rank; A has shape {M.shape}, "
                          "and a wide A's least-squares problem has infinitely many solutions, of which "

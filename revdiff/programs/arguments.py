@@ -21,6 +21,11 @@ class Batch:
         self.b = self.flat.shape[0]
 
     @property
+    def gpu(self) -> bool:
+        """Whether the arrays live on a GPU (in CuPy)."""
+        return self.xp.__name__ != "numpy"
+
+    @property
     def empty(self) -> bool:
         return self.flat.size == 0
 

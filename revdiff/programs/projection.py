@@ -12,7 +12,7 @@ from revdiff.function import reversible
 from revdiff.language import routine, zeros
 from revdiff.programs.elementwise import add_into
 from revdiff.programs.gram_schmidt import bcgs2, cgs, cgs2, mgs
-from revdiff.programs.householder import householder
+from revdiff.programs.householder import blocked_householder, householder
 
 
 def _leading_projection(name: str, qr):
@@ -68,12 +68,13 @@ def _projection(name: str, qr):
 #: the projections onto the leading columns (those of a rank-deficient A that truncation keeps)
 LEADING_PROJECTIONS = {name: _leading_projection(f"project_leading_{name}", qr)
                        for name, qr in (("cgs2", cgs2), ("bcgs2", bcgs2), ("mgs", mgs), ("cgs", cgs),
-                                        ("householder", householder))}
+                                        ("householder", householder), ("blocked_householder", blocked_householder))}
 project_cgs2 = _projection("project_cgs2", cgs2)
 project_bcgs2 = _projection("project_bcgs2", bcgs2)
 project_mgs = _projection("project_mgs", mgs)
 project_cgs = _projection("project_cgs", cgs)
 project_householder = _projection("project_householder", householder)
+project_blocked_householder = _projection("project_blocked_householder", blocked_householder)
 
 
 def _least_squares(name: str, qr):
@@ -107,3 +108,4 @@ lstsq_bcgs2 = _least_squares("lstsq_bcgs2", bcgs2)
 lstsq_mgs = _least_squares("lstsq_mgs", mgs)
 lstsq_cgs = _least_squares("lstsq_cgs", cgs)
 lstsq_householder = _least_squares("lstsq_householder", householder)
+lstsq_blocked_householder = _least_squares("lstsq_blocked_householder", blocked_householder)

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from revdiff.programs import projection, sphere
+from revdiff.programs import sphere
 from revdiff.programs.api import (PROJECT_METHODS, QrCotangents, _as_given, _Kept, _batched, _empty_qr,
-                                  _least_squares, _method, _normalized, _pivoted, _qr_run, _ranked,
-                                  _solution_cotangent, _tangent_arguments, _truncating, _with_vector)
+                                  _leading_projection, _least_squares, _normalized, _pivoted, _program, _qr_run,
+                                  _ranked, _solution_cotangent, _tangent_arguments, _truncating, _with_vector)
 from revdiff.programs.arguments import Matrices, Vectors
+from revdiff.programs.methods import check_method
 from revdiff.programs.inputs import (as_array, check_rank, check_result, direction_exponents, flat, negated,
                                      one_device, rank_tolerance, require_finite)
 
@@ -86,8 +87,9 @@ def project_jvp(A, y, dA, dy, method: str = "cgs2", rank_tol: float | None = Non
     first entry is (z, rank) and dz the derivative of the projection onto the kept columns (exact
     along directions that keep the rank, as ``project_vjp``'s gradient)."""
     truncate = _truncating(rank_deficient)
-    program = _batched(_method(PROJECT_METHODS, method))
+    check_method(PROJECT_METHODS, method)
     M, Y = _with_vector(A, y)
+    program = _program(PROJECT_METHODS, method, M)
     tol = rank_tolerance(rank_tol, M.dtype)
     D, dY = _matrix_direction(dA, M), _vector_direction(dy, M)
     if M.empty:
@@ -97,7 +99,7 @@ def project_jvp(A, y, dA, dy, method: str = "cgs2", rank_tol: float | None = Non
     if truncate:
         kept = _Kept(M, tol)
         D = _kept_direction(D, kept, M.xp)
-        leading = _batched(projection.LEADING_PROJECTIONS[method])
+        leading = _leading_projection(method, M)
         outs, douts = leading.jvp((M.zeros(M.m), M.zeros(M.p, M.p), kept.A, Y.v, kept.rank),
                                   (None, None, D, dv, None))
     else:
@@ -154,8 +156,9 @@ def project_vjp_jvp(A, y, gz, dA, dy, method: str = "cgs2", rank_tol: float | No
     dz, in one run of the tangent of the fused vjp. What PyTorch's double backward through
     ``revdiff.torch.project`` runs."""
     truncate = _truncating(rank_deficient)
-    program = _batched(_method(PROJECT_METHODS, method))
+    check_method(PROJECT_METHODS, method)
     M, Y = _with_vector(A, y)
+    program = _program(PROJECT_METHODS, method, M)
     tol = rank_tolerance(rank_tol, M.dtype)
     G = Vectors("gz", gz, M, M.batch + (M.m,), cotangent=True, why="as the cotangent of z it needs the shape of y,")
     D, dY = _matrix_direction(dA, M), _vector_direction(dy, M)
@@ -166,7 +169,7 @@ def project_vjp_jvp(A, y, gz, dA, dy, method: str = "cgs2", rank_tol: float | No
     if truncate:
         kept = _Kept(M, tol)
         D = _kept_direction(D, kept, M.xp)
-        leading = _batched(projection.LEADING_PROJECTIONS[method])
+        leading = _leading_projection(method, M)
         _, grads, douts, dgrads = leading.vjp_jvp((M.zeros(M.m), M.zeros(M.p, M.p), kept.A, Y.v, kept.rank),
                                                   (G.v, None, None, None, None), (None, None, D, dv, None))
         grads = (kept.scatter(grads[2], M.xp), grads[3])

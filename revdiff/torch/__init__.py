@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from revdiff import programs as P
-from revdiff.programs.api import q_columns
+from revdiff.programs.methods import q_columns
 from revdiff.torch.operations import (_autograd, _batch_front, _checked, _computed, _gradient_dtype, _like, _numpy,
                                       _operation, _tensor)
 from revdiff.torch.reversible import function

@@ -1,0 +1,74 @@
+"""The methods and QR modes of the high-level functions, the programs the methods name, and the
+choice among a method's programs: ``householder`` runs one of two programs of the same
+factorisation, the one measured faster for the shape (as LAPACK's geqrf runs its unblocked geqr2
+on narrow matrices)."""
+from __future__ import annotations
+
+from revdiff.programs import givens, gram_schmidt, householder, projection
+
+QR_METHODS = {"cgs2": gram_schmidt.cgs2, "bcgs2": gram_schmidt.bcgs2, "mgs": gram_schmidt.mgs,
+              "cgs": gram_schmidt.cgs, "householder": householder.householder,
+              "blocked_householder": householder.blocked_householder, "givens": givens.givens}
+PROJECT_METHODS = {"cgs2": projection.project_cgs2, "bcgs2": projection.project_bcgs2, "mgs": projection.project_mgs,
+                   "cgs": projection.project_cgs, "householder": projection.project_householder,
+                   "blocked_householder": projection.project_blocked_householder}
+LSTSQ_METHODS = {"cgs2": projection.lstsq_cgs2, "bcgs2": projection.lstsq_bcgs2, "mgs": projection.lstsq_mgs,
+                 "cgs": projection.lstsq_cgs, "householder": projection.lstsq_householder,
+                 "blocked_householder": projection.lstsq_blocked_householder}
+#: the methods that complete Q of a tall matrix to an m x m orthogonal matrix (their reflectors or
+#: rotations construct the completion)
+COMPLETE_METHODS = ("householder", "blocked_householder", "givens")
+
+#: ``householder`` runs ``blocked_householder`` on matrices of more than one panel (p = min(m, n) >
+#: ``BLOCKED_MIN_COLUMNS``) and more than ``BLOCKED_MIN_ELEMENTS`` entries, where its block products
+#: call BLAS; the column-by-column program elsewhere (also in SIMD lanes, for batches of small
+#: matrices) and on GPUs, where the blocked one has not run. ``benchmarks/householder_crossover.py``
+#: measured the blocked program 1.3-1.7x slower at 64 x 32, 0.65-0.8x at 80 x 40, 0.12x at 256 x 128.
+BLOCKED_MIN_COLUMNS = householder.PANEL
+BLOCKED_MIN_ELEMENTS = 2048
+
+
+#: the QR modes, named and shaped as in ``torch.linalg.qr``
+QR_MODES = ("reduced", "complete", "r")
+
+
+def _choices(names) -> str:
+    """'a', 'b' or 'c'."""
+    quoted = [repr(name) for name in names]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+
+
+def q_columns(method: str, mode, shape: tuple) -> int:
+    """The columns of Q for A of ``shape`` (..., m, n) in ``mode``: p = min(m, n), or m for the
+    complete Q of a tall A (ValueError for an unknown mode or a method that cannot complete Q)."""
+    if not isinstance(mode, str) or mode not in QR_MODES:
+        raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(map(repr, QR_MODES))}")
+    m, n = shape[-2:]
+    if mode != "complete" or m <= n:
+        return min(m, n)
+    if method not in COMPLETE_METHODS:
+        raise ValueError(f"mode='complete' of a tall A (shape {tuple(shape)}) needs a method that completes Q to "
+                         f"an orthogonal {m} x {m} matrix: {_choices(COMPLETE_METHODS)}; "
+                         f"{method!r} computes the first {n} columns only")
+    return m
+
+
+def check_method(table: dict, method) -> None:
+    """ValueError naming the choices unless ``method`` is one of ``table``'s."""
+    if not isinstance(method, str) or method not in table:
+        raise ValueError(f"unknown method {method!r}; choose one of {', '.join(table)}")
+
+
+def chosen_method(method: str, shape: tuple, gpu: bool = False) -> str:
+    """The method whose program runs for ``method`` on matrices of ``shape`` (..., m, n)."""
+    m, n = shape[-2:]
+    if (method == "householder" and not gpu and min(m, n) > BLOCKED_MIN_COLUMNS
+            and m * n > BLOCKED_MIN_ELEMENTS):
+        return "blocked_householder"
+    return method
+
+
+def program_for(table: dict, method, shape: tuple, gpu: bool = False):
+    """The reversible program ``method`` runs on matrices of ``shape`` (ValueError for an unknown method)."""
+    check_method(table, method)
+    return table[chosen_method(method, shape, gpu)]
