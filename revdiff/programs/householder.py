@@ -178,6 +178,18 @@ def apply_reflectors_blocked(X, V):
         reflect_block(X[k:, k:], V[k:, k:k + b], False)
 
 
+@reversible
+def upper_factor(R, W):
+    """R += D^H W for the triangularised W, D the phases of its diagonal (1 where it is 0): R's
+    diagonal is real and nonnegative."""
+    m, n = W.shape
+    p = min(m, n)
+    for k in range(p):
+        R[k, k] += abs(W[k, k])  # conj(w / |w|) w, written as the real number it is (exactly)
+        for j in range(k + 1, n):
+            R[k, j] += np.conj(W[k, k] / abs(W[k, k]) if W[k, k] != 0 else 1) * W[k, j]
+
+
 def _householder(name: str, triangularize_, apply_reflectors_, doc: str):
     """Householder QR with the given triangularisation and application of the reflectors."""
 
@@ -200,10 +212,7 @@ def _householder(name: str, triangularize_, apply_reflectors_, doc: str):
                 X[k, k] += 1
             apply_reflectors_(X, V)
         add_into(Q, X)
-        for k in range(p):
-            R[k, k] += abs(W[k, k])  # conj(w / |w|) w, written as the real number it is (exactly)
-            for j in range(k + 1, n):
-                R[k, j] += np.conj(W[k, k] / abs(W[k, k]) if W[k, k] != 0 else 1) * W[k, j]
+        upper_factor(R, W)
         ~routine
         del X
         del V
@@ -221,5 +230,5 @@ householder = _householder(
 blocked_householder = _householder(
     "blocked_householder", triangularize_blocked, apply_reflectors_blocked,
     f"""``householder`` blocked: panels of {PANEL} columns, each applied to the rest of A and to Q as one
-    block reflector by matrix products. The same factorisation to rounding; faster from about
-    a hundred columns (``revdiff.programs.api.householder_program`` chooses).""")
+    block reflector by matrix products. The same factorisation to rounding, faster beyond one panel
+    of BLAS-sized matrices (where the method ``householder`` runs it: ``methods.chosen_method``).""")

@@ -1,6 +1,8 @@
 """Orthogonal projection onto the column space of A and least squares, written in the reversible
-language: z += Q Q^H y and x += R^-1 Q^H y, with Q and R from a Gram-Schmidt or Householder QR
-computed and uncomputed around the result.
+language: z += Q Q^H y and x += R^-1 Q^H y, with Q and R from a Gram-Schmidt QR computed and
+uncomputed around the result. The Householder programs form no Q: Q^H y and Q c are reflections of
+y and c (Q = H E D, so z = H E E^T H^H y and x = W^-1 (H^H y)[:n] for the triangularised W), which
+costs O(m n) where forming Q costs as much as the triangularisation.
 
 Both also copy out R, the triangular factor, so that callers can tell the rank: a column of A
 dependent on the earlier ones shows as a zero (exactly dependent) or tiny R[k, k], and then the
@@ -12,7 +14,7 @@ from revdiff.function import reversible
 from revdiff.language import routine, zeros
 from revdiff.programs.elementwise import add_into
 from revdiff.programs.gram_schmidt import bcgs2, cgs, cgs2, mgs
-from revdiff.programs.householder import blocked_householder, householder
+from revdiff.programs.householder import apply_reflectors, triangularize, triangularize_blocked, upper_factor
 
 
 def _leading_projection(name: str, qr):
@@ -65,16 +67,94 @@ def _projection(name: str, qr):
     return project
 
 
+@reversible
+def reflected_projection(z, y, V, r):
+    """z += H E_r E_r^H H^H y, the projection onto the first r columns of Q = H E D, for the
+    reflectors H = H_0 ... H_{p-1} in V's columns (``householder.apply_reflectors``)."""
+    m = V.shape[0]
+    C = zeros((m, 1), V.dtype)
+    D = zeros((m, 1), V.dtype)
+    with routine:
+        for i in range(m):
+            C[i, 0] += y[i]
+        ~apply_reflectors(C, V)
+        for i in range(r):
+            D[i, 0] += C[i, 0]
+        apply_reflectors(D, V)
+    for i in range(m):
+        z[i] += D[i, 0]
+    ~routine
+    del D
+    del C
+
+
+def _householder_leading_projection(name: str, triangularize_):
+    @reversible
+    def project(z, R, A, y, r):
+        """z += Q[:, :r] Q[:, :r]^H y for Householder's Q, formed by reflections of y alone
+        (0 <= r <= min(m, n)); R += A's triangular factor."""
+        m, n = A.shape
+        p = min(m, n)
+        W = zeros((m, n), A.dtype)
+        V = zeros((m, p), A.dtype)
+        with routine:
+            add_into(W, A)
+            triangularize_(W, V)
+        reflected_projection(z, y, V, r)
+        upper_factor(R, W)
+        ~routine
+        del V
+        del W
+
+    project.__name__ = project.__qualname__ = name
+    return project
+
+
+def _householder_projection(name: str, triangularize_):
+    @reversible
+    def project(z, R, A, y):
+        """z += Q Q^H y for Householder's Q, formed by reflections of y alone; R += A's triangular factor."""
+        m, n = A.shape
+        p = min(m, n)
+        W = zeros((m, n), A.dtype)
+        V = zeros((m, p), A.dtype)
+        with routine:
+            add_into(W, A)
+            triangularize_(W, V)
+        reflected_projection(z, y, V, p)
+        upper_factor(R, W)
+        ~routine
+        del V
+        del W
+
+    project.__name__ = project.__qualname__ = name
+    return project
+
+
 #: the projections onto the leading columns (those of a rank-deficient A that truncation keeps)
-LEADING_PROJECTIONS = {name: _leading_projection(f"project_leading_{name}", qr)
-                       for name, qr in (("cgs2", cgs2), ("bcgs2", bcgs2), ("mgs", mgs), ("cgs", cgs),
-                                        ("householder", householder), ("blocked_householder", blocked_householder))}
+LEADING_PROJECTIONS = {
+    **{name: _leading_projection(f"project_leading_{name}", qr)
+       for name, qr in (("cgs2", cgs2), ("bcgs2", bcgs2), ("mgs", mgs), ("cgs", cgs))},
+    "householder": _householder_leading_projection("project_leading_householder", triangularize),
+    "blocked_householder": _householder_leading_projection("project_leading_blocked_householder",
+                                                           triangularize_blocked)}
 project_cgs2 = _projection("project_cgs2", cgs2)
 project_bcgs2 = _projection("project_bcgs2", bcgs2)
 project_mgs = _projection("project_mgs", mgs)
 project_cgs = _projection("project_cgs", cgs)
-project_householder = _projection("project_householder", householder)
-project_blocked_householder = _projection("project_blocked_householder", blocked_householder)
+project_householder = _householder_projection("project_householder", triangularize)
+project_blocked_householder = _householder_projection("project_blocked_householder", triangularize_blocked)
+
+
+@reversible
+def solve_upper(x, T, c):
+    """x += T^-1 c by back substitution for an upper triangular T, each x[i] written once; a zero
+    T[i, i] contributes nothing to x (no division by zero)."""
+    n = len(x)
+    for i in range(n - 1, -1, -1):
+        for j in range(i + 1, n):
+            x[i] -= T[i, j] * x[j] / T[i, i] if T[i, i] != 0 else 0.0
+        x[i] += c[i] / T[i, i] if T[i, i] != 0 else 0.0
 
 
 def _least_squares(name: str, qr):
@@ -89,10 +169,7 @@ def _least_squares(name: str, qr):
         with routine:
             qr(Q, T, A)
             c[:] += Q.conj().T @ y
-        for i in range(n - 1, -1, -1):  # back substitution, each x[i] written once
-            for j in range(i + 1, n):
-                x[i] -= T[i, j] * x[j] / T[i, i] if T[i, i] != 0 else 0.0
-            x[i] += c[i] / T[i, i] if T[i, i] != 0 else 0.0
+        solve_upper(x, T, c)
         add_into(R, T)
         ~routine
         del c
@@ -103,9 +180,35 @@ def _least_squares(name: str, qr):
     return lstsq
 
 
+def _householder_least_squares(name: str, triangularize_):
+    @reversible
+    def lstsq(x, R, A, y):
+        """x += argmin |A x - y| = W^-1 (H^H y)[:n] for A of full column rank (m >= n), W the
+        triangularised A (Q^H y by reflections of y, no Q formed); R += A's triangular factor."""
+        m, n = A.shape
+        W = zeros((m, n), A.dtype)
+        V = zeros((m, n), A.dtype)
+        C = zeros((m, 1), A.dtype)
+        with routine:
+            add_into(W, A)
+            triangularize_(W, V)
+            for i in range(m):
+                C[i, 0] += y[i]
+            ~apply_reflectors(C, V)
+        solve_upper(x, W, C[:n, 0])
+        upper_factor(R, W)
+        ~routine
+        del C
+        del V
+        del W
+
+    lstsq.__name__ = lstsq.__qualname__ = name
+    return lstsq
+
+
 lstsq_cgs2 = _least_squares("lstsq_cgs2", cgs2)
 lstsq_bcgs2 = _least_squares("lstsq_bcgs2", bcgs2)
 lstsq_mgs = _least_squares("lstsq_mgs", mgs)
 lstsq_cgs = _least_squares("lstsq_cgs", cgs)
-lstsq_householder = _least_squares("lstsq_householder", householder)
-lstsq_blocked_householder = _least_squares("lstsq_blocked_householder", blocked_householder)
+lstsq_householder = _householder_least_squares("lstsq_householder", triangularize)
+lstsq_blocked_householder = _householder_least_squares("lstsq_blocked_householder", triangularize_blocked)
