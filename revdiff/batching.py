@@ -54,6 +54,8 @@ class Batching:
         self._signatures: dict = {}
         self._types: dict = {}  # argument kinds -> (function version, batched positions, element types)
         self._program_signatures: dict = {}
+        #: how the last run of each entry kind ran: "one element", "lanes of 8", "elements", ... (a report)
+        self.last_paths: dict = {}
 
     def __repr__(self) -> str:
         return f"<batched {self.f!r} over {', '.join(sorted(map(as_written, self.batched)))}>"
@@ -225,19 +227,24 @@ class Batching:
             return arrays
         self.f.validate(arrays[:len(self.f.params)])  # and so their elements, which the programs run on
         if xp is not np:
+            self.last_paths[kind] = "GPU, one thread per element"
             run_on_device(self, kind, list(arrays), types)
             return arrays
         if kind in ("call", "vjp") and size == 1:  # no parallel entry to compile for one element
+            self.last_paths[kind] = "one element"
             return self._execute_one(kind, types, arrays)
         contiguous = tuple(np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in arrays)
         entry, width = self._lane_entry(kind, types, contiguous)
         if entry is not None:  # index checks run uniformly for every lane group
+            self.last_paths[kind] = f"SIMD lanes of {width}"
             records = lane_records(size, width)  # then one per chunk of groups
             result = run(entry, contiguous, np.zeros((records, ERROR_RECORD)), elements=size, units=records - size)
             # the lanes ran on C-ordered copies of the others (Fortran-ordered, strided): their final values
             # go back into the arrays given, which the caller returns (and donated arrays must hold)
             return tuple(_copied_back(a, final) for a, final in zip(arrays, result))
-        entry = self.entry(kind, types, arrays, self._blas(arrays))
+        blas = self._blas(arrays)
+        self.last_paths[kind] = "elements on threads" + (", BLAS" if blas else "")
+        entry = self.entry(kind, types, arrays, blas)
         # the batch's threads share the cores, so BLAS calls must not add theirs (threads BLAS woke
         # earlier would spin beside the batch's workers). A failed check, a division by zero and a negative
         # ancilla size included, lands in the element's error record: nothing raises inside the loop.

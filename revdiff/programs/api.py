@@ -39,6 +39,15 @@ def _program(table: dict, method: str, M: Matrices) -> BatchedFunction:
     return _batched(program_for(table, method, M.shape, M.gpu))
 
 
+def last_run(function: str, method: str, shape: tuple) -> str:
+    """"program, path" of the last ``function`` call ("qr", "project_vjp", "lstsq", ...) with
+    ``method`` on matrices of ``shape`` (..., m, n): the program the method chose for the shape
+    (``methods.chosen_method``) and how its batch ran (``Batching.last_paths``)."""
+    table = {"qr": QR_METHODS, "project": PROJECT_METHODS, "lstsq": LSTSQ_METHODS}[function.split("_")[0]]
+    program = program_for(table, method, shape)
+    return f"{program.__name__}, {_batched(program).last_paths.get('vjp' if 'vjp' in function else 'call', 'not run')}"
+
+
 def _leading_projection(method: str, M: Matrices) -> BatchedFunction:
     """The batched projection onto leading columns of ``method``'s program for M."""
     return _batched(projection.LEADING_PROJECTIONS[chosen_method(method, M.shape, M.gpu)])

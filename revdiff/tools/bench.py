@@ -23,6 +23,7 @@ import numpy as np
 
 from revdiff import formulas
 from revdiff import programs as P
+from revdiff.programs.api import last_run
 from revdiff.tools import peers
 
 FULL_CASES = [(10000, 32, 16), (1000, 64, 32), (100, 500, 250), (1, 2000, 1000)]
@@ -50,17 +51,21 @@ def reversible_flops(loss: str, m: int, n: int) -> float:
     return 24.0 * m * n * n + (4.0 * m * n if loss == "projection" else 0.0)
 
 
+#: revdiff's methods in the tables
+OUR_METHODS = ("cgs2", "bcgs2", "householder")
+
+
 def methods(loss: str) -> dict:
     """name -> gradient function of batched arrays (A, *inputs) -> gA; peers only when installed."""
     out: dict = {}
     if loss == "projection":
-        out["revdiff cgs2"] = lambda A, y, g: P.project_vjp(A, y, g)[0]
-        out["revdiff bcgs2"] = lambda A, y, g: P.project_vjp(A, y, g, method="bcgs2")[0]
+        for method in OUR_METHODS:
+            out[f"revdiff {method}"] = lambda A, y, g, method=method: P.project_vjp(A, y, g, method)[0]
         out["numpy formula"] = lambda A, y, g: formulas.project_vjp(A, y, g)[0]
         torch_grad, jax_grad = peers.torch_projection(), peers.jax_projection()
     else:
-        out["revdiff cgs2"] = lambda A, gQ, gR: P.qr_vjp(A, gQ, gR)
-        out["revdiff bcgs2"] = lambda A, gQ, gR: P.qr_vjp(A, gQ, gR, method="bcgs2")
+        for method in OUR_METHODS:
+            out[f"revdiff {method}"] = lambda A, gQ, gR, method=method: P.qr_vjp(A, gQ, gR, method)
         out["numpy formula"] = formulas.qr_vjp
         torch_grad, jax_grad = peers.torch_qr(), peers.jax_qr()
     if torch_grad is not None:
@@ -84,10 +89,13 @@ def run_cases(cases, dtypes, losses, repeats: int, out=sys.stdout) -> list:
         for dtype in dtypes:
             for B, m, n in cases:
                 args = inputs(loss, B, m, n, dtype, rng)
-                row = {"loss": loss, "dtype": np.dtype(dtype).name, "B": B, "m": m, "n": n, "times": {}}
+                row = {"loss": loss, "dtype": np.dtype(dtype).name, "B": B, "m": m, "n": n, "times": {}, "ran": {}}
                 reps = repeats if B * m * n * n < 5e8 else 1
                 for name, grad in methods(loss).items():
                     row["times"][name] = median_time(lambda g=grad: g(*args), reps)
+                    if name.startswith("revdiff"):
+                        function = "project_vjp" if loss == "projection" else "qr_vjp"
+                        row["ran"][name] = last_run(function, name.split()[1], (B, m, n))
                     sys.stderr.write(f"\r{loss} {row['dtype']} {B}x{m}x{n} {name:14s}")
                 rows.append(row)
     sys.stderr.write("\n")
@@ -153,6 +161,10 @@ def report(rows: list, gemm: float, starts: dict, out=sys.stdout, cores: str = "
         cells = " | ".join(f"{t[k] * 1e3:.1f} ms" for k in names)
         print(f"| {r['loss']} | {r['dtype']} | {r['B']}x{r['m']}x{r['n']} | {cells} | {ratios} | {rate:.2f} "
               f"({100 * rate / gemm:.0f}% of dgemm) |", file=out)
+    ran = sorted({f"{r['B']}x{r['m']}x{r['n']}: " + "; ".join(f"{k.split()[1]} ran {v}" for k, v in r["ran"].items())
+                  for r in rows if r.get("ran")})
+    if ran:
+        print("\nwhat ran (program, path):\n" + "\n".join(f"- {line}" for line in ran), file=out)
     if starts:
         cold, warm = starts["cold"], starts["warm"]
         print(f"\nfirst 32x16 projection gradient in a fresh process: cold cache {cold[1]:.1f} s "

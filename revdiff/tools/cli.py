@@ -17,7 +17,7 @@ def main(argv: list | None = None) -> None:
                                    "time, as a table (the first run compiles for a few seconds, cached afterwards).")
     compare.add_arguments(p)
     b = sub.add_parser("bench", help="speed of batched gradients against PyTorch, JAX and NumPy formulas",
-                       description="Times batched projection and QR gradients of revdiff (cgs2, bcgs2) against "
+                       description="Times batched projection and QR gradients of revdiff (cgs2, bcgs2, householder) against "
                                    "PyTorch autograd, jax.jit(jax.grad) and the NumPy formula adjoints in one run, "
                                    "in float64 and float32, every method with all threads; prints ratios and "
                                    "GFLOP/s. The full run takes about 15 minutes on 2 cores.")
