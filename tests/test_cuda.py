@@ -69,6 +69,7 @@ CASES = {
     "bcgs2 two panels": lambda: qr_case(P.bcgs2, 40, 35, np.float64),
     "cgs float32": lambda: qr_case(P.cgs, 5, 3, np.float32),
     "householder complex": lambda: qr_case(P.householder, 5, 3, np.complex128),
+    "blocked householder two panels": lambda: qr_case(P.blocked_householder, 40, 35, np.float64),
     "givens": lambda: qr_case(P.givens, 5, 3, np.float64, extra=1),
     "householder complete": lambda: (P.householder, P.householder.params,
                                      (np.zeros((B, 5, 5)), np.zeros((B, 5, 3)), rand((B, 5, 3)))),

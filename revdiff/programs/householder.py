@@ -1,18 +1,19 @@
 """Householder QR written in the reversible language.
 
 Each reflector is stored as a unit vector u, so a reflection H = I - 2 u u^H needs no norm: the
-coefficient d = u^H x that it subtracts is recomputed from the reflected x, where it equals -d,
-and so uncomputes itself; u = 0 (a zero column) reflects nothing. Unit reflectors also keep every
+coefficients d = u^H C that it subtracts are recomputed from the reflected C, where they equal -d,
+and so uncompute themselves; u = 0 (a zero column) reflects nothing. Unit reflectors also keep every
 intermediate at the magnitude of A: v^H v would overflow or underflow at entries
 beyond about 1e154 or below 1e-154.
 The triangularisation runs in a work copy of A and is uncomputed after Q and R are copied out
 (compute-copy-uncompute), so, as with Gram-Schmidt, nothing is kept beyond Q and R.
 
-``householder`` applies one reflection at a time (LAPACK's geqr2); ``blocked_householder`` is blocked as
-LAPACK's geqrf: panels of ``PANEL`` columns are reduced column by column, and the rest of the
-matrix, and Q, receive each panel's reflectors at once in their compact WY form
+``householder`` applies one reflection at a time, to all the columns it acts on, row by row
+(LAPACK's geqr2); ``blocked_householder`` is blocked as LAPACK's geqrf: panels of ``PANEL`` columns
+are reduced so, and the rest of the matrix, and Q, receive each panel's reflectors at once in their
+compact WY form
 H_0 ... H_{b-1} = I - Y T Y^H (matrix products, BLAS-3 on the CPU). ``reflect_block`` uncomputes its
-own coefficients as ``reflect`` does, by the blocked form of the same identity.
+own coefficients as ``reflect_columns`` does, by the blocked form of the same identity.
 Shapes and conventions as in ``gram_schmidt``: Q (m, p), R (p, n), diag(R) real nonnegative; or
 the complete factorisation, Q (m, m) and R (m, n) with zero rows below p: ``householder`` reads the
 width of Q, and a Q of q columns (p <= q <= m) receives the first q columns of the product of the
@@ -27,22 +28,10 @@ from revdiff.programs.gram_schmidt import norm2
 
 
 @reversible
-def reflect(x, u):
-    """x <- (I - 2 u u^H) x for a unit (or zero) vector u."""
-    d = zero(x.dtype)
-    for i in range(len(u)):
-        d += np.conj(u[i]) * x[i]
-    for i in range(len(u)):
-        x[i] -= 2 * u[i] * d
-    for i in range(len(u)):
-        d += np.conj(u[i]) * x[i]
-    del d
-
-
-@reversible
 def reflect_columns(C, u):
-    """C <- (I - 2 u u^H) C for a unit (or zero) vector u: ``reflect`` on every column at once,
-    sweeping C by rows. d = C^H u holds the conjugated coefficients."""
+    """C <- (I - 2 u u^H) C for a unit (or zero) vector u, sweeping C by rows (a row-major C is read
+    contiguously). d = C^H u, the conjugated coefficients, is subtracted and then uncomputed by the
+    same product of the reflected C: (H C)^H u = -C^H u for a unit u."""
     d = zeros(C.shape[1], C.dtype)
     d[:] += C.conj().T @ u
     for i in range(len(u)):
@@ -79,7 +68,7 @@ PANEL = 32
 
 
 @reversible
-def triangularize_panel(W, V):
+def triangularize(W, V):
     """Reduce W to upper triangular form in place, column by column, each reflection applied to the
     columns from its own; column k of V receives the k-th unit reflector."""
     m, n = W.shape
@@ -95,8 +84,8 @@ def reflect_block(C, Y, adjoint):
     in Y's columns, y_j zero above row j; with ``adjoint``, C <- H_{b-1} ... H_0 C = (I - Y T^H Y^H) C.
     T is upper triangular (LAPACK's larft, forward and columnwise): T[j, j] = 2 (0 for a zero
     reflector, whose y_j[j] is 0) and T[:j, j] = -2 T[:j, :j] G[:j, j], G = Y^H Y.
-    The coefficients W = T Y^H C that it subtracts (Y W) uncompute themselves as ``reflect``'s d
-    does: H unitary makes T + T^H = T^H G T, so after the update T^H Y^H C_new = -W (T Y^H C_new
+    The coefficients W = T Y^H C that it subtracts (Y W) uncompute themselves as ``reflect_columns``'s
+    d does: H unitary makes T + T^H = T^H G T, so after the update T^H Y^H C_new = -W (T Y^H C_new
     with ``adjoint``), and Y^H C_new is Y^H C - G W, one small product from the Y^H C at hand; only
     that is then uncomputed against C. Three products of C's size in all."""
     b = Y.shape[1]
@@ -134,25 +123,11 @@ def reflect_block(C, Y, adjoint):
 
 
 @reversible
-def triangularize(W, V):
-    """Reduce W to upper triangular form in place, one reflection per column applied to the columns
-    from its own, column by column; column k of V receives the k-th unit reflector."""
-    m, n = W.shape
-    p = min(m, n)
-    for k in range(p):
-        householder_vector(V[k:, k], W[k:, k])
-        for j in range(k, n):
-            reflect(W[k:, j], V[k:, k])
-
-
-@reversible
 def apply_reflectors(X, V):
-    """X <- H_0 ... H_{p-1} X for the reflectors in V's columns, column by column."""
+    """X <- H_0 ... H_{p-1} X for the reflectors in V's columns, one reflection at a time."""
     p = V.shape[1]
-    q = X.shape[1]
     for k in range(p - 1, -1, -1):
-        for j in range(q):
-            reflect(X[k:, j], V[k:, k])
+        reflect_columns(X[k:, :], V[k:, k])
 
 
 @reversible
@@ -163,7 +138,7 @@ def triangularize_blocked(W, V):
     p = min(m, n)
     for k in range(0, p, PANEL):
         b = min(PANEL, p - k)
-        triangularize_panel(W[k:, k:k + b], V[k:, k:k + b])
+        triangularize(W[k:, k:k + b], V[k:, k:k + b])
         if k + b < n:
             reflect_block(W[k:, k + b:], V[k:, k:k + b], True)
 
