@@ -200,8 +200,9 @@ def _run(shape, dtype, loss, batch, methods, conds, repeats, seed, plot, out, th
         raise ValueError(f"unknown loss {loss!r}; choose one of {', '.join(LOSSES)}")
     the_loss = LOSSES[loss]
     dtype = np.dtype(dtype)
-    # Householder and Givens only on request: they compile for long, and the default run must be quick
-    names = list(methods or ["cgs2", "mgs", "cgs", "formula", "pinv", "torch", "jax"])
+    # bcgs2 and blocked_householder (which at the default 32 x 16 run as cgs2 and householder do, in one
+    # panel) and givens (which compiles for long) only on request: the default run must be quick
+    names = list(methods or ["cgs2", "mgs", "cgs", "householder", "formula", "pinv", "torch", "jax"])
     rng = np.random.default_rng(seed)
     chosen = the_loss.methods(names)
     limit_torch()  # the methods import torch: limit its pool now
@@ -261,7 +262,8 @@ class UsageError(ValueError):
 
 
 MAX_ENTRIES = 250_000  # of one matrix; the batch may hold 16 times as many in all
-METHOD_NAMES = ("cgs2", "bcgs2", "mgs", "cgs", "householder", "givens", "formula", "pinv", "torch", "jax")
+METHOD_NAMES = ("cgs2", "bcgs2", "mgs", "cgs", "householder", "blocked_householder", "givens", "formula", "pinv",
+                "torch", "jax")
 
 
 def parse_shape(text: str, loss: str) -> tuple:
@@ -342,9 +344,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", type=int, default=1, help="matrices per condition number, timed as one batch "
                                                         "(default 1)")
     p.add_argument("--methods", default=None,
-                   help="comma-separated: cgs2,bcgs2,mgs,cgs,householder,givens (revdiff's programs), formula "
+                   help="comma-separated: cgs2,bcgs2,mgs,cgs,householder,blocked_householder,givens (revdiff's "
+                        "programs; householder runs blocked_householder beyond 32 columns), formula "
                         "(Golub-Pereyra), pinv, torch, jax "
-                        "(default: all but bcgs2, householder and givens, those that apply and are installed)")
+                        "(default: all but bcgs2, blocked_householder and givens, those that apply and are "
+                        "installed)")
     p.add_argument("--conds", default=None, help="comma-separated condition numbers (default 1,1e2,...,1e12)")
     p.add_argument("--repeats", type=int, default=3, help="timed runs per method; the table shows the median "
                                                           "(default 3)")
