@@ -43,6 +43,7 @@ class Lowerer(AliasChecks):
         self.loc = None
         self.proven_in_bounds = False  # set while a vector instruction emits loops over checked views
         self.scales_known: frozenset = frozenset()  # ancillas whose scales need no new measurement here
+        self.product_scaled: set = set()  # ancillas whose operands' magnitudes this block measured (below)
         self.callee_modifies = callee_modifies  # callee name -> positions of the parameters it modifies
         # lowering the forward half of a fused vjp: uncomputes of ancillas freed right after them are
         # left out (the adjoint half recomputes and uncomputes them, checked), and so are their checks
@@ -155,6 +156,7 @@ class Lowerer(AliasChecks):
     def lower_block(self, body: list) -> list:
         left_out, freed = self.uncomputes_left_out(body)
         saved_unverified, self.unverified = self.unverified, self.unverified | freed
+        saved_products, self.product_scaled = self.product_scaled, set(self.product_scaled)
         with self.block() as result:
             for pos, s in enumerate(body):
                 if pos in left_out:
@@ -164,6 +166,7 @@ class Lowerer(AliasChecks):
                 else:
                     self.statement(s)
         self.unverified = saved_unverified
+        self.product_scaled = saved_products  # a loop's or a branch's marks may not have run
         return result
 
     def uncomputes_left_out(self, body: list) -> tuple[set, frozenset]:
@@ -231,6 +234,7 @@ class Lowerer(AliasChecks):
                 self.require(Compare(">=", size, Const(0)), f"ancilla '{s.name}' gets a negative size "
                              f"{expr_source(size)}", size, labels=("size",), error=ValueError)
         self.emit(self.zero_array(s.name, s.shape, t.dtype, f"ancilla '{s.name}'"))
+        self.product_scaled.discard(s.name)
         if self.options.check:
             self.emit(Local(f"_scale_{s.name}", Const(0.0)))
 
@@ -287,13 +291,19 @@ class Lowerer(AliasChecks):
         """Remember the largest magnitude each ancilla target held (the scale of its zero check). A
         vector instruction's target also takes the scales of the ancilla arrays it read: ``S += Q.T @ V``
         with V nearly orthogonal to Q gives coefficients of rounding size, which the inverse
-        cancels only to within rounding of V's size (block CGS2's second coefficients in float32)."""
+        cancels only to within rounding of V's size (block CGS2's second coefficients in float32).
+        Where no operand is an ancilla here, the target's scale rises to the product of the operands'
+        largest magnitudes (``track_product_scale``)."""
         entry = INSTRUCTIONS[s.op]
         for i in entry.targets:
             self.track_scale(s.operands[i])
             if entry.is_vector:
-                self.inherit_scales(s.operands[i], [s.operands[k] for k in entry.reads
-                                                    if isinstance(s.operands[k], (Name, Index))])
+                reads = [s.operands[k] for k in entry.reads if isinstance(s.operands[k], (Name, Index))]
+                arrays = [x for x in reads if _expr_type(self.env, x).is_array]
+                if arrays and not any(base_name(x) in self.ancillas for x in arrays):
+                    self.track_product_scale(s.operands[i], arrays)
+                else:
+                    self.inherit_scales(s.operands[i], reads)
 
     def track_scale(self, t, sources: tuple = ()) -> None:
         """Raise ancilla ``t``'s scale to the magnitude of ``t`` (element) or of every element of
@@ -309,18 +319,43 @@ class Lowerer(AliasChecks):
             if not xt.is_array:
                 self.emit(Assign((scale,), (Call("max", (scale, Call("abs", (x,)))),)))
                 continue
-            # every element of the view written (x[:, j] scans a column, not the whole array)
-            rank = self.env[base_name(x)].ndim
-            lengths = views.lengths(x, rank)
-            idx = [self.fresh("i") for _ in lengths]
-            for i in idx:
-                self.env.types[i] = VarType("int", 0, "int64")
-            element = views.element(x, rank, tuple(Name(i) for i in idx))
-            body = [Assign((scale,), (Call("max", (scale, Call("abs", (element,)))),))]
-            for axis in reversed(range(len(lengths))):
-                body = [Loop(idx[axis], Const(0), lengths[axis], Const(1), body)]
-            whole = isinstance(x, Index) and all(i == Slice(None, None, None) for i in x.indices)
-            self.emit(HostCall("largest_magnitude", (scale, Name(x.base) if whole else x), body, result=scale.id))
+            self.raise_to_largest(scale, x)  # every element of the view written
+
+    def raise_to_largest(self, scale: Name, x) -> None:
+        """``scale = max(scale, |e|)`` over every element e of the view x (x[:, j] scans a column,
+        not the whole array)."""
+        rank = self.env[base_name(x)].ndim
+        lengths = views.lengths(x, rank)
+        idx = [self.fresh("i") for _ in lengths]
+        for i in idx:
+            self.env.types[i] = VarType("int", 0, "int64")
+        element = views.element(x, rank, tuple(Name(i) for i in idx))
+        body = [Assign((scale,), (Call("max", (scale, Call("abs", (element,)))),))]
+        for axis in reversed(range(len(lengths))):
+            body = [Loop(idx[axis], Const(0), lengths[axis], Const(1), body)]
+        whole = isinstance(x, Index) and all(i == Slice(None, None, None) for i in x.indices)
+        self.emit(HostCall("largest_magnitude", (scale, Name(x.base) if whole else x), body, result=scale.id))
+
+    def track_product_scale(self, target, arrays: list) -> None:
+        """Raise ancilla ``target``'s scale to the product of the largest magnitudes of ``arrays``, the
+        operands of a vector instruction none of which is an ancilla here: the size of the terms the
+        target sums. A reflection's coefficients d += C^H u of a C nearly orthogonal to u are of
+        rounding size and cancel to within rounding of C's size, not their own; C is an ancilla of
+        the caller, whose scale the callee cannot see (Householder's reflections in float32).
+        Measured once per ancilla and block, by its first such product after its allocation: the
+        later ones (the uncompute, d += (H C)^H u) read operands of the same magnitudes, and a scan
+        per product cost Householder's gradients 20-55 %."""
+        name = base_name(target)
+        if not self.tracks_scale(name) or name in self.product_scaled:
+            return
+        self.product_scaled.add(name)
+        product = None
+        for x in arrays:
+            largest = self.temp(Const(0.0), "largest")
+            self.raise_to_largest(largest, x)
+            product = largest if product is None else A.mul(product, largest)
+        scale = Name(f"_scale_{name}")
+        self.emit(Assign((scale,), (Call("max", (scale, product)),)))
 
     def tracks_scale(self, name: str) -> bool:
         """Whether writes to ``name`` here raise a scale: a float ancilla, checks on, neither being
