@@ -161,8 +161,8 @@ def report(rows: list, gemm: float, starts: dict, out=sys.stdout, cores: str = "
         cells = " | ".join(f"{t[k] * 1e3:.1f} ms" for k in names)
         print(f"| {r['loss']} | {r['dtype']} | {r['B']}x{r['m']}x{r['n']} | {cells} | {ratios} | {rate:.2f} "
               f"({100 * rate / gemm:.0f}% of dgemm) |", file=out)
-    ran = sorted({f"{r['B']}x{r['m']}x{r['n']}: " + "; ".join(f"{k.split()[1]} ran {v}" for k, v in r["ran"].items())
-                  for r in rows if r.get("ran")})
+    ran = [f"{r['loss']} {r['dtype']} {r['B']}x{r['m']}x{r['n']}: "
+           + "; ".join(f"{k.split()[1]} ran {v}" for k, v in r["ran"].items()) for r in rows if r.get("ran")]
     if ran:
         print("\nwhat ran (program, path):\n" + "\n".join(f"- {line}" for line in ran), file=out)
     if starts:
