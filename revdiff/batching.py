@@ -54,7 +54,8 @@ class Batching:
         self._signatures: dict = {}
         self._types: dict = {}  # argument kinds -> (function version, batched positions, element types)
         self._program_signatures: dict = {}
-        #: how the last run of each entry kind ran: "one element", "lanes of 8", "elements", ... (a report)
+        #: how the last run of each entry kind ran: "one element", "SIMD lanes of 8", "elements on
+        #: threads, BLAS", ... (a report, ``programs.api.last_run``)
         self.last_paths: dict = {}
 
     def __repr__(self) -> str:

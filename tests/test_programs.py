@@ -91,7 +91,7 @@ def test_blocked_householder_with_zero_and_dependent_columns(cplx):
 
 def test_householder_chooses_its_blocked_program_by_shape():
     """``householder`` runs the blocked program beyond one panel of BLAS-sized matrices, the
-    column-by-column one below it and on GPUs; the two agree to rounding."""
+    column-by-column one below it and on GPUs (the dispatch: the same bits as naming the program)."""
     from revdiff.programs.methods import chosen_method
     assert chosen_method("householder", (5, 80, 40)) == "blocked_householder"
     assert chosen_method("householder", (64, 32)) == "householder"  # one panel
@@ -354,3 +354,24 @@ def test_reflection_coefficients_are_checked_against_the_reflected_matrix():
     gA, gy = P.project_vjp(A, y, y, "householder")
     assert np.all(np.isfinite(gA)) and np.all(np.isfinite(gy))
     assert np.all(np.isfinite(P.qr_vjp(A, A, None, "householder")))
+
+
+@pytest.mark.parametrize("method", ["householder", "blocked_householder"])
+@pytest.mark.parametrize("leading", [0.0, 1e-4j, 5e-4 * (1 + 1j)])
+def test_complex_householder_with_a_small_or_zero_leading_entry(method, leading):
+    """A complex column whose first entry is zero or below |x| / 1000: the reflector maps it to a
+    real multiple of e_1 (LAPACK's larfg, complex tau); a Hermitian reflector with phase 1 left
+    |Im x[0]| below the diagonal (QR off by 1e-3) and gradients off by 12-41 % at x[0] = 0."""
+    draw = np.random.default_rng(4)
+    for m, n in ((8, 3), (80, 40)):
+        A = draw.standard_normal((m, n)) + 1j * draw.standard_normal((m, n))
+        A[0, 0] = leading * np.linalg.norm(A[:, 0])
+        y, gz = (draw.standard_normal(m) + 1j * draw.standard_normal(m) for _ in range(2))
+        Q, R = P.qr(A, method)
+        np.testing.assert_allclose(Q @ R, A, atol=1e-14 * abs(A).max())
+        gA, gy = P.project_vjp(A, y, gz, method)
+        want = formulas.project_vjp(A, y, gz)
+        np.testing.assert_allclose(gA, want[0], atol=1e-13 * abs(want[0]).max())
+        np.testing.assert_allclose(P.lstsq(A, y, method), np.linalg.lstsq(A, y, rcond=None)[0], atol=1e-13)
+        gQ, gR = draw.standard_normal(Q.shape), draw.standard_normal(R.shape)
+        np.testing.assert_allclose(P.qr_vjp(A, gQ, gR, method), formulas.qr_vjp(A, gQ, gR), atol=1e-12)

@@ -40,12 +40,16 @@ def _program(table: dict, method: str, M: Matrices) -> BatchedFunction:
 
 
 def last_run(function: str, method: str, shape: tuple) -> str:
-    """"program, path" of the last ``function`` call ("qr", "project_vjp", "lstsq", ...) with
-    ``method`` on matrices of ``shape`` (..., m, n): the program the method chose for the shape
-    (``methods.chosen_method``) and how its batch ran (``Batching.last_paths``)."""
-    table = {"qr": QR_METHODS, "project": PROJECT_METHODS, "lstsq": LSTSQ_METHODS}[function.split("_")[0]]
-    program = program_for(table, method, shape)
-    return f"{program.__name__}, {_batched(program).last_paths.get('vjp' if 'vjp' in function else 'call', 'not run')}"
+    """"program, path" of the last ``function`` call ("qr", "qr_vjp", "project", "project_vjp",
+    "lstsq" or "lstsq_vjp", with ``rank_deficient="raise"``) with ``method`` on CPU matrices of
+    ``shape`` (..., m, n): the program the method chose for the shape (``methods.chosen_method``)
+    and how its batch ran (``Batching.last_paths``)."""
+    tables = {"qr": QR_METHODS, "project": PROJECT_METHODS, "lstsq": LSTSQ_METHODS}
+    name, _, kind = function.partition("_")
+    if name not in tables or kind not in ("", "vjp"):
+        raise ValueError(f"last_run reports qr, project, lstsq and their _vjp, not {function!r}")
+    program = program_for(tables[name], method, shape)
+    return f"{program.__name__}, {_batched(program).last_paths.get(kind or 'call', 'not run')}"
 
 
 def _leading_projection(method: str, M: Matrices) -> BatchedFunction:

@@ -1,19 +1,20 @@
 """Householder QR written in the reversible language.
 
-Each reflector is stored as a unit vector u, so a reflection H = I - 2 u u^H needs no norm: the
-coefficients d = u^H C that it subtracts are recomputed from the reflected C, where they equal -d,
-and so uncompute themselves; u = 0 (a zero column) reflects nothing. Unit reflectors also keep every
-intermediate at the magnitude of A: v^H v would overflow or underflow at entries
-beyond about 1e154 or below 1e-154.
-The triangularisation runs in a work copy of A and is uncomputed after Q and R are copied out
-(compute-copy-uncompute), so, as with Gram-Schmidt, nothing is kept beyond Q and R.
+Each reflector is stored as a unit vector u, H = I - tau u u^H with tau = 2 Re(u[0]) / u[0] (2 for
+real data; LAPACK's larfg, which maps a column to a real multiple of e_1), so a reflection needs no
+norm: the coefficients d = C^H u that it subtracts are recomputed from the reflected C, where they
+are a unit multiple of d, and so uncompute themselves; u = 0 (a zero column) reflects nothing.
+Unit reflectors also keep every intermediate at the magnitude of A: v^H v would overflow or
+underflow at entries beyond about 1e154 or below 1e-154. The triangularisation runs in a work copy
+of A and is uncomputed after Q and R are copied out (compute-copy-uncompute), so, as with
+Gram-Schmidt, nothing is kept beyond Q and R.
 
-``householder`` applies one reflection at a time, to all the columns it acts on, row by row
-(LAPACK's geqr2); ``blocked_householder`` is blocked as LAPACK's geqrf: panels of ``PANEL`` columns
-are reduced so, and the rest of the matrix, and Q, receive each panel's reflectors at once in their
-compact WY form
-H_0 ... H_{b-1} = I - Y T Y^H (matrix products, BLAS-3 on the CPU). ``reflect_block`` uncomputes its
-own coefficients as ``reflect_columns`` does, by the blocked form of the same identity.
+``householder`` applies one reflection at a time, to all the columns it acts on, sweeping them row
+by row (LAPACK's geqr2); ``blocked_householder`` is blocked as LAPACK's geqrf: each panel of
+``PANEL`` columns is reduced the same way, and the rest of the matrix, and Q, receive its
+reflectors at once in their compact WY form I - Y T Y^H (matrix products, BLAS-3 on the CPU).
+``reflect_block`` uncomputes its own coefficients as ``reflect_columns`` does, by the blocked form
+of the same identity.
 Shapes and conventions as in ``gram_schmidt``: Q (m, p), R (p, n), diag(R) real nonnegative; or
 the complete factorisation, Q (m, m) and R (m, n) with zero rows below p: ``householder`` reads the
 width of Q, and a Q of q columns (p <= q <= m) receives the first q columns of the product of the
@@ -28,32 +29,48 @@ from revdiff.programs.gram_schmidt import norm2
 
 
 @reversible
-def reflect_columns(C, u):
-    """C <- (I - 2 u u^H) C for a unit (or zero) vector u, sweeping C by rows (a row-major C is read
-    contiguously). d = C^H u, the conjugated coefficients, is subtracted and then uncomputed by the
-    same product of the reflected C: (H C)^H u = -C^H u for a unit u."""
+def reflect_columns(C, u, adjoint):
+    """C <- H C, or H^H C with ``adjoint``, for H = I - tau u u^H, u a unit (or zero) vector from
+    ``householder_vector`` and tau = 2 Re(u[0]) / u[0] (2 for real u), sweeping C by rows (a
+    row-major C is read contiguously). With s = tau (conj(tau) with ``adjoint``), the coefficients
+    d = C^H u are subtracted (C -= s u d^H) and then uncomputed by the same product of the reflected
+    C: (H C)^H u = conj(1 - s) d with |1 - s| = 1, so (H C)^H w = -d for w = (s - 1) u."""
     d = zeros(C.shape[1], C.dtype)
+    w = zeros(len(u), C.dtype)
+    t = zero(C.dtype)
+    s = zero(C.dtype)
+    with routine:
+        t += 2 * u[0].real / u[0] if u[0] != 0 else 0.0
+        s += np.conj(t) if adjoint else t
+        for i in range(len(u)):
+            w[i] += (s - 1.0) * u[i]
     d[:] += C.conj().T @ u
     for i in range(len(u)):
-        C[i, :] -= 2.0 * u[i] * np.conj(d)
-    d[:] += C.conj().T @ u
+        C[i, :] -= s * u[i] * np.conj(d)
+    d[:] += C.conj().T @ w
+    ~routine
     del d
+    del s
+    del t
+    del w
 
 
 @reversible
 def householder_vector(u, x):
-    """u += v / |v| for v = x + ph |x| e_1, whose reflection maps x to -ph |x| e_1; u stays 0 when
-    x = 0. ph is the phase of x[0] (no cancellation in v[0]) where |x[0]| > |x| / 1000, else 1 (none
-    either): the uncompute recomputes ph from x restored to rounding, and a phase read off an x[0]
-    at rounding level (a zero entry of A) would flip. |v| = sqrt(2 |x| (|x| + Re(conj(ph) x[0]))),
-    written so that it cannot overflow."""
+    """u += v / |v| for v = x + ph |x| e_1, whose reflection H = I - tau u u^H (``reflect_columns``)
+    maps x to the real -ph |x| e_1 (LAPACK's larfg: for complex x, H is not Hermitian, and tau is
+    complex); u stays 0 when x = 0. ph = -1 where Re(x[0]) < -|x| / 1000, else 1: no cancellation in
+    v[0], and ph does not move with x (no derivative of a phase, which grows like 1 / |x[0]|); the
+    uncompute recomputes ph from x restored to rounding, which cannot cross the threshold unless
+    Re(x[0]) lies within rounding of it. |v| = sqrt(2 |x| (|x| + ph Re(x[0]))), written so that it
+    cannot overflow."""
     nrm = zero(x.real.dtype)
-    ph = zero(x.dtype)
+    ph = zero(x.real.dtype)
     nv = zero(x.real.dtype)
     with routine:
         norm2(nrm, x)
-        ph += x[0] / abs(x[0]) if abs(x[0]) > 0.001 * nrm else 1
-        nv += 2 * np.sqrt(nrm) * np.sqrt(0.5 * nrm + 0.5 * (np.conj(ph) * x[0]).real) if nrm > 0 else 0.0
+        ph += -1.0 if x[0].real < -0.001 * nrm else 1.0
+        nv += 2 * np.sqrt(nrm) * np.sqrt(0.5 * nrm + 0.5 * ph * x[0].real) if nrm > 0 else 0.0
     for i in range(len(x)):
         u[i] += x[i] / nv if nv > 0 else 0.0
     u[0] += nrm / nv * ph if nv > 0 else 0.0
@@ -69,25 +86,28 @@ PANEL = 32
 
 @reversible
 def triangularize(W, V):
-    """Reduce W to upper triangular form in place, column by column, each reflection applied to the
-    columns from its own; column k of V receives the k-th unit reflector."""
+    """Reduce W to upper triangular form in place, column by column: the k-th reflection maps
+    W[k:, k] to a multiple of e_1 and is applied to W[k:, k + 1:] in the same sweep; column k of V
+    receives the k-th unit reflector."""
     m, n = W.shape
     p = min(m, n)
     for k in range(p):
         householder_vector(V[k:, k], W[k:, k])
-        reflect_columns(W[k:, k:], V[k:, k])
+        reflect_columns(W[k:, k:], V[k:, k], False)
 
 
 @reversible
 def reflect_block(C, Y, adjoint):
-    """C <- H_0 ... H_{b-1} C = (I - Y T Y^H) C for the unit (or zero) reflectors H_j = I - 2 y_j y_j^H
-    in Y's columns, y_j zero above row j; with ``adjoint``, C <- H_{b-1} ... H_0 C = (I - Y T^H Y^H) C.
-    T is upper triangular (LAPACK's larft, forward and columnwise): T[j, j] = 2 (0 for a zero
-    reflector, whose y_j[j] is 0) and T[:j, j] = -2 T[:j, :j] G[:j, j], G = Y^H Y.
+    """C <- H_0^H ... H_{b-1}^H C = (I - Y T Y^H) C for the reflectors H_j = I - tau_j y_j y_j^H of
+    the unit (or zero) vectors in Y's columns (``reflect_columns``), y_j zero above row j; with
+    ``adjoint``, C <- H_{b-1} ... H_0 C = (I - Y T^H Y^H) C. T is upper triangular (LAPACK's larft,
+    forward and columnwise, for the conj(tau_j)): T[j, j] = conj(tau_j) (0 for a zero reflector,
+    whose y_j[j] is 0) and T[:j, j] = -T[j, j] T[:j, :j] G[:j, j], G = Y^H Y.
     The coefficients W = T Y^H C that it subtracts (Y W) uncompute themselves as ``reflect_columns``'s
-    d does: H unitary makes T + T^H = T^H G T, so after the update T^H Y^H C_new = -W (T Y^H C_new
-    with ``adjoint``), and Y^H C_new is Y^H C - G W, one small product from the Y^H C at hand; only
-    that is then uncomputed against C. Three products of C's size in all."""
+    d do: I - Y T Y^H unitary makes T + T^H = T^H G T and T G T^H = T + T^H (a zero reflector's
+    row and column of T are zero, and both still hold), so after the update T^H Y^H C_new = -W
+    (T Y^H C_new with ``adjoint``), and Y^H C_new is Y^H C - G W, one small product from the Y^H C at
+    hand; only that is then uncomputed against C. Three products of C's size in all."""
     b = Y.shape[1]
     n = C.shape[1]
     G = zeros((b, b), C.dtype)
@@ -99,10 +119,10 @@ def reflect_block(C, Y, adjoint):
     with routine:
         G[:, :] += Y.conj().T @ Y
         for j in range(b):
-            T[j, j] += 2.0 if Y[j, j] != 0 else 0.0
+            T[j, j] += np.conj(2 * Y[j, j].real / Y[j, j]) if Y[j, j] != 0 else 0.0
             for i in range(j):
                 for k in range(i, j):
-                    T[i, j] -= 2.0 * T[i, k] * G[k, j]
+                    T[i, j] -= T[j, j] * T[i, k] * G[k, j]
         for i in range(b):
             for j in range(b):
                 T1[i, j] += np.conj(T[j, i]) if adjoint else T[i, j]
@@ -127,7 +147,7 @@ def apply_reflectors(X, V):
     """X <- H_0 ... H_{p-1} X for the reflectors in V's columns, one reflection at a time."""
     p = V.shape[1]
     for k in range(p - 1, -1, -1):
-        reflect_columns(X[k:, :], V[k:, k])
+        reflect_columns(X[k:, :], V[k:, k], True)
 
 
 @reversible

@@ -200,8 +200,8 @@ def _run(shape, dtype, loss, batch, methods, conds, repeats, seed, plot, out, th
         raise ValueError(f"unknown loss {loss!r}; choose one of {', '.join(LOSSES)}")
     the_loss = LOSSES[loss]
     dtype = np.dtype(dtype)
-    # bcgs2 and blocked_householder (which at the default 32 x 16 run as cgs2 and householder do, in one
-    # panel) and givens (which compiles for long) only on request: the default run must be quick
+    # bcgs2 and blocked_householder (at the default 32 x 16 each one panel, which cgs2 and householder
+    # factor as well) and givens (which compiles for long) only on request: the default run must be quick
     names = list(methods or ["cgs2", "mgs", "cgs", "householder", "formula", "pinv", "torch", "jax"])
     rng = np.random.default_rng(seed)
     chosen = the_loss.methods(names)
@@ -345,7 +345,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                         "(default 1)")
     p.add_argument("--methods", default=None,
                    help="comma-separated: cgs2,bcgs2,mgs,cgs,householder,blocked_householder,givens (revdiff's "
-                        "programs; householder runs blocked_householder beyond 32 columns), formula "
+                        "programs; householder runs blocked_householder on the CPU beyond 32 columns and 2048 entries), "
+                        "formula "
                         "(Golub-Pereyra), pinv, torch, jax "
                         "(default: all but bcgs2, blocked_householder and givens, those that apply and are "
                         "installed)")
