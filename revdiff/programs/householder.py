@@ -34,25 +34,23 @@ def reflect_columns(C, u, adjoint):
     ``householder_vector`` and tau = 2 Re(u[0]) / u[0] (2 for real u), sweeping C by rows (a
     row-major C is read contiguously). With s = tau (conj(tau) with ``adjoint``), the coefficients
     d = C^H u are subtracted (C -= s u d^H) and then uncomputed by the same product of the reflected
-    C: (H C)^H u = conj(1 - s) d with |1 - s| = 1, so (H C)^H w = -d for w = (s - 1) u."""
+    C: (H C)^H u = conj(1 - s) d, and |1 - s| = 1, so d turned into -conj(1 - s) d (times 1 for
+    real data, exactly) cancels against it."""
     d = zeros(C.shape[1], C.dtype)
-    w = zeros(len(u), C.dtype)
     t = zero(C.dtype)
     s = zero(C.dtype)
     with routine:
         t += 2 * u[0].real / u[0] if u[0] != 0 else 0.0
         s += np.conj(t) if adjoint else t
-        for i in range(len(u)):
-            w[i] += (s - 1.0) * u[i]
     d[:] += C.conj().T @ u
     for i in range(len(u)):
         C[i, :] -= s * u[i] * np.conj(d)
-    d[:] += C.conj().T @ w
+    d[:] *= -np.conj(1.0 - s)
+    d[:] += C.conj().T @ u
     ~routine
     del d
     del s
     del t
-    del w
 
 
 @reversible
