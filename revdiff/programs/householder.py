@@ -142,10 +142,20 @@ def reflect_block(C, Y, adjoint):
 
 @reversible
 def apply_reflectors(X, V):
-    """X <- H_0 ... H_{p-1} X for the reflectors in V's columns, one reflection at a time."""
+    """X <- H_0^H ... H_{p-1}^H X for the reflectors in V's columns, one reflection at a time (its
+    inverse applies H_{p-1} ... H_0, as the triangularisation did to A)."""
     p = V.shape[1]
     for k in range(p - 1, -1, -1):
         reflect_columns(X[k:, :], V[k:, k], True)
+
+
+@reversible
+def form_q(X, V):
+    """``apply_reflectors`` to an X that starts as E_q D (Q's columns, ``_householder``): the columns
+    before k are still zero in rows k: when reflection k comes, so it reflects only X[k:, k:]."""
+    p = V.shape[1]
+    for k in range(p - 1, -1, -1):
+        reflect_columns(X[k:, k:], V[k:, k], True)
 
 
 @reversible
@@ -162,9 +172,8 @@ def triangularize_blocked(W, V):
 
 
 @reversible
-def apply_reflectors_blocked(X, V):
-    """``apply_reflectors`` a panel at a time from the last, each as one block. X's columns before a
-    panel are still zero in its rows (X starts as E_q D), so only X[k:, k:] is reflected."""
+def form_q_blocked(X, V):
+    """``form_q`` a panel at a time from the last, each panel's reflections as one block on X[k:, k:]."""
     p = V.shape[1]
     for k in range((p - 1) // PANEL * PANEL, -1, -PANEL):
         b = min(PANEL, p - k)
@@ -183,8 +192,8 @@ def upper_factor(R, W):
             R[k, j] += np.conj(W[k, k] / abs(W[k, k]) if W[k, k] != 0 else 1) * W[k, j]
 
 
-def _householder(name: str, triangularize_, apply_reflectors_, doc: str):
-    """Householder QR with the given triangularisation and application of the reflectors."""
+def _householder(name: str, triangularize_, form_q_, doc: str):
+    """Householder QR with the given triangularisation and formation of Q."""
 
     @reversible
     def householder(Q, R, A):
@@ -197,13 +206,13 @@ def _householder(name: str, triangularize_, apply_reflectors_, doc: str):
         with routine:
             add_into(W, A)
             triangularize_(W, V)
-            # Q = H_0 ... H_{p-1} E_q D with D the phases of diag(W) (1 beyond p), so that R = D^H W
-            # has a nonnegative diagonal
+            # Q = H_0^H ... H_{p-1}^H E_q D with D the phases of diag(W) (1 beyond p), so that
+            # R = D^H W has a nonnegative diagonal
             for k in range(p):
                 X[k, k] += W[k, k] / abs(W[k, k]) if W[k, k] != 0 else 1
             for k in range(p, q):
                 X[k, k] += 1
-            apply_reflectors_(X, V)
+            form_q_(X, V)
         add_into(Q, X)
         upper_factor(R, W)
         ~routine
@@ -217,11 +226,11 @@ def _householder(name: str, triangularize_, apply_reflectors_, doc: str):
 
 
 householder = _householder(
-    "householder", triangularize, apply_reflectors,
+    "householder", triangularize, form_q,
     """QR by Householder reflections, one column at a time: orthogonal to O(u) at any condition
     number. Q has p = min(m, n) columns (thin) or m (complete; R then has m rows, those below p zero).""")
 blocked_householder = _householder(
-    "blocked_householder", triangularize_blocked, apply_reflectors_blocked,
+    "blocked_householder", triangularize_blocked, form_q_blocked,
     f"""``householder`` blocked: panels of {PANEL} columns, each applied to the rest of A and to Q as one
     block reflector by matrix products. The same factorisation to rounding, faster beyond one panel
     of BLAS-sized matrices (where the method ``householder`` runs it: ``methods.chosen_method``).""")

@@ -69,23 +69,23 @@ def _projection(name: str, qr):
 
 @reversible
 def reflected_projection(z, y, V, r):
-    """z += H E_r E_r^H H^H y, the projection onto the first r columns of Q = H E D, for the
-    reflectors H = H_0 ... H_{p-1} in V's columns (``householder.apply_reflectors``)."""
+    """z += H E_r E_r^H H^H y, the projection onto the first r columns of Q = H E D, for
+    H = H_0^H ... H_{p-1}^H and the reflectors H_k in V's columns (``householder.apply_reflectors``)."""
     m = V.shape[0]
-    C = zeros((m, 1), V.dtype)
-    D = zeros((m, 1), V.dtype)
+    reflected = zeros((m, 1), V.dtype)  # H^H y
+    projected = zeros((m, 1), V.dtype)  # H E_r E_r^H H^H y
     with routine:
         for i in range(m):
-            C[i, 0] += y[i]
-        ~apply_reflectors(C, V)
+            reflected[i, 0] += y[i]
+        ~apply_reflectors(reflected, V)
         for i in range(r):
-            D[i, 0] += C[i, 0]
-        apply_reflectors(D, V)
+            projected[i, 0] += reflected[i, 0]
+        apply_reflectors(projected, V)
     for i in range(m):
-        z[i] += D[i, 0]
+        z[i] += projected[i, 0]
     ~routine
-    del D
-    del C
+    del projected
+    del reflected
 
 
 def _householder_leading_projection(name: str, triangularize_):
