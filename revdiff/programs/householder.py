@@ -158,17 +158,35 @@ def form_q(X, V):
         reflect_columns(X[k:, k:], V[k:, k], True)
 
 
-@reversible
-def triangularize_blocked(W, V):
-    """``triangularize`` panel by panel: each panel reduced row-wise (``reflect_columns``), its
-    reflectors applied to the columns after it as one block."""
-    m, n = W.shape
-    p = min(m, n)
-    for k in range(0, p, PANEL):
-        b = min(PANEL, p - k)
-        triangularize(W[k:, k:k + b], V[k:, k:k + b])
-        if k + b < n:
-            reflect_block(W[k:, k + b:], V[k:, k:k + b], True)
+def _blocked_triangularization(name: str, panel: int, reduce_panel, doc: str):
+    """``triangularize`` panel by panel: each panel of ``panel`` columns reduced by ``reduce_panel``,
+    its reflectors then applied to the columns after it as one block (``reflect_block``)."""
+
+    @reversible
+    def blocked(W, V):
+        m, n = W.shape
+        p = min(m, n)
+        for k in range(0, p, panel):
+            b = min(panel, p - k)
+            reduce_panel(W[k:, k:k + b], V[k:, k:k + b])
+            if k + b < n:
+                reflect_block(W[k:, k + b:], V[k:, k:k + b], True)
+
+    blocked.__name__ = blocked.__qualname__ = name
+    blocked.__doc__ = doc
+    return blocked
+
+
+#: columns per sub-panel: a panel's own columns are reduced in blocks of this many in turn
+SUBPANEL = 8
+triangularize_panel = _blocked_triangularization(
+    "triangularize_panel", SUBPANEL, triangularize,
+    f"``triangularize`` on a panel, in blocks of {SUBPANEL} columns: the panel's own trailing columns "
+    "receive each block's reflections as one block reflection.")
+triangularize_blocked = _blocked_triangularization(
+    "triangularize_blocked", PANEL, triangularize_panel,
+    f"``triangularize`` in panels of {PANEL} columns (each reduced by ``triangularize_panel``), each "
+    "panel's reflections applied to the columns after it as one block reflection.")
 
 
 @reversible
