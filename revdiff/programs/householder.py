@@ -102,7 +102,7 @@ def reflect_block(C, Y, adjoint):
     forward and columnwise, for the conj(tau_j)): T[j, j] = conj(tau_j) (0 for a zero reflector,
     whose y_j[j] is 0) and T[:j, j] = -T[j, j] T[:j, :j] G[:j, j], G = Y^H Y.
     The coefficients W = T Y^H C that it subtracts (Y W) uncompute themselves as ``reflect_columns``'s
-    d do: I - Y T Y^H unitary makes T + T^H = T^H G T and T G T^H = T + T^H (a zero reflector's
+    d does: I - Y T Y^H unitary makes T + T^H = T^H G T and T G T^H = T + T^H (a zero reflector's
     row and column of T are zero, and both still hold), so after the update T^H Y^H C_new = -W
     (T Y^H C_new with ``adjoint``), and Y^H C_new is Y^H C - G W, one small product from the Y^H C at
     hand; only that is then uncomputed against C. Three products of C's size in all."""
@@ -110,8 +110,8 @@ def reflect_block(C, Y, adjoint):
     n = C.shape[1]
     G = zeros((b, b), C.dtype)
     T = zeros((b, b), C.dtype)
-    T1 = zeros((b, b), C.dtype)
-    T2 = zeros((b, b), C.dtype)
+    T_apply = zeros((b, b), C.dtype)
+    T_undo = zeros((b, b), C.dtype)
     S = zeros((b, n), C.dtype)
     W = zeros((b, n), C.dtype)
     with routine:
@@ -123,19 +123,19 @@ def reflect_block(C, Y, adjoint):
                     T[i, j] -= T[j, j] * T[i, k] * G[k, j]
         for i in range(b):
             for j in range(b):
-                T1[i, j] += np.conj(T[j, i]) if adjoint else T[i, j]
-                T2[i, j] += T[i, j] if adjoint else np.conj(T[j, i])
+                T_apply[i, j] += np.conj(T[j, i]) if adjoint else T[i, j]
+                T_undo[i, j] += T[i, j] if adjoint else np.conj(T[j, i])
     S[:, :] += Y.conj().T @ C
-    W[:, :] += T1 @ S
+    W[:, :] += T_apply @ S
     C[:, :] -= Y @ W
     S[:, :] -= G @ W
-    W[:, :] += T2 @ S
+    W[:, :] += T_undo @ S
     S[:, :] -= Y.conj().T @ C
     ~routine
     del W
     del S
-    del T2
-    del T1
+    del T_undo
+    del T_apply
     del T
     del G
 
