@@ -142,11 +142,19 @@ def reflect_block(C, Y, adjoint):
 
 @reversible
 def apply_reflectors(X, V):
-    """X <- H_0^H ... H_{p-1}^H X for the reflectors in V's columns, one reflection at a time (its
-    inverse applies H_{p-1} ... H_0, as the triangularisation did to A)."""
+    """X <- H_0^H ... H_{p-1}^H X for the reflectors in V's columns, one reflection at a time."""
     p = V.shape[1]
     for k in range(p - 1, -1, -1):
         reflect_columns(X[k:, :], V[k:, k], True)
+
+
+@reversible
+def apply_reflectors_adjoint(X, V):
+    """X <- H_{p-1} ... H_0 X, what the triangularisation did to A: ``apply_reflectors``' inverse
+    written forward, so that programs using it compile no inverse of ``reflect_columns``."""
+    p = V.shape[1]
+    for k in range(p):
+        reflect_columns(X[k:, :], V[k:, k], False)
 
 
 @reversible

@@ -14,7 +14,8 @@ from revdiff.function import reversible
 from revdiff.language import routine, zeros
 from revdiff.programs.elementwise import add_into
 from revdiff.programs.gram_schmidt import bcgs2, cgs, cgs2, mgs
-from revdiff.programs.householder import apply_reflectors, triangularize, triangularize_blocked, upper_factor
+from revdiff.programs.householder import (apply_reflectors, apply_reflectors_adjoint, triangularize,
+                                          triangularize_blocked, upper_factor)
 
 
 def _leading_projection(name: str, qr):
@@ -77,7 +78,7 @@ def reflected_projection(z, y, V, r):
     with routine:
         for i in range(m):
             reflected[i, 0] += y[i]
-        ~apply_reflectors(reflected, V)
+        apply_reflectors_adjoint(reflected, V)
         for i in range(r):
             projected[i, 0] += reflected[i, 0]
         apply_reflectors(projected, V)
@@ -194,7 +195,7 @@ def _householder_least_squares(name: str, triangularize_):
             triangularize_(W, V)
             for i in range(m):
                 C[i, 0] += y[i]
-            ~apply_reflectors(C, V)
+            apply_reflectors_adjoint(C, V)
         solve_upper(x, W, C[:n, 0])
         upper_factor(R, W)
         ~routine
