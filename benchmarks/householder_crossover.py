@@ -1,6 +1,7 @@
 """Where ``blocked_householder`` overtakes the column-by-column ``householder``: warm project_vjp
 and qr_vjp of float64 tall matrices (m = 2n), one matrix and a batch, medians of alternating runs.
-Sets ``revdiff.programs.methods.BLOCKED_MIN_COLUMNS``.
+The measurement behind ``revdiff.programs.methods.BLOCKED_MIN_COLUMNS`` (while it runs the
+"householder" rows, it raises that constant so that the method keeps its column-by-column program).
 
     python benchmarks/householder_crossover.py [--columns 16,32,48,64,96,128] [--batch 64] [--rounds 5]
 """
