@@ -166,29 +166,78 @@ def form_q(X, V):
         reflect_columns(X[k:, k:], V[k:, k], True)
 
 
+@reversible
+def reflect_block_kept(C, Y, K):
+    """``reflect_block(C, Y, True)``, C <- (I - Y T^H Y^H) C, in two products of C's size instead
+    of three: the coefficients it subtracts, K += T^H Y^H C, stay in K (a zero view of the caller's,
+    uncomputed with the whole triangularisation), and S = Y^H C is uncomputed from them as
+    S -= (T^H)^-1 K, a product with a b x b matrix. The inverse of the lower triangular T^H is
+    built by substitution; a zero reflector's row and column of T^H are zero, and so are its row of
+    S and K, and its row and column of the inverse (the inverse of the other reflectors' part)."""
+    b = Y.shape[1]
+    n = C.shape[1]
+    G = zeros((b, b), C.dtype)
+    T = zeros((b, b), C.dtype)
+    L = zeros((b, b), C.dtype)
+    Li = zeros((b, b), C.dtype)
+    S = zeros((b, n), C.dtype)
+    with routine:
+        G[:, :] += Y.conj().T @ Y
+        for j in range(b):
+            T[j, j] += np.conj(2 * Y[j, j].real / Y[j, j]) if Y[j, j] != 0 else 0.0
+            for i in range(j):
+                for k in range(i, j):
+                    T[i, j] -= T[j, j] * T[i, k] * G[k, j]
+        for i in range(b):
+            for j in range(i + 1):
+                L[i, j] += np.conj(T[j, i])
+        for j in range(b):  # Li = L^-1, column by column, each entry from the ones above it
+            Li[j, j] += 1.0 / L[j, j] if L[j, j] != 0 else 0.0
+            for i in range(j + 1, b):
+                for k in range(j, i):
+                    Li[i, j] -= L[i, k] * Li[k, j] / L[i, i] if L[i, i] != 0 else 0.0
+    S[:, :] += Y.conj().T @ C
+    K[:, :] += L @ S
+    S[:, :] -= Li @ K
+    C[:, :] -= Y @ K
+    ~routine
+    del S
+    del Li
+    del L
+    del T
+    del G
+
+
 def _blocked_triangularization(name: str, panel: int, reduce_panel, doc: str):
     """``triangularize`` panel by panel: each panel of ``panel`` columns reduced by ``reduce_panel``,
-    its reflectors then applied to the columns after it as one block (``reflect_block``)."""
+    its reflectors then applied to the columns after it as one block (``reflect_block_kept``,
+    whose coefficients K keeps: K (p, n) zero on entry, each block's in its own rows and columns)."""
 
     @reversible
-    def blocked(W, V):
+    def blocked(W, V, K):
         m, n = W.shape
         p = min(m, n)
         for k in range(0, p, panel):
             b = min(panel, p - k)
-            reduce_panel(W[k:, k:k + b], V[k:, k:k + b])
+            reduce_panel(W[k:, k:k + b], V[k:, k:k + b], K[k:k + b, k:k + b])
             if k + b < n:
-                reflect_block(W[k:, k + b:], V[k:, k:k + b], True)
+                reflect_block_kept(W[k:, k + b:], V[k:, k:k + b], K[k:k + b, k + b:])
 
     blocked.__name__ = blocked.__qualname__ = name
     blocked.__doc__ = doc
     return blocked
 
 
+@reversible
+def triangularize_columns(W, V, K):
+    """``triangularize`` with the blocked programs' signature (K, their kept coefficients, unused)."""
+    triangularize(W, V)
+
+
 #: columns per sub-panel: a panel's own columns are reduced in blocks of this many in turn
 SUBPANEL = 8
 triangularize_panel = _blocked_triangularization(
-    "triangularize_panel", SUBPANEL, triangularize,
+    "triangularize_panel", SUBPANEL, triangularize_columns,
     f"``triangularize`` on a panel, in blocks of {SUBPANEL} columns: the panel's own trailing columns "
     "receive each block's reflections as one block reflection.")
 triangularize_blocked = _blocked_triangularization(
@@ -218,8 +267,9 @@ def upper_factor(R, W):
             R[k, j] += np.conj(W[k, k] / abs(W[k, k]) if W[k, k] != 0 else 1) * W[k, j]
 
 
-def _householder(name: str, triangularize_, form_q_, doc: str):
-    """Householder QR with the given triangularisation and formation of Q."""
+def _householder(name: str, triangularize_, form_q_, kept: int, doc: str):
+    """Householder QR with the given triangularisation (its kept coefficients in a (p, n) K if
+    ``kept``, else an empty one) and formation of Q."""
 
     @reversible
     def householder(Q, R, A):
@@ -228,10 +278,11 @@ def _householder(name: str, triangularize_, form_q_, doc: str):
         q = Q.shape[1]
         W = zeros((m, n), A.dtype)
         V = zeros((m, p), A.dtype)
+        K = zeros((p * kept, n * kept), A.dtype)
         X = zeros((m, q), A.dtype)
         with routine:
             add_into(W, A)
-            triangularize_(W, V)
+            triangularize_(W, V, K)
             # Q = H_0^H ... H_{p-1}^H E_q D with D the phases of diag(W) (1 beyond p), so that
             # R = D^H W has a nonnegative diagonal
             for k in range(p):
@@ -243,6 +294,7 @@ def _householder(name: str, triangularize_, form_q_, doc: str):
         upper_factor(R, W)
         ~routine
         del X
+        del K
         del V
         del W
 
@@ -252,11 +304,11 @@ def _householder(name: str, triangularize_, form_q_, doc: str):
 
 
 householder = _householder(
-    "householder", triangularize, form_q,
+    "householder", triangularize_columns, form_q, 0,
     """QR by Householder reflections, one column at a time: orthogonal to O(u) at any condition
     number. Q has p = min(m, n) columns (thin) or m (complete; R then has m rows, those below p zero).""")
 blocked_householder = _householder(
-    "blocked_householder", triangularize_blocked, form_q_blocked,
+    "blocked_householder", triangularize_blocked, form_q_blocked, 1,
     f"""``householder`` blocked: panels of {PANEL} columns, each applied to the rest of A and to Q as one
     block reflector by matrix products. The same factorisation to rounding, faster beyond one panel
     of BLAS-sized matrices (where the method ``householder`` runs it: ``methods.chosen_method``).""")

@@ -14,8 +14,8 @@ from revdiff.function import reversible
 from revdiff.language import routine, zeros
 from revdiff.programs.elementwise import add_into
 from revdiff.programs.gram_schmidt import bcgs2, cgs, cgs2, mgs
-from revdiff.programs.householder import (apply_reflectors, apply_reflectors_adjoint, triangularize,
-                                          triangularize_blocked, upper_factor)
+from revdiff.programs.householder import (apply_reflectors, apply_reflectors_adjoint, triangularize_blocked,
+                                          triangularize_columns, upper_factor)
 
 
 def _leading_projection(name: str, qr):
@@ -89,7 +89,7 @@ def reflected_projection(z, y, V, r):
     del reflected
 
 
-def _householder_leading_projection(name: str, triangularize_):
+def _householder_leading_projection(name: str, triangularize_, kept: int):
     @reversible
     def project(z, R, A, y, r):
         """z += Q[:, :r] Q[:, :r]^H y for Householder's Q, formed by reflections of y alone
@@ -98,12 +98,14 @@ def _householder_leading_projection(name: str, triangularize_):
         p = min(m, n)
         W = zeros((m, n), A.dtype)
         V = zeros((m, p), A.dtype)
+        K = zeros((p * kept, n * kept), A.dtype)
         with routine:
             add_into(W, A)
-            triangularize_(W, V)
+            triangularize_(W, V, K)
         reflected_projection(z, y, V, r)
         upper_factor(R, W)
         ~routine
+        del K
         del V
         del W
 
@@ -111,7 +113,7 @@ def _householder_leading_projection(name: str, triangularize_):
     return project
 
 
-def _householder_projection(name: str, triangularize_):
+def _householder_projection(name: str, triangularize_, kept: int):
     @reversible
     def project(z, R, A, y):
         """z += Q Q^H y for Householder's Q, formed by reflections of y alone; R += A's triangular factor."""
@@ -119,12 +121,14 @@ def _householder_projection(name: str, triangularize_):
         p = min(m, n)
         W = zeros((m, n), A.dtype)
         V = zeros((m, p), A.dtype)
+        K = zeros((p * kept, n * kept), A.dtype)
         with routine:
             add_into(W, A)
-            triangularize_(W, V)
+            triangularize_(W, V, K)
         reflected_projection(z, y, V, p)
         upper_factor(R, W)
         ~routine
+        del K
         del V
         del W
 
@@ -136,15 +140,15 @@ def _householder_projection(name: str, triangularize_):
 LEADING_PROJECTIONS = {
     **{name: _leading_projection(f"project_leading_{name}", qr)
        for name, qr in (("cgs2", cgs2), ("bcgs2", bcgs2), ("mgs", mgs), ("cgs", cgs))},
-    "householder": _householder_leading_projection("project_leading_householder", triangularize),
+    "householder": _householder_leading_projection("project_leading_householder", triangularize_columns, 0),
     "blocked_householder": _householder_leading_projection("project_leading_blocked_householder",
-                                                           triangularize_blocked)}
+                                                           triangularize_blocked, 1)}
 project_cgs2 = _projection("project_cgs2", cgs2)
 project_bcgs2 = _projection("project_bcgs2", bcgs2)
 project_mgs = _projection("project_mgs", mgs)
 project_cgs = _projection("project_cgs", cgs)
-project_householder = _householder_projection("project_householder", triangularize)
-project_blocked_householder = _householder_projection("project_blocked_householder", triangularize_blocked)
+project_householder = _householder_projection("project_householder", triangularize_columns, 0)
+project_blocked_householder = _householder_projection("project_blocked_householder", triangularize_blocked, 1)
 
 
 @reversible
@@ -181,7 +185,7 @@ def _least_squares(name: str, qr):
     return lstsq
 
 
-def _householder_least_squares(name: str, triangularize_):
+def _householder_least_squares(name: str, triangularize_, kept: int):
     @reversible
     def lstsq(x, R, A, y):
         """x += argmin |A x - y| = W^-1 (H^H y)[:n] for A of full column rank (m >= n), W the
@@ -189,10 +193,11 @@ def _householder_least_squares(name: str, triangularize_):
         m, n = A.shape
         W = zeros((m, n), A.dtype)
         V = zeros((m, n), A.dtype)
+        K = zeros((n * kept, n * kept), A.dtype)
         C = zeros((m, 1), A.dtype)
         with routine:
             add_into(W, A)
-            triangularize_(W, V)
+            triangularize_(W, V, K)
             for i in range(m):
                 C[i, 0] += y[i]
             apply_reflectors_adjoint(C, V)
@@ -200,6 +205,7 @@ def _householder_least_squares(name: str, triangularize_):
         upper_factor(R, W)
         ~routine
         del C
+        del K
         del V
         del W
 
@@ -211,5 +217,5 @@ lstsq_cgs2 = _least_squares("lstsq_cgs2", cgs2)
 lstsq_bcgs2 = _least_squares("lstsq_bcgs2", bcgs2)
 lstsq_mgs = _least_squares("lstsq_mgs", mgs)
 lstsq_cgs = _least_squares("lstsq_cgs", cgs)
-lstsq_householder = _householder_least_squares("lstsq_householder", triangularize)
-lstsq_blocked_householder = _householder_least_squares("lstsq_blocked_householder", triangularize_blocked)
+lstsq_householder = _householder_least_squares("lstsq_householder", triangularize_columns, 0)
+lstsq_blocked_householder = _householder_least_squares("lstsq_blocked_householder", triangularize_blocked, 1)
