@@ -11,10 +11,11 @@ Gram-Schmidt, nothing is kept beyond Q and R.
 
 ``householder`` applies one reflection at a time, to all the columns it acts on, sweeping them row
 by row (LAPACK's geqr2); ``blocked_householder`` is blocked as LAPACK's geqrf: each panel of
-``PANEL`` columns is reduced the same way, and the rest of the matrix, and Q, receive its
-reflectors at once in their compact WY form I - Y T Y^H (matrix products, BLAS-3 on the CPU).
-``reflect_block`` uncomputes its own coefficients as ``reflect_columns`` does, by the blocked form
-of the same identity.
+``PANEL`` columns is reduced the same way (in sub-blocks of ``SUBPANEL``), and the rest of the
+matrix, and Q, receive its reflectors at once in their compact WY form I - Y T Y^H (matrix
+products, BLAS-3 on the CPU). Forming Q, ``reflect_block`` uncomputes its own coefficients as
+``reflect_columns`` does, by the blocked form of the same identity; triangularising,
+``reflect_block_kept`` keeps them until the triangularisation is uncomputed, one product fewer.
 Shapes and conventions as in ``gram_schmidt``: Q (m, p), R (p, n), diag(R) real nonnegative; or
 the complete factorisation, Q (m, m) and R (m, n) with zero rows below p: ``householder`` reads the
 width of Q, and a Q of q columns (p <= q <= m) receives the first q columns of the product of the
