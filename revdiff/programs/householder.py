@@ -96,47 +96,39 @@ def triangularize(W, V):
 
 
 @reversible
-def reflect_block(C, Y, adjoint):
+def reflect_block(C, Y):
     """C <- H_0^H ... H_{b-1}^H C = (I - Y T Y^H) C for the reflectors H_j = I - tau_j y_j y_j^H of
-    the unit (or zero) vectors in Y's columns (``reflect_columns``), y_j zero above row j; with
-    ``adjoint``, C <- H_{b-1} ... H_0 C = (I - Y T^H Y^H) C. T is upper triangular (LAPACK's larft,
-    forward and columnwise, for the conj(tau_j)): T[j, j] = conj(tau_j) (0 for a zero reflector,
-    whose y_j[j] is 0) and T[:j, j] = -T[j, j] T[:j, :j] G[:j, j], G = Y^H Y.
-    The coefficients W = T Y^H C that it subtracts (Y W) uncompute themselves as ``reflect_columns``'s
-    d does: I - Y T Y^H unitary makes T + T^H = T^H G T and T G T^H = T + T^H (a zero reflector's
-    row and column of T are zero, and both still hold), so after the update T^H Y^H C_new = -W
-    (T Y^H C_new with ``adjoint``), and Y^H C_new is Y^H C - G W, one small product from the Y^H C at
-    hand; only that is then uncomputed against C. Three products of C's size in all."""
+    the unit (or zero) vectors in Y's columns (``reflect_columns``), y_j zero above row j. T is upper
+    triangular (LAPACK's larft, forward and columnwise, for the conj(tau_j)): T[j, j] = conj(tau_j)
+    (0 for a zero reflector, whose y_j[j] is 0) and T[:j, j] = -T[j, j] T[:j, :j] G[:j, j],
+    G = Y^H Y. The coefficients W = T Y^H C that it subtracts (Y W) uncompute themselves as
+    ``reflect_columns``' d does: I - Y T Y^H unitary makes T + T^H = T^H G T (a zero reflector's row
+    and column of T are zero, and it still holds), so after the update T^H Y^H C_new = -W, and
+    Y^H C_new is Y^H C - G W, one small product from the Y^H C at hand; only that is then
+    uncomputed against C. Three products of C's size in all."""
     b = Y.shape[1]
     n = C.shape[1]
     G = zeros((b, b), C.dtype)
     T = zeros((b, b), C.dtype)
-    T_apply = zeros((b, b), C.dtype)
-    T_undo = zeros((b, b), C.dtype)
+    Th = zeros((b, b), C.dtype)
     S = zeros((b, n), C.dtype)
     W = zeros((b, n), C.dtype)
     with routine:
         G[:, :] += Y.conj().T @ Y
-        for j in range(b):
-            T[j, j] += np.conj(2 * Y[j, j].real / Y[j, j]) if Y[j, j] != 0 else 0.0
-            for i in range(j):
-                for k in range(i, j):
-                    T[i, j] -= T[j, j] * T[i, k] * G[k, j]
+        block_factor(T, Y, G)
         for i in range(b):
             for j in range(b):
-                T_apply[i, j] += np.conj(T[j, i]) if adjoint else T[i, j]
-                T_undo[i, j] += T[i, j] if adjoint else np.conj(T[j, i])
+                Th[i, j] += np.conj(T[j, i])
     S[:, :] += Y.conj().T @ C
-    W[:, :] += T_apply @ S
+    W[:, :] += T @ S
     C[:, :] -= Y @ W
     S[:, :] -= G @ W
-    W[:, :] += T_undo @ S
+    W[:, :] += Th @ S
     S[:, :] -= Y.conj().T @ C
     ~routine
     del W
     del S
-    del T_undo
-    del T_apply
+    del Th
     del T
     del G
 
@@ -168,9 +160,21 @@ def form_q(X, V):
 
 
 @reversible
+def block_factor(T, Y, G):
+    """T += the upper triangular factor of H_0^H ... H_{b-1}^H = I - Y T Y^H for the reflectors in Y's
+    columns and G = Y^H Y (``reflect_block``)."""
+    b = Y.shape[1]
+    for j in range(b):
+        T[j, j] += np.conj(2 * Y[j, j].real / Y[j, j]) if Y[j, j] != 0 else 0.0
+        for i in range(j):
+            for k in range(i, j):
+                T[i, j] -= T[j, j] * T[i, k] * G[k, j]
+
+
+@reversible
 def reflect_block_kept(C, Y, K):
-    """``reflect_block(C, Y, True)``, C <- (I - Y T^H Y^H) C, in two products of C's size instead
-    of three: the coefficients it subtracts, K += T^H Y^H C, stay in K (a zero view of the caller's,
+    """C <- H_{b-1} ... H_0 C = (I - Y T^H Y^H) C (``reflect_block``'s adjoint), in two products of
+    C's size instead of three: the coefficients it subtracts, K += T^H Y^H C, stay in K (a zero view of the caller's,
     uncomputed with the whole triangularisation), and S = Y^H C is uncomputed from them as
     S -= (T^H)^-1 K, a product with a b x b matrix. The inverse of the lower triangular T^H is
     built by substitution; a zero reflector's row and column of T^H are zero, and so are its row of
@@ -184,11 +188,7 @@ def reflect_block_kept(C, Y, K):
     S = zeros((b, n), C.dtype)
     with routine:
         G[:, :] += Y.conj().T @ Y
-        for j in range(b):
-            T[j, j] += np.conj(2 * Y[j, j].real / Y[j, j]) if Y[j, j] != 0 else 0.0
-            for i in range(j):
-                for k in range(i, j):
-                    T[i, j] -= T[j, j] * T[i, k] * G[k, j]
+        block_factor(T, Y, G)
         for i in range(b):
             for j in range(i + 1):
                 L[i, j] += np.conj(T[j, i])
@@ -253,7 +253,7 @@ def form_q_blocked(X, V):
     p = V.shape[1]
     for k in range((p - 1) // PANEL * PANEL, -1, -PANEL):
         b = min(PANEL, p - k)
-        reflect_block(X[k:, k:], V[k:, k:k + b], False)
+        reflect_block(X[k:, k:], V[k:, k:k + b])
 
 
 @reversible
