@@ -24,8 +24,8 @@ COMPLETE_METHODS = ("householder", "blocked_householder", "givens")
 #: call BLAS; the column-by-column program elsewhere (also in SIMD lanes, for batches of small
 #: matrices) and on GPUs, where the blocked one has not run. ``benchmarks/householder_crossover.py``
 #: (one core, one matrix and 64): the blocked program's time over the column-by-column one's, for
-#: project_vjp and qr_vjp, 0.95-1.01 and 1.7-2.0 at 64 x 32 (one panel), 1.0-1.05 and 0.77-0.80 at
-#: 80 x 40, 0.74-0.75 and 0.43-0.45 at 192 x 96.
+#: project_vjp and qr_vjp, 1.04-1.10 and 1.9-2.2 at 64 x 32 (one panel), 1.01-1.06 and 0.87-1.02 at
+#: 80 x 40, 0.64 and 0.51-0.52 at 192 x 96.
 BLOCKED_MIN_COLUMNS = householder.PANEL
 BLOCKED_MIN_ELEMENTS = 2048
 
