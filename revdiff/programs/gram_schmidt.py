@@ -12,6 +12,7 @@ import numpy as np
 
 from revdiff.function import reversible
 from revdiff.language import routine, zero, zeros
+from revdiff.programs.naming import named
 
 
 @reversible
@@ -74,13 +75,6 @@ def cgs2(Q, R, A):
     remaining_columns(R, Q, A)
 
 
-def _named(program, name: str, doc: str):
-    """``program`` under its public name and docstring (a factory's inner function is built per use)."""
-    program.__name__ = program.__qualname__ = name
-    program.__doc__ = doc
-    return program
-
-
 def _block_cgs2(name: str, b: int, panel_qr, doc: str):
     """Block CGS2 with panels of up to ``b`` columns, each orthonormalised within itself by ``panel_qr``."""
 
@@ -112,7 +106,7 @@ def _block_cgs2(name: str, b: int, panel_qr, doc: str):
             del V
         remaining_columns(R, Q, A)
 
-    return _named(block_qr, name, doc)
+    return named(block_qr, name, doc)
 
 
 bcgs2_panel = _block_cgs2(
@@ -153,7 +147,7 @@ def _one_pass_qr(name: str, project_out, doc: str):
             del v
         remaining_columns(R, Q, A)
 
-    return _named(qr, name, doc)
+    return named(qr, name, doc)
 
 
 cgs = _one_pass_qr("cgs", classical_pass, "QR by classical Gram-Schmidt: loses orthogonality like u*kappa^2.")

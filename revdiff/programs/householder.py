@@ -26,6 +26,7 @@ import numpy as np
 from revdiff.function import reversible
 from revdiff.language import routine, zero, zeros
 from revdiff.programs.elementwise import add_into
+from revdiff.programs.naming import named
 from revdiff.programs.gram_schmidt import norm2
 
 
@@ -224,9 +225,7 @@ def _blocked_triangularization(name: str, panel: int, reduce_panel, doc: str):
             if k + b < n:
                 reflect_block_kept(W[k:, k + b:], V[k:, k:k + b], K[k:k + b, k + b:])
 
-    blocked.__name__ = blocked.__qualname__ = name
-    blocked.__doc__ = doc
-    return blocked
+    return named(blocked, name, doc)
 
 
 @reversible
@@ -299,9 +298,7 @@ def _householder(name: str, triangularize_, form_q_, kept: int, doc: str):
         del V
         del W
 
-    householder.__name__ = householder.__qualname__ = name
-    householder.__doc__ = doc
-    return householder
+    return named(householder, name, doc)
 
 
 householder = _householder(

@@ -13,6 +13,7 @@ functions (``revdiff.programs.project``, ``lstsq``) read it and raise ``RankDefi
 from revdiff.function import reversible
 from revdiff.language import routine, zeros
 from revdiff.programs.elementwise import add_into
+from revdiff.programs.naming import named
 from revdiff.programs.gram_schmidt import bcgs2, cgs, cgs2, mgs
 from revdiff.programs.householder import (apply_reflectors, apply_reflectors_adjoint, triangularize_blocked,
                                           triangularize_columns, upper_factor)
@@ -39,8 +40,7 @@ def _leading_projection(name: str, qr):
         del T
         del Q
 
-    project.__name__ = project.__qualname__ = name
-    return project
+    return named(project, name)
 
 
 def _projection(name: str, qr):
@@ -64,8 +64,7 @@ def _projection(name: str, qr):
         del T
         del Q
 
-    project.__name__ = project.__qualname__ = name
-    return project
+    return named(project, name)
 
 
 @reversible
@@ -109,8 +108,7 @@ def _householder_leading_projection(name: str, triangularize_, kept: int):
         del V
         del W
 
-    project.__name__ = project.__qualname__ = name
-    return project
+    return named(project, name)
 
 
 def _householder_projection(name: str, triangularize_, kept: int):
@@ -132,8 +130,7 @@ def _householder_projection(name: str, triangularize_, kept: int):
         del V
         del W
 
-    project.__name__ = project.__qualname__ = name
-    return project
+    return named(project, name)
 
 
 #: the projections onto the leading columns (those of a rank-deficient A that truncation keeps)
@@ -181,8 +178,7 @@ def _least_squares(name: str, qr):
         del T
         del Q
 
-    lstsq.__name__ = lstsq.__qualname__ = name
-    return lstsq
+    return named(lstsq, name)
 
 
 def _householder_least_squares(name: str, triangularize_, kept: int):
@@ -209,8 +205,7 @@ def _householder_least_squares(name: str, triangularize_, kept: int):
         del V
         del W
 
-    lstsq.__name__ = lstsq.__qualname__ = name
-    return lstsq
+    return named(lstsq, name)
 
 
 lstsq_cgs2 = _least_squares("lstsq_cgs2", cgs2)
