@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from revdiff.targets.python.emit import emit_module
-from revdiff.calls import ERROR_RECORD, Reversible, argument_kinds, blas_for, compiled, run
+from revdiff.calls import ERROR_RECORD, Compiled, Reversible, argument_kinds, blas_for, compiled, run
 from revdiff.targets.cuda.programs import run_on_device
 from revdiff.ir.entries import EntrySignature, entry_argument
 from revdiff.ir.signature import ProgramSignature, entry_program, entry_signature, program_signature
@@ -54,6 +54,7 @@ class Batching:
         self._signatures: dict = {}
         self._types: dict = {}  # argument kinds -> (function version, batched positions, element types)
         self._program_signatures: dict = {}
+        self._one_element: dict = {}  # (kind, argument kinds) -> (batched positions, Compiled)
         #: how the last run of each entry kind ran: "one element", "SIMD lanes of 8", "elements on
         #: threads, BLAS", ... (a report, ``programs.api.last_run``)
         self.last_paths: dict = {}
@@ -112,6 +113,25 @@ class Batching:
                 raise ValueError(f"'{shown}' is modified by {f.__qualname__}, so every element needs its own: "
                                  "name it among the batched parameters")
         return tuple(types)
+
+    def one_element(self, kind: str, args: tuple) -> Compiled | None:
+        """The single-call program ("call": the call; "vjp": the fused vjp) that runs a batch of one on
+        element 0 of the batched arrays, or None for a batch of another size; found with one lookup on
+        the kinds of ``args`` when arguments of the same kinds ran before (``calls.compiled``)."""
+        kinds = argument_kinds(args) if len(args) == len(self.f.params) else None
+        forward = self.f.forward_function
+        found = self._one_element.get((kind, kinds)) if kinds is not None else None
+        if found is not None and found[1].version is forward._version and forward.unchanged():
+            return found[1] if all(args[k].shape[0] == 1 for k in found[0]) else None
+        self._element_types(args)  # the batch's checks, which name what is wrong
+        if self._size(args) != 1:
+            return None
+        positions = [k for k, p in enumerate(self.f.params) if p in self.batched]
+        element = tuple(a[0] if k in positions else a for k, a in enumerate(args))
+        c = compiled(self.f, entry_program(self.f, kind), element)
+        if kinds is not None:
+            self._one_element[(kind, kinds)] = (positions, c)
+        return c
 
     def program_signature(self, kind: str, types: tuple) -> ProgramSignature:
         """The signature of the program the ``kind`` entry runs on elements of ``types`` (the last one
@@ -231,9 +251,6 @@ class Batching:
             self.last_paths[kind] = "GPU, one thread per element"
             run_on_device(self, kind, list(arrays), types)
             return arrays
-        if kind in ("call", "vjp") and size == 1:  # no parallel entry to compile for one element
-            self.last_paths[kind] = "one element"
-            return self._execute_one(kind, types, arrays)
         contiguous = tuple(np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in arrays)
         entry, width = self._lane_entry(kind, types, contiguous)
         if entry is not None:  # index checks run uniformly for every lane group
@@ -259,25 +276,6 @@ class Batching:
 
     def _size(self, args: tuple) -> int:
         return next(a.shape[0] for p, a in zip(self.f.params, args) if p in self.batched)
-
-    def _execute_one(self, kind: str, types: tuple, arrays: tuple) -> tuple:
-        """A batch of one through the ordinary single-call programs (a call, or the fused vjp), on
-        element 0 of every batched array, slot by slot as the program signature lays them out:
-        scalars travel by value (a saved scalar as a one-element view), and come back into their
-        arrays."""
-        params = arrays[:len(self.f.params)]
-        element = tuple(a[0] if p in self.batched else a for p, a in zip(self.f.params, params))
-        c = compiled(self.f, self.f.programs[0] if kind == "call" else self.f.fused_vjp, element)
-        views = list(element)
-        for s, a in zip(c.signature.slots[len(element):], arrays[len(element):]):  # gradients, saved values
-            scalar = types[s.position].ndim == 0
-            views.append(a[0:1] if scalar and s.role == "saved" else a[0].item() if scalar else a[0])
-        result = run(c.program, tuple(views), element=0)  # a failure names no half-updated argument: they are ours
-        for s, a, value in zip(c.signature.slots, arrays, result):  # the adjoint half restored the inputs
-            if s.role != "saved" and types[s.position].ndim == 0 and (
-                    s.role != "value" or self.f.params[s.position] in self.batched):
-                a[0] = value
-        return arrays
 
 
 def _entry_types(sig: EntrySignature, arrays: tuple, types: tuple) -> dict:

@@ -215,21 +215,26 @@ def validate(f: "Reversible", args: tuple) -> None:
     shares memory with another argument: a program that modifies an array must be its only way to
     those bytes, or its updates read what they wrote (and its inverse does not restore the input)."""
     modified = f.forward_function.modified_positions()
+    if not modified:  # nothing is written
+        return
     names = f.parameter_names
     on_gpu = any(not isinstance(a, (np.ndarray, numbers.Number)) and on_device(a) for a in args)
     arrays = [(k, a) for k, a in enumerate(args) if isinstance(a, np.ndarray) or on_gpu and on_device(a)]
     for k, a in arrays:
-        if k in modified and not (a.flags.writeable if isinstance(a, np.ndarray) else writeable(a)):
+        if k not in modified:
+            continue
+        if not (a.flags.writeable if isinstance(a, np.ndarray) else writeable(a)):
             raise ValueError(f"argument '{names[k]}' of {f.__qualname__}() is read-only, but the function modifies it")
-        if k in modified and isinstance(a, np.ndarray) and overlaps_itself(a):
+        if isinstance(a, np.ndarray) and not a.flags.c_contiguous and overlaps_itself(a):  # contiguous: no overlap
             raise ReversibilityError(f"argument '{names[k]}' of {f.__qualname__}() has entries that share memory (a "
                                      "zero stride, or rows that overlap), but the function modifies it; pass a copy")
     for i, (k, a) in enumerate(arrays):
-        for j, b in arrays[i + 1:]:
-            how = sharing(a, b) if k in modified or j in modified else None
-            if how is not None:
-                raise ReversibilityError(f"arguments '{names[k]}' and '{names[j]}' of {f.__qualname__}() share "
-                                         f"memory{how}; pass separate arrays")
+        for j, b in arrays[i + 1:] if k in modified else [(j, b) for j, b in arrays[i + 1:] if j in modified]:
+            if on_gpu or np.may_share_memory(a, b):
+                how = sharing(a, b)
+                if how is not None:
+                    raise ReversibilityError(f"arguments '{names[k]}' and '{names[j]}' of {f.__qualname__}() "
+                                             f"share memory{how}; pass separate arrays")
 
 
 #: candidate solutions NumPy may try before a pair of host arrays counts as sharing memory (``sharing``)
@@ -368,6 +373,8 @@ def scalar_expected(name: str, what: str = "cotangent") -> TypeError:
 
 def cotangent(name: str, out: Any, ct: Any, what: str = "cotangent") -> Any:
     """Check one cotangent (or tangent: ``what``) against its value and give it the value's type (a fresh copy)."""
+    if ct.__class__ is np.ndarray and out.__class__ is np.ndarray and ct.dtype is out.dtype and ct.shape == out.shape:
+        return ct.copy()  # already the value's type and shape (the usual case)
     if cotangent_value(name, ct, what) is None:
         return zero_like(out)
     if isinstance(out, np.ndarray):

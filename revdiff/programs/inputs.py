@@ -99,10 +99,29 @@ def require_finite(name: str, a, batch_shape: tuple, xp, per_column: bool = Fals
     """The largest magnitude of each batch element of ``a`` (flattened to one batch axis), or of
     each of its columns (last axis); ValueError naming the first element that holds a NaN or an
     infinity."""
+    return _finite(name, _magnitudes(a, xp, per_column), batch_shape, xp, per_column)
+
+
+def finite_scaled(name: str, a, batch_shape: tuple, xp, per_column: bool = False) -> tuple:
+    """(``require_finite``'s largest magnitudes, ``scale_exponents``' exponents) of ``a``: where
+    every magnitude is finite and in range (the usual case), found with one pair of reductions."""
+    big = _magnitudes(a, xp, per_column)
+    if big.size:
+        s = 2.0 ** safe_exponent(a.dtype)
+        lo, hi = (big.item(),) * 2 if big.size == 1 else (float(smallest(big, xp)), float(largest(big, xp)))
+        if 1 / s <= lo and hi <= s:  # NaN fails the comparisons
+            return big, None
+    return _finite(name, big, batch_shape, xp, per_column), scale_exponents(big, a.dtype, xp)
+
+
+def _magnitudes(a, xp, per_column: bool):
     if per_column:
-        big = largest_per_column(a, xp) if a.shape[0] else xp.zeros((0, a.shape[-1]))
-    else:
-        big = largest_per_element(a, xp) if a.shape[0] else xp.zeros(0)
+        return largest_per_column(a, xp) if a.shape[0] else xp.zeros((0, a.shape[-1]))
+    return largest_per_element(a, xp) if a.shape[0] else xp.zeros(0)
+
+
+def _finite(name: str, big, batch_shape: tuple, xp, per_column: bool):
+    """``big`` (largest magnitudes), or ValueError naming the first batch element where one is not finite."""
     if big.size == 0 or bool(xp.isfinite(largest(big, xp))):  # the max of magnitudes is NaN or inf with any of them
         return big
     bad = ~xp.all(xp.isfinite(big), axis=1) if per_column else ~xp.isfinite(big)
@@ -112,6 +131,7 @@ def require_finite(name: str, a, batch_shape: tuple, xp, per_column: bool = Fals
     return big
 
 
+@functools.cache
 def safe_exponent(dtype) -> int:
     """Magnitudes within 2**±s compute without overflow or underflow in ``dtype``: 500 for double,
     52 for single precision (a quarter of the exponent range each way, less room for sums)."""
@@ -207,6 +227,8 @@ def check_rank(R, batch_shape: tuple, tol: float, xp, perm=None) -> None:
     if R.size == 0:
         return
     ratios = rank_ratios(R, xp)
+    if ratios.size and float(smallest(ratios, xp)) > tol:  # every column independent (the usual case); NaN fails
+        return
     bad = ~(ratios > tol)  # a NaN ratio counts as deficient
     if bool(xp.any(bad)):
         b, k = (int(i) for i in xp.argwhere(bad)[0])

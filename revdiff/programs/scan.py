@@ -51,7 +51,7 @@ def largest_per_element(a, xp=np) -> np.ndarray:
         return out
     if flat.shape[1] == 0:
         return xp.zeros(flat.shape[0])
-    parts = xp.maximum(xp.abs(flat.real), xp.abs(flat.imag)) if xp.iscomplexobj(flat) else xp.abs(flat)
+    parts = xp.maximum(xp.abs(flat.real), xp.abs(flat.imag)) if flat.dtype.kind == "c" else xp.abs(flat)
     return largest(parts, xp, axis=1).astype(np.float64, copy=False)
 
 
@@ -85,7 +85,7 @@ def largest_per_column(A, xp=np) -> np.ndarray:
         return out
     if A.shape[1] == 0:
         return xp.zeros((A.shape[0], A.shape[2]))
-    parts = xp.maximum(xp.abs(A.real), xp.abs(A.imag)) if xp.iscomplexobj(A) else xp.abs(A)
+    parts = xp.maximum(xp.abs(A.real), xp.abs(A.imag)) if A.dtype.kind == "c" else xp.abs(A)
     return largest(parts, xp, axis=1).astype(np.float64, copy=False)
 
 
