@@ -9,7 +9,7 @@ arguments and builds the entry's argument list; ``Batching.run`` picks the targe
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
@@ -114,24 +114,29 @@ class Batching:
                                  "name it among the batched parameters")
         return tuple(types)
 
-    def one_element(self, kind: str, args: tuple) -> Compiled | None:
-        """The single-call program ("call": the call; "vjp": the fused vjp) that runs a batch of one on
-        element 0 of the batched arrays, or None for a batch of another size; found with one lookup on
-        the kinds of ``args`` when arguments of the same kinds ran before (``calls.compiled``)."""
+    def one_element(self, kind: str, args: tuple) -> "OneElement | None":
+        """How a batch of one runs on element 0 of the batched arrays (``OneElement``: the single-call
+        program, "call": the call, "vjp": the fused vjp), or None for a batch of another size; found
+        with one lookup on the kinds of ``args`` when arguments of the same kinds ran before."""
         kinds = argument_kinds(args) if len(args) == len(self.f.params) else None
         forward = self.f.forward_function
         found = self._one_element.get((kind, kinds)) if kinds is not None else None
-        if found is not None and found[1].version is forward._version and forward.unchanged():
-            return found[1] if all(args[k].shape[0] == 1 for k in found[0]) else None
+        if found is not None and found.program.version is forward._version and forward.unchanged():
+            return found if all(args[k].shape[0] == 1 for k in found.positions) else None
         self._element_types(args)  # the batch's checks, which name what is wrong
         if self._size(args) != 1:
             return None
-        positions = [k for k, p in enumerate(self.f.params) if p in self.batched]
-        element = tuple(a[0] if k in positions else a for k, a in enumerate(args))
+        batched = tuple(p in self.batched for p in self.f.params)
+        element = tuple(a[0] if b else a for a, b in zip(args, batched))
         c = compiled(self.f, entry_program(self.f, kind), element)
+        slots = c.signature.slots
+        found = OneElement(c, batched, tuple(k for k, b in enumerate(batched) if b),
+                           tuple((s.role, s.position, c.types[s.position].ndim == 0) for s in slots[len(element):]),
+                           tuple(i for i, s in enumerate(slots) if s.role != "saved" and c.types[s.position].ndim == 0
+                                 and (s.role != "value" or batched[s.position])))
         if kinds is not None:
-            self._one_element[(kind, kinds)] = (positions, c)
-        return c
+            self._one_element[(kind, kinds)] = found
+        return found
 
     def program_signature(self, kind: str, types: tuple) -> ProgramSignature:
         """The signature of the program the ``kind`` entry runs on elements of ``types`` (the last one
@@ -276,6 +281,18 @@ class Batching:
 
     def _size(self, args: tuple) -> int:
         return next(a.shape[0] for p, a in zip(self.f.params, args) if p in self.batched)
+
+
+class OneElement(NamedTuple):
+    """A batch of one as the single-call program ``program`` runs it: which parameters are batched
+    (``batched``, per parameter; ``positions``), the program's slots after the function's parameters
+    as (role, parameter position, scalar), and the slots whose scalar final values go back into
+    their batch arrays (``written_back``)."""
+    program: Compiled
+    batched: tuple
+    positions: tuple
+    extra_slots: tuple
+    written_back: tuple
 
 
 def _entry_types(sig: EntrySignature, arrays: tuple, types: tuple) -> dict:

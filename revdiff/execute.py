@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from revdiff.batching import Batching, is_array
+from revdiff.batching import Batching, OneElement, is_array
 from revdiff.calls import (Compiled, Reversible, argument_kinds, check_array_cotangent, check_count, checked_tangents,
                            compiled, copy_value, cotangent, cotangent_value, in_dtype_of, run, scalar_expected,
                            zero_like)
@@ -199,9 +199,9 @@ def _batched(bf: Batching, kind: str, args: tuple, cotangents, tangents, donate:
     gradients summed over the batch)."""
     xp, args = _array_module(args)
     if xp is np and kind in ("call", "vjp"):
-        c = bf.one_element(kind, args)
-        if c is not None:
-            return _one_element(bf, c, kind, args, cotangents, donate)
+        one = bf.one_element(kind, args)
+        if one is not None:
+            return _one_element(bf, one, kind, args, cotangents, donate)
     types = bf._element_types(args)
     f = bf.f
     if kind == "call":
@@ -237,11 +237,11 @@ def _batched(bf: Batching, kind: str, args: tuple, cotangents, tangents, donate:
     return outs, grads, out_tangents, grad_tangents
 
 
-def _one_element(bf: Batching, c: Compiled, kind: str, args: tuple, cotangents, donate: bool) -> tuple:
-    """A batch of one on the CPU ("call" or "vjp"): the single-call program ``c`` (the call, or the
-    fused vjp: ``Batching.one_element``) on element 0 of the batched arrays, slot by slot as its
-    signature lays them out, with no batched entry to compile; the results are the batch-shaped
-    arrays whose element-0 views it updated (scalars travel by value and are written back)."""
+def _one_element(bf: Batching, one: OneElement, kind: str, args: tuple, cotangents, donate: bool) -> tuple:
+    """A batch of one on the CPU ("call" or "vjp"): the single-call program (the call, or the fused
+    vjp: ``Batching.one_element``) on element 0 of the batched arrays, slot by slot as its signature
+    lays them out, with no batched entry to compile; the results are the batch-shaped arrays whose
+    element-0 views it updated (scalars travel by value and are written back)."""
     f = bf.f
     if kind == "vjp":
         check_count(f, kind, cotangents)
@@ -249,37 +249,32 @@ def _one_element(bf: Batching, c: Compiled, kind: str, args: tuple, cotangents, 
     if donate:  # copies are the program's own: nothing else reads or writes them
         f.validate(copies)
     bf.last_paths[kind] = "one element"
-    batched = [p in bf.batched for p in f.params]
-    element = tuple(a[0] if b else a for a, b in zip(copies, batched))
-    slots = c.signature.slots
+    batched = one.batched
+    n = len(copies)
+    held = list(copies)  # per slot, the batch-shaped array (or shared value) it is element 0 of
+    call = [a[0] if b else a for a, b in zip(copies, batched)]
     names = f.parameter_names
-    held = list(copies)  # per slot, the batch-shaped array it is element 0 of (None: a shared value)
-    call = list(element)
-    for s in slots[len(element):]:  # the fused vjp's gradients and saved results
-        k = s.position
+    for role, k, scalar in one.extra_slots:  # the fused vjp's gradients and saved results
         a = copies[k]
-        if s.role == "gradient":
+        if role == "gradient":
             g = cotangent(names[k], a, cotangents[k])
             g = g if batched[k] else g[None] if isinstance(g, np.ndarray) else np.array([g])
         else:  # saved: modified parameters are batched
             g = np.empty_like(a)
         held.append(g)
-        scalar = c.types[k].ndim == 0
-        call.append(g[0:1] if scalar and s.role == "saved" else g[0].item() if scalar else g[0])
-    result = run(c.program, tuple(call), element=0)  # a failure names no half-updated argument: they are ours
-    for s, a, value in zip(slots, held, result):  # the adjoint half restored the inputs
-        if s.role != "saved" and c.types[s.position].ndim == 0 and (s.role != "value" or batched[s.position]):
-            a[0] = value
+        call.append(g[0:1] if scalar and role == "saved" else g[0].item() if scalar else g[0])
+    result = run(one.program.program, tuple(call), element=0)  # a failure names no half-updated argument
+    for i in one.written_back:  # the adjoint half restored the inputs
+        held[i][0] = result[i]
     if kind == "call":
-        return tuple(held[:len(element)])
-    outs = list(held[:len(element)])
-    grads: list = [None] * len(element)
-    for s, a in zip(slots[len(element):], held[len(element):]):
-        k = s.position
-        if s.role == "saved":
+        return tuple(held)
+    outs = held[:n]
+    grads: list = [None] * n
+    for (role, k, _), a in zip(one.extra_slots, held[n:]):
+        if role == "saved":
             outs[k] = a
         else:
-            grads[k] = _gradient(bf, f.params[k], copies[k], a)
+            grads[k] = a if batched[k] else _shared_sum(a, copies[k])
     return tuple(outs), tuple(grads)
 
 

@@ -215,7 +215,8 @@ def _with_vector(A, y) -> tuple:
     its own (``given``): a real argument gets a real gradient, as in PyTorch, also when the other
     is complex."""
     A_array, y_array = as_array("A", A, 2, core=" (..., m, n)"), as_array("y", y, 1)
-    M = Matrices(A_array, np.result_type(A_array.dtype, y_array.dtype))
+    same = A_array.dtype is y_array.dtype
+    M = Matrices(A_array, A_array.dtype if same else np.result_type(A_array.dtype, y_array.dtype))
     Y = Vectors("y", y_array, M, M.batch + (M.m,), why=f"for A of shape {M.shape} it needs")
     M.given, Y.given = A_array.dtype, y_array.dtype
     return M, Y

@@ -9,7 +9,7 @@ import numpy as np
 
 def on_device(value: Any) -> bool:
     """Whether ``value`` is a GPU array: CuPy's, or anything with ``__cuda_array_interface__``."""
-    return hasattr(value, "__cuda_array_interface__")
+    return value.__class__ is not np.ndarray and hasattr(value, "__cuda_array_interface__")
 
 
 def any_on_device(values: Iterable) -> bool:
