@@ -50,6 +50,44 @@ def test_shared_parameters_get_the_sum_of_per_element_gradients():
 
 
 @revdiff.reversible
+def scaled_sum(y, s, x, a, w):
+    for i in range(y.shape[0]):
+        y[i] += a * x[i] * w[i]
+    s += a * x[0]
+
+
+@pytest.mark.parametrize("B", [1, 2], ids=["one element", "elements"])
+def test_batched_and_shared_scalars_and_arrays_equal_per_element_calls(B):
+    """A batch of one runs the single-call programs (no batched entry) and must agree with a batch
+    of two: batched scalars written back, shared scalars and arrays unchanged, their gradients the
+    sum over the elements."""
+    y, s, x = rng.standard_normal((B, 5)), rng.standard_normal(B), rng.standard_normal((B, 5))
+    a, w = 0.7, rng.standard_normal(5)
+    bf = revdiff.batched(scaled_sum, ("y", "s", "x"))
+    out = bf(y, s, x, a, w)
+    gy, gs = rng.standard_normal((B, 5)), rng.standard_normal(B)
+    outs, grads = bf.vjp((y, s, x, a, w), (gy, gs, None, 0.5, None))
+    assert bf.last_paths["vjp"] == ("one element" if B == 1 else "elements on threads")
+    total_a, total_w = 0.0, np.zeros(5)
+    for b in range(B):
+        single = scaled_sum(y[b].copy(), float(s[b]), x[b].copy(), a, w.copy())
+        np.testing.assert_array_equal(out[0][b], single[0])
+        assert out[1][b] == single[1] and out[3] == a
+        o, pullback = revdiff.vjp(scaled_sum, y[b].copy(), float(s[b]), x[b].copy(), a, w.copy())
+        g = pullback(gy[b], float(gs[b]), None, 0.5 if b == 0 else 0.0, None)
+        np.testing.assert_array_equal(outs[0][b], o[0])
+        assert outs[1][b] == o[1] and grads[1][b] == g[1]
+        np.testing.assert_array_equal(grads[0][b], g[0])
+        np.testing.assert_array_equal(grads[2][b], g[2])
+        total_a, total_w = total_a + g[3], total_w + g[4]
+    assert type(grads[3]) is float and grads[3] == pytest.approx(total_a, rel=1e-14)
+    np.testing.assert_allclose(grads[4], total_w, rtol=1e-14)
+    np.testing.assert_array_equal(w, outs[4])
+    with pytest.raises(revdiff.ReversibilityError, match="'y' and 'x' .* share memory"):
+        bf(y, s, y, a, w, donate=True)
+
+
+@revdiff.reversible
 def divide(x, y):
     x /= y
 

@@ -224,6 +224,8 @@ def _with_vector(A, y) -> tuple:
 
 def _as_given(g, given):
     """A gradient in its argument's dtype, as in PyTorch; a real argument's the real part."""
+    if g.dtype == given:  # the usual case
+        return g
     real = np.iscomplexobj(g) and not np.issubdtype(given, np.complexfloating)
     return (g.real if real else g).astype(given, copy=False)
 
