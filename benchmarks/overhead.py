@@ -7,7 +7,11 @@ same step through ``torch.linalg.qr``.
 Medians of ``--rounds`` alternating rounds of ``--calls`` calls each, so that the machine's noise
 falls on both sides alike.
 
-    python benchmarks/overhead.py [--shape 32x16] [--rounds 7] [--calls 500] [--no-torch]
+    python benchmarks/overhead.py [--shape 32x16] [--rounds 7] [--calls 500] [--no-torch] [--parts]
+
+``--parts`` also splits the projection gradient's time: the compiled fused vjp alone, the same
+through ``revdiff.batched(...).vjp`` on a batch of one (the call driver around it), and the whole
+``project_vjp`` (the driver, and the checks, scaling and rank check of ``revdiff.programs``).
 """
 from __future__ import annotations
 
@@ -50,6 +54,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--no-torch", action="store_true")
+    parser.add_argument("--parts", action="store_true", help="split project_vjp's time")
     a = parser.parse_args()
     m, n = map(int, a.shape.split("x"))
 
@@ -90,13 +95,41 @@ def main() -> None:
         rows.append(("torch training step, one matrix",
                      compare({"revdiff": step_revdiff, "torch.linalg.qr": step_torch}, a.rounds, a.calls),
                      "torch.linalg.qr"))
+    if a.parts:
+        rows.append(("project_vjp's parts", parts(A, y, gz, a.rounds, a.calls), "whole project_vjp"))
     print(f"{m}x{n} float64, warm, medians of {a.rounds} alternating rounds of {a.calls} calls; "
           f"revdiff's gradient against the formula's: {difference:.1e} relative")
     print("| call | revdiff | peer | peer time | revdiff / peer |")
     print("|---|---|---|---|---|")
     for what, t, peer in rows:
+        if what.endswith("parts"):
+            continue
         print(f"| {what} | {1e6 * t['revdiff']:.1f} µs | {peer} | {1e6 * t[peer]:.1f} µs | "
               f"{t['revdiff'] / t[peer]:.2f} |")
+    for what, t, _ in rows:
+        if what.endswith("parts"):
+            print("\n" + what + ": " + ", ".join(f"{name} {1e6 * v:.1f} µs" for name, v in t.items()))
+
+
+def parts(A, y, gz, rounds: int, calls: int) -> dict:
+    """Medians of the compiled CGS2 fused vjp alone (found as a batch of one finds it), of the same
+    batch of one through ``BatchedFunction.vjp``, and of the whole ``project_vjp``."""
+    from revdiff import programs as P
+    from revdiff.calls import ERROR_RECORD
+
+    m, n = A.shape
+    bf = revdiff.batched(P.project_cgs2, ("z", "R", "A", "y"))
+    args = lambda: (np.zeros((1, m)), np.zeros((1, n, n)), A[None], y[None])  # noqa: E731
+    program = bf.one_element("vjp", args()).program.program
+    record = np.zeros(ERROR_RECORD)
+
+    def alone():
+        program(np.zeros(m), np.zeros((n, n)), A, y, gz.copy(), np.zeros((n, n)), np.zeros((m, n)), np.zeros(m),
+                np.zeros(m), np.zeros((n, n)), record)
+
+    return compare({"compiled fused vjp": alone,
+                    "batch of one": lambda: bf.vjp(args(), (gz[None], None, None, None), donate=True),
+                    "whole project_vjp": lambda: P.project_vjp(A, y, gz)}, rounds, calls)
 
 
 if __name__ == "__main__":

@@ -2,9 +2,10 @@
 (``revdiff.batched``), each kind of call ("call", "vjp", "jvp", "hvp") as one generated entry that loops
 over a range of the batch, split among threads: no Python work per element. Small real elements run
 in SIMD lanes (``revdiff/targets/lanes/rewrite.py``: groups of 8 float64 or float32 elements side by
-side, bit-identical to one element at a time); a batch of one runs the ordinary single-call programs;
-GPU arrays run as CUDA kernels (``targets/cuda/programs.py``). The call driver (``execute.py``) checks the
-arguments and builds the entry's argument list; ``Batching.run`` picks the target and runs it.
+side, bit-identical to one element at a time); a call or vjp of a batch of one on the CPU runs the
+ordinary single-call program (``one_element``); GPU arrays run as CUDA kernels
+(``targets/cuda/programs.py``). The call driver (``execute.py``) checks the arguments and builds the
+entry's argument list; ``Batching.run`` picks the target and runs it.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any, NamedTuple, Sequence
 import numpy as np
 
 from revdiff.targets.python.emit import emit_module
-from revdiff.calls import ERROR_RECORD, Compiled, Reversible, argument_kinds, blas_for, compiled, run
+from revdiff.calls import ERROR_RECORD, Compiled, Reversible, argument_kinds, blas_for, compiled, current, run
 from revdiff.targets.cuda.programs import run_on_device
 from revdiff.ir.entries import EntrySignature, entry_argument
 from revdiff.ir.signature import ProgramSignature, entry_program, entry_signature, program_signature
@@ -54,7 +55,7 @@ class Batching:
         self._signatures: dict = {}
         self._types: dict = {}  # argument kinds -> (function version, batched positions, element types)
         self._program_signatures: dict = {}
-        self._one_element: dict = {}  # (kind, argument kinds) -> (batched positions, Compiled)
+        self._one_element: dict = {}  # (kind, argument kinds) -> OneElement
         #: how the last run of each entry kind ran: "one element", "SIMD lanes of 8", "elements on
         #: threads, BLAS", ... (a report, ``programs.api.last_run``)
         self.last_paths: dict = {}
@@ -115,13 +116,14 @@ class Batching:
         return tuple(types)
 
     def one_element(self, kind: str, args: tuple) -> "OneElement | None":
-        """How a batch of one runs on element 0 of the batched arrays (``OneElement``: the single-call
-        program, "call": the call, "vjp": the fused vjp), or None for a batch of another size; found
-        with one lookup on the kinds of ``args`` when arguments of the same kinds ran before."""
+        """How a ``kind`` ("call" or "vjp") of a batch of one runs on element 0 of the batched arrays:
+        the single-call program (the call, or the fused vjp) and its slots (``OneElement``); None for
+        a batch of another size. TypeError or ValueError, as the batch's checks raise them, for
+        arguments a batch cannot take. A batch of one whose arguments have the kinds of an earlier
+        one's is answered with one lookup; other sizes are checked anew on every call."""
         kinds = argument_kinds(args) if len(args) == len(self.f.params) else None
-        forward = self.f.forward_function
         found = self._one_element.get((kind, kinds)) if kinds is not None else None
-        if found is not None and found.program.version is forward._version and forward.unchanged():
+        if found is not None and current(self.f, found.program):
             return found if all(args[k].shape[0] == 1 for k in found.positions) else None
         self._element_types(args)  # the batch's checks, which name what is wrong
         if self._size(args) != 1:
@@ -284,10 +286,11 @@ class Batching:
 
 
 class OneElement(NamedTuple):
-    """A batch of one as the single-call program ``program`` runs it: which parameters are batched
-    (``batched``, per parameter; ``positions``), the program's slots after the function's parameters
-    as (role, parameter position, scalar), and the slots whose scalar final values go back into
-    their batch arrays (``written_back``)."""
+    """A batch of one as the single-call program ``program`` runs it. ``batched``: per parameter,
+    whether it has the batch axis; ``positions``: the indices of those that do; ``extra_slots``:
+    the program's slots after the function's parameters (a fused vjp's gradients and saved
+    results) as (role, parameter position, whether a scalar); ``written_back``: the indices of the
+    slots whose scalar final values go back into their batch arrays."""
     program: Compiled
     batched: tuple
     positions: tuple

@@ -166,7 +166,7 @@ def compiled(f: Reversible, program: str, args: tuple, kinds=False) -> Compiled:
     values = args[:len(f.params)]  # the function's parameters: they decide the rest (gradients, saved values)
     kinds = argument_kinds(values) if kinds is False else kinds
     found = forward.compiled_calls.get((program, kinds)) if kinds is not None else None
-    if found is not None and found.version is forward._version and forward.unchanged():
+    if found is not None and current(f, found):
         return found
     types = f.argument_types(values)
     spec = forward.specialize(types, blas_for(values))
@@ -177,6 +177,13 @@ def compiled(f: Reversible, program: str, args: tuple, kinds=False) -> Compiled:
     if kinds is not None:
         forward.compiled_calls[(program, kinds)] = found
     return found
+
+
+def current(f: "Reversible", found: Compiled) -> bool:
+    """Whether ``found``, compiled for ``f`` earlier, still runs it: the function has not been parsed
+    anew, and every global it reads is bound to what it was compiled with."""
+    forward = f.forward_function
+    return found.version is forward._version and forward.unchanged()
 
 
 class Reversible(Protocol):
@@ -229,12 +236,15 @@ def validate(f: "Reversible", args: tuple) -> None:
             raise ReversibilityError(f"argument '{names[k]}' of {f.__qualname__}() has entries that share memory (a "
                                      "zero stride, or rows that overlap), but the function modifies it; pass a copy")
     for i, (k, a) in enumerate(arrays):
-        for j, b in arrays[i + 1:] if k in modified else [(j, b) for j, b in arrays[i + 1:] if j in modified]:
-            if on_gpu or np.may_share_memory(a, b):
-                how = sharing(a, b)
-                if how is not None:
-                    raise ReversibilityError(f"arguments '{names[k]}' and '{names[j]}' of {f.__qualname__}() "
-                                             f"share memory{how}; pass separate arrays")
+        for j, b in arrays[i + 1:]:
+            if k not in modified and j not in modified:
+                continue
+            if not on_gpu and not np.may_share_memory(a, b):  # the usual pair, answered by its bounds alone
+                continue
+            how = sharing(a, b)
+            if how is not None:
+                raise ReversibilityError(f"arguments '{names[k]}' and '{names[j]}' of {f.__qualname__}() share "
+                                         f"memory{how}; pass separate arrays")
 
 
 #: candidate solutions NumPy may try before a pair of host arrays counts as sharing memory (``sharing``)
@@ -336,9 +346,13 @@ def zero_like(value: Any) -> Any:
 
 
 def cotangent_value(name: str, ct: Any, what: str = "cotangent") -> Any:
-    """TypeError naming the parameter for a cotangent that is not numeric."""
+    """TypeError naming the parameter for a cotangent that is not numeric (or is a masked array,
+    which arguments cannot be either: its masked entries would be read)."""
     if ct is not None and not isinstance(ct, (numbers.Number, np.ndarray, np.generic, list, tuple)):
         raise TypeError(f"{what} for '{name}' must be a number or an array, got {type(ct).__name__}")
+    if isinstance(ct, np.ma.MaskedArray):
+        raise TypeError(f"{what} for '{name}' is a masked array, whose masked entries would be read; pass "
+                        "np.asarray(c) or c.filled(value)")
     return ct
 
 

@@ -3,9 +3,11 @@
 
 ``execute(f, kind, args, cotangents, tangents, batch=...)`` checks the arguments, finds what runs them
 and runs it: one call on the CPU runs a compiled program (found with one dictionary lookup on the kinds
-of its arguments, ``calls.compiled``); one call on GPU arrays runs as a batch of one; a batch runs the
-entry ``Batching.run`` picks (one element per iteration, SIMD lanes, CUDA kernels). Each program's
-parameters are laid out by ``ir/signature.py``: results are read from it, never counted here.
+of its arguments, ``calls.compiled``); one call on GPU arrays runs as a batch of one; a call or vjp of
+a batch of one on the CPU runs the single-call program on its element (``Batching.one_element``, one
+lookup too); other batches run the entry ``Batching.run`` picks (one element per iteration, SIMD lanes,
+CUDA kernels). Each program's parameters are laid out by ``ir/signature.py``: results are read from
+it, never counted here.
 """
 from __future__ import annotations
 
@@ -246,35 +248,36 @@ def _one_element(bf: Batching, one: OneElement, kind: str, args: tuple, cotangen
     if kind == "vjp":
         check_count(f, kind, cotangents)
     copies = _copies(args, donate)
-    if donate:  # copies are the program's own: nothing else reads or writes them
+    if donate:  # donated arrays are the caller's and may overlap; fresh copies cannot
         f.validate(copies)
     bf.last_paths[kind] = "one element"
     batched = one.batched
     n = len(copies)
-    held = list(copies)  # per slot, the batch-shaped array (or shared value) it is element 0 of
-    call = [a[0] if b else a for a, b in zip(copies, batched)]
+    buffers = list(copies)  # per slot, the batch-shaped array (or shared value) it is element 0 of
+    arguments = [a[0] if b else a for a, b in zip(copies, batched)]
     names = f.parameter_names
     for role, k, scalar in one.extra_slots:  # the fused vjp's gradients and saved results
-        a = copies[k]
-        if role == "gradient":
-            g = cotangent(names[k], a, cotangents[k])
-            g = g if batched[k] else g[None] if isinstance(g, np.ndarray) else np.array([g])
+        if role == "gradient":  # as ``_seeds`` lays them out for one element: a shared one's too
+            g = cotangent(names[k], copies[k], cotangents[k])
+            buffer = g if batched[k] else g[None] if isinstance(g, np.ndarray) else np.array([g])
         else:  # saved: modified parameters are batched
-            g = np.empty_like(a)
-        held.append(g)
-        call.append(g[0:1] if scalar and role == "saved" else g[0].item() if scalar else g[0])
-    result = run(one.program.program, tuple(call), element=0)  # a failure names no half-updated argument
-    for i in one.written_back:  # the adjoint half restored the inputs
-        held[i][0] = result[i]
+            buffer = np.empty_like(copies[k])
+        buffers.append(buffer)
+        arguments.append(buffer[0:1] if scalar and role == "saved" else buffer[0].item() if scalar else buffer[0])
+    # a failure names no half-updated argument: copies are ours, and donated arrays hold scratch values
+    # after a failure (``BatchedFunction.__call__``)
+    result = run(one.program.program, tuple(arguments), element=0)
+    for i in one.written_back:  # scalars come back by value: final values, gradients, restored inputs
+        buffers[i][0] = result[i]
     if kind == "call":
-        return tuple(held)
-    outs = held[:n]
+        return tuple(buffers)
+    outs = buffers[:n]
     grads: list = [None] * n
-    for (role, k, _), a in zip(one.extra_slots, held[n:]):
+    for (role, k, _), buffer in zip(one.extra_slots, buffers[n:]):
         if role == "saved":
-            outs[k] = a
+            outs[k] = buffer
         else:
-            grads[k] = a if batched[k] else _shared_sum(a, copies[k])
+            grads[k] = _gradient(bf, f.params[k], copies[k], buffer)
     return tuple(outs), tuple(grads)
 
 

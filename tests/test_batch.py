@@ -54,13 +54,15 @@ def scaled_sum(y, s, x, a, w):
     for i in range(y.shape[0]):
         y[i] += a * x[i] * w[i]
     s += a * x[0]
+    y[0] += s * x[1]  # so that s's gradient is more than its cotangent
 
 
 @pytest.mark.parametrize("B", [1, 2], ids=["one element", "elements"])
 def test_batched_and_shared_scalars_and_arrays_equal_per_element_calls(B):
-    """A batch of one runs the single-call programs (no batched entry) and must agree with a batch
-    of two: batched scalars written back, shared scalars and arrays unchanged, their gradients the
-    sum over the elements."""
+    """Batches of one (the single-call programs, no batched entry) and of two (the batched entry)
+    both equal per-element calls: batched scalars' final values and gradients written back into
+    their arrays, shared parameters' gradients the sum over the elements (a shared cotangent is
+    given to element 0 alone)."""
     y, s, x = rng.standard_normal((B, 5)), rng.standard_normal(B), rng.standard_normal((B, 5))
     a, w = 0.7, rng.standard_normal(5)
     bf = revdiff.batched(scaled_sum, ("y", "s", "x"))
@@ -72,7 +74,7 @@ def test_batched_and_shared_scalars_and_arrays_equal_per_element_calls(B):
     for b in range(B):
         single = scaled_sum(y[b].copy(), float(s[b]), x[b].copy(), a, w.copy())
         np.testing.assert_array_equal(out[0][b], single[0])
-        assert out[1][b] == single[1] and out[3] == a
+        assert out[1][b] == single[1]
         o, pullback = revdiff.vjp(scaled_sum, y[b].copy(), float(s[b]), x[b].copy(), a, w.copy())
         g = pullback(gy[b], float(gs[b]), None, 0.5 if b == 0 else 0.0, None)
         np.testing.assert_array_equal(outs[0][b], o[0])
@@ -82,7 +84,6 @@ def test_batched_and_shared_scalars_and_arrays_equal_per_element_calls(B):
         total_a, total_w = total_a + g[3], total_w + g[4]
     assert type(grads[3]) is float and grads[3] == pytest.approx(total_a, rel=1e-14)
     np.testing.assert_allclose(grads[4], total_w, rtol=1e-14)
-    np.testing.assert_array_equal(w, outs[4])
     with pytest.raises(revdiff.ReversibilityError, match="'y' and 'x' .* share memory"):
         bf(y, s, y, a, w, donate=True)
 

@@ -228,6 +228,32 @@ def test_a_complex_cotangent_of_a_real_result_is_refused(call):
         call(np.ones((3, 3)) * 1j)
 
 
+def test_masked_arrays_are_refused_as_arguments_cotangents_and_tangents():
+    """Their masked entries would be read as if they were data: refused by name, as the reversible
+    functions' arguments are."""
+    masked = np.ma.MaskedArray(np.ones(3), mask=[0, 1, 0])
+    A = np.eye(3)[:, :2]
+    with pytest.raises(TypeError, match="'gz' is a masked array"):
+        P.project_vjp(A, np.ones(3), masked)
+    with pytest.raises(TypeError, match="'y' is a masked array"):
+        P.project(A, masked)
+    with pytest.raises(TypeError, match="'A' is a masked array"):
+        P.qr(np.ma.MaskedArray(A))
+
+    @reversible
+    def scale(y, x, a):
+        for i in range(y.shape[0]):
+            y[i] += a * x[i]
+
+    pullback = revdiff.vjp(scale, np.zeros(3), np.ones(3), 2.0)[1]
+    with pytest.raises(TypeError, match="cotangent for 'y' is a masked array"):
+        pullback(masked, None, None)
+    with pytest.raises(TypeError, match="tangent for 'x' is a masked array"):
+        revdiff.jvp(scale, (np.zeros(3), np.ones(3), 2.0), (None, masked, None))
+    with pytest.raises(TypeError, match="cotangent for 'y' is a masked array"):
+        revdiff.batched(scale, ("y", "x")).vjp((np.zeros((1, 3)), np.ones((1, 3)), 2.0), (masked[None], None, None))
+
+
 def test_updates_that_would_round_or_wrap_are_type_errors():
     @reversible
     def add(y, x):

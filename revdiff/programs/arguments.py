@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import copy
 
-from revdiff.programs.inputs import (array_module, as_array, batch_index, combined, finite_scaled, flat, negated,
-                                     times_power_of_two)
+from revdiff.programs.inputs import (array_module, as_array, batch_index, combined, flat, magnitudes_and_exponents,
+                                     negated, times_power_of_two)
 
 
 class Batch:
@@ -50,7 +50,7 @@ class Matrices(Batch):
         super().__init__(A, 2)
         self.m, self.n = self.shape[-2:]
         self.p = min(self.m, self.n)
-        self.e = finite_scaled("A", self.flat, self.batch, self.xp, per_column=True)[1]
+        self.e = magnitudes_and_exponents("A", self.flat, self.batch, self.xp, per_column=True)[1]
         self.A = self.scaled(self.flat, negated(self.e))
 
     def permuted(self, perm) -> "Matrices":
@@ -75,7 +75,7 @@ class Vectors(Batch):
         if shape is not None and tuple(v.shape) != shape:
             raise ValueError(f"'{name}' has shape {tuple(v.shape)}; {why} {shape}")
         super().__init__(v, 1)
-        big, self.e = finite_scaled(name, self.flat, self.batch, self.xp)
+        big, self.e = magnitudes_and_exponents(name, self.flat, self.batch, self.xp)
         if direction and self.shape[-1] and bool(self.xp.any(big == 0)):
             b = int(self.xp.argmax(big == 0))
             raise ValueError(f"'{name}' at batch index {batch_index(self.batch, b)} is zero and has no direction")

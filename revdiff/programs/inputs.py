@@ -60,6 +60,9 @@ def as_array(name: str, value, min_ndim: int, dtype=None, cotangent_of=None, cor
     if value is None:
         raise TypeError(f"'{name}' is None; pass an array (zeros for a zero {role})" if cotangent_of is not None
                         else f"'{name}' is None; pass an array")
+    if isinstance(value, np.ma.MaskedArray):
+        raise TypeError(f"'{name}' is a masked array, whose masked entries would be read; pass np.asarray(a) "
+                        "or a.filled(value)")
     xp = array_module(value)
     try:
         a = xp.asarray(value)
@@ -102,9 +105,10 @@ def require_finite(name: str, a, batch_shape: tuple, xp, per_column: bool = Fals
     return _finite(name, _magnitudes(a, xp, per_column), batch_shape, xp, per_column)
 
 
-def finite_scaled(name: str, a, batch_shape: tuple, xp, per_column: bool = False) -> tuple:
+def magnitudes_and_exponents(name: str, a, batch_shape: tuple, xp, per_column: bool = False) -> tuple:
     """(``require_finite``'s largest magnitudes, ``scale_exponents``' exponents) of ``a``: where
-    every magnitude is finite and in range (the usual case), found with one pair of reductions."""
+    every magnitude is finite and in range (the usual case), found with one pair of reductions;
+    otherwise (a zero column or vector included) by those two functions' own steps."""
     big = _magnitudes(a, xp, per_column)
     if big.size:
         s = 2.0 ** safe_exponent(a.dtype)
@@ -115,6 +119,7 @@ def finite_scaled(name: str, a, batch_shape: tuple, xp, per_column: bool = False
 
 
 def _magnitudes(a, xp, per_column: bool):
+    """The largest magnitude of each batch element of ``a``, or of each of its columns."""
     if per_column:
         return largest_per_column(a, xp) if a.shape[0] else xp.zeros((0, a.shape[-1]))
     return largest_per_element(a, xp) if a.shape[0] else xp.zeros(0)

@@ -13,9 +13,6 @@ from revdiff.targets.llvm.array_fields import ARRAY_FIELDS
 from revdiff.targets.llvm.jit import entry_function, object_entry_function
 
 
-_FLOAT64 = np.dtype(np.float64)
-
-
 class NativeProgram:
     """A program compiled to machine code, called as ``program(*args, record)`` with the arguments of
     its parameters (NumPy arrays, updated in place, and numbers) and a float64 error record
@@ -27,7 +24,6 @@ class NativeProgram:
         self.types = types
         self.revdiff_loops = loops  # a while loop: run where Ctrl-C can stop it (``calls.interruptible``)
         self._dtypes = tuple(np.dtype(t.dtype) for t in types)
-        self._ranks = tuple(t.ndim for t in types)
         self._function = entry_function(address) if ARRAY_FIELDS is None else \
             object_entry_function(address, len(types) + 1)
 
@@ -35,7 +31,7 @@ class NativeProgram:
         return f"<compiled revdiff program {self.__name__}>"
 
     def _check_record(self, record) -> None:
-        if not (isinstance(record, np.ndarray) and (record.dtype is _FLOAT64 or record.dtype == _FLOAT64) and record.flags.c_contiguous
+        if not (isinstance(record, np.ndarray) and record.dtype == np.float64 and record.flags.c_contiguous
                 and record.size >= RECORD_SIZE):
             raise TypeError(f"{self.__name__}: the error record must be a contiguous float64 array of "
                             f"{RECORD_SIZE} entries")
@@ -51,12 +47,11 @@ class NativeProgram:
         if len(values) != len(self.types):
             raise TypeError(f"{self.__name__} takes {len(self.types)} arguments, got {len(values)}")
         objects, slots = [], []
-        for v, ndim, dtype in zip(values, self._ranks, self._dtypes):
-            if ndim:
-                if v.__class__ is not np.ndarray or v.ndim != ndim or (v.dtype is not dtype and (
+        for v, t, dtype in zip(values, self.types, self._dtypes):
+            if t.ndim:
+                if not isinstance(v, np.ndarray) or v.ndim != t.ndim or (v.dtype is not dtype and (
                         v.dtype != dtype or not v.dtype.isnative)):
-                    if not isinstance(v, np.ndarray) or v.ndim != ndim or v.dtype != dtype or not v.dtype.isnative:
-                        raise self._refuse(v, self.types[len(objects)])
+                    raise self._refuse(v, t)
                 objects.append(v)
             else:
                 slot = np.array([v], dtype=dtype)
@@ -70,7 +65,7 @@ class NativeProgram:
         """The call where the entry reads the arrays' fields: nothing is packed."""
         objects, slots = self._arguments(args)
         self._function(*objects)
-        return tuple(slot[0].item() for slot in slots) if slots else ()
+        return tuple(slot[0].item() for slot in slots)
 
     def _call_packed(self, *args):
         """The call where the entry unpacks words (NumPy's array layout unknown): each array's data
