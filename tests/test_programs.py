@@ -126,6 +126,96 @@ def test_householder_gradient_on_triangular_input():
     assert_gradient(P.householder, np.zeros((5, 3)), np.zeros((3, 3)), A)
 
 
+def _refused_at_the_sign_threshold():
+    """A float32 40x32 matrix that Householder's program refuses with its rows as they are (a column
+    within rounding of the reflector's sign threshold: the uncompute takes the other sign), found
+    among 5000 random ones; and the batch it came from."""
+    batch = np.random.default_rng(1009).standard_normal((5000, 40, 32)).astype(np.float32)
+    return batch[3932], batch[3928:3936]
+
+
+def test_a_matrix_refused_at_the_sign_threshold_is_factored_with_its_rows_reordered():
+    """P A = (P Q) R: every high-level function returns what it returns for another method (to
+    float32 rounding), and in a batch the refused matrix alone is run again: the others keep their bits."""
+    from revdiff.programs.householder import householder
+    A, batch = _refused_at_the_sign_threshold()
+    with pytest.raises(revdiff.ReversibilityError, match="'V' is not zero"):
+        revdiff.batched(householder, ("Q", "R", "A"))(np.zeros((1, 40, 32), np.float32),
+                                                      np.zeros((1, 32, 32), np.float32), A[None])
+    r = np.random.default_rng(3)
+    y, gz, gx = (r.standard_normal(k).astype(np.float32) for k in (40, 40, 32))
+    gQ, gR, dA = (r.standard_normal(s).astype(np.float32) for s in ((40, 32), (32, 32), (40, 32)))
+    calls = {"qr": lambda m: P.qr(A, method=m), "qr_vjp": lambda m: P.qr_vjp(A, gQ, gR, method=m),
+             "project": lambda m: P.project(A, y, method=m),
+             "project_vjp": lambda m: P.project_vjp(A, y, gz, method=m),
+             "lstsq": lambda m: P.lstsq(A, y, method=m), "lstsq_vjp": lambda m: P.lstsq_vjp(A, y, gx, method=m),
+             "qr_jvp": lambda m: P.qr_jvp(A, dA, method=m),
+             "project_jvp": lambda m: P.project_jvp(A, y, dA, y, method=m),
+             "project_vjp_jvp": lambda m: P.project_vjp_jvp(A, y, gz, dA, y, method=m),
+             "qr_vjp_jvp": lambda m: P.qr_vjp_jvp(A, gQ, gR, dA, method=m),
+             "lstsq_jvp": lambda m: P.lstsq_jvp(A, y, dA, y, method=m),
+             "lstsq_vjp_jvp": lambda m: P.lstsq_vjp_jvp(A, y, gx, dA, y, method=m),
+             "qr complete (R)": lambda m: P.qr(A, method="givens" if m == "cgs2" else m, mode="complete")[1]}
+    for name, call in calls.items():
+        got, want = (np.concatenate([np.ravel(v) for v in _leaves(call(m))]) for m in ("householder", "cgs2"))
+        np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * np.abs(want).max(), err_msg=name)
+    zs = P.project(batch, np.tile(y, (8, 1)), method="householder")
+    gAs = P.qr_vjp(batch, np.tile(gQ, (8, 1, 1)), None, method="householder")
+    for k in (0, 1, 2, 3, 5, 6, 7):  # element 4 is A
+        np.testing.assert_array_equal(zs[k], P.project(batch[k], y, method="householder"))
+        np.testing.assert_array_equal(gAs[k], P.qr_vjp(batch[k], gQ, None, method="householder"))
+    np.testing.assert_array_equal(zs[4], P.project(A, y, method="householder"))
+
+
+def test_a_matrix_refused_with_its_columns_pivoted_is_factored_with_its_rows_reordered():
+    """As above, where the refusal comes with the columns in their pivoted order: QR with pivoting
+    and every function with rank_deficient="truncate" (this full-rank matrix keeps every column)."""
+    A = np.random.default_rng(2003).standard_normal((5000, 40, 32)).astype(np.float32)[4180]
+    r = np.random.default_rng(4)
+    y, gz, gx, dy = (r.standard_normal(k).astype(np.float32) for k in (40, 40, 32, 40))
+    dA = r.standard_normal((40, 32)).astype(np.float32)
+    t = {"rank_deficient": "truncate"}
+    calls = {"qr pivoting": lambda m: P.qr(A, method=m, pivoting=True),
+             "project": lambda m: P.project(A, y, method=m, **t),
+             "project_vjp": lambda m: P.project_vjp(A, y, gz, method=m, **t),
+             "lstsq": lambda m: P.lstsq(A, y, method=m, **t),
+             "lstsq_vjp": lambda m: P.lstsq_vjp(A, y, gx, method=m, **t),
+             "project_jvp": lambda m: P.project_jvp(A, y, dA, dy, method=m, **t),
+             "project_vjp_jvp": lambda m: P.project_vjp_jvp(A, y, gz, dA, dy, method=m, **t),
+             "lstsq_jvp": lambda m: P.lstsq_jvp(A, y, dA, dy, method=m, **t),
+             "lstsq_vjp_jvp": lambda m: P.lstsq_vjp_jvp(A, y, gx, dA, dy, method=m, **t)}
+    for name, call in calls.items():
+        got, want = (np.concatenate([np.ravel(v) for v in _leaves(call(m))]) for m in ("householder", "cgs2"))
+        np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * np.abs(want).max(), err_msg=name)
+
+
+@pytest.mark.parametrize("method, attempts", [("householder", 3), ("cgs2", 1)])
+def test_a_refusal_is_retried_in_the_other_row_orders_then_raised(method, attempts):
+    """Only Householder's refusals are retried, each refused matrix in its own orders (reversed,
+    then reversed and rotated by one), the others kept; then the last refusal is raised."""
+    from revdiff.programs.arguments import Matrices
+    from revdiff.programs.ranked import ranked
+    M = Matrices(np.random.default_rng(0).standard_normal((3, 4, 2)))
+    orders = []
+
+    def refuse_element_1(rows):
+        orders.append(rows(np.arange(12).reshape(1, 4, 3).repeat(3, axis=0))[:, :, 0] // 3)
+        error = revdiff.ReversibilityError("ancilla array 'V' is not zero")
+        error.batch_element = 1
+        raise error
+
+    with pytest.raises(revdiff.ReversibilityError, match="'V' is not zero"):
+        ranked(refuse_element_1, M, 1e-12, method)
+    assert len(orders) == attempts
+    for order in orders:
+        np.testing.assert_array_equal(order[[0, 2]], [[0, 1, 2, 3]] * 2)
+    assert [list(order[1]) for order in orders] == [[0, 1, 2, 3], [3, 2, 1, 0], [0, 3, 2, 1]][:attempts]
+
+
+def _leaves(value):
+    return [v for item in value for v in _leaves(item)] if isinstance(value, tuple) else [value]
+
+
 @pytest.mark.parametrize("m,n", [(6, 4), (4, 6)])
 def test_givens_program_gradient_round_trip_and_angles(m, n):
     p = min(m, n)

@@ -106,5 +106,8 @@ def to_error(fkey: int, idx: int, a: float, b: float, batch_element: int | None 
         detail += f" in batch element {batch_element}"
     text = in_user_terms(info.message + detail, info.loc) + tail  # the tail names arguments as written
     if info.error is ReversibilityError:
-        return ReversibilityError(text, info.loc, written=True)
-    return info.error(f"{info.loc}: {text}")
+        error = ReversibilityError(text, info.loc, written=True)
+    else:
+        error = info.error(f"{info.loc}: {text}")
+    error.batch_element = batch_element  # read by callers that run a failed element again
+    return error

@@ -8,14 +8,14 @@ from __future__ import annotations
 import numpy as np
 
 from revdiff.batch import BatchedFunction
-from revdiff.errors import RankDeficientError, ReversibilityError
 from revdiff.programs import givens, projection, sphere
 from revdiff.programs.arguments import Matrices, Vectors
 from revdiff.programs.methods import (COMPLETE_METHODS, LSTSQ_METHODS, PROJECT_METHODS, QR_METHODS, QR_MODES,
                                       check_method, chosen_method, program_for, q_columns)
-from revdiff.programs.inputs import (DTYPES, array_module, as_array, batch_index, check_rank, check_result, flat,
+from revdiff.programs.inputs import (DTYPES, array_module, as_array, check_rank, check_result, flat,
                                      negated, one_device, rank_tolerance, require_finite, scale_exponents)
 from revdiff.programs.pivoting import column_pivots
+from revdiff.programs.ranked import fresh, numerical_rank, ranked
 from revdiff.programs.scan import largest_per_element
 
 __all__ = ["DTYPES", "QR_METHODS", "QR_MODES", "COMPLETE_METHODS", "RANK_DEFICIENT",
@@ -82,23 +82,6 @@ def _pivoted(M: Matrices, pivoting) -> tuple:
     return M.permuted(perm), perm
 
 
-def _ranked(call, M: Matrices, tol: float):
-    """``call()`` of a QR-based program; where it fails its own checks on a rank-deficient A, the rank
-    check's RankDeficientError (Householder's reflector of a residual at rounding level does not
-    uncompute to zero, and the program stops before R is read)."""
-    try:
-        return call()
-    except ReversibilityError as exc:
-        rank = _numerical_rank(column_pivots(M.flat, M.xp)[1], tol, M.xp)  # of A itself, as truncation reads it
-        short = M.xp.argwhere(rank < M.p)
-        if short.size == 0:
-            raise
-        b = int(short[0][0])
-        raise RankDeficientError(f"matrix at batch index {batch_index(M.batch, b)} has numerical rank {int(rank[b])} "
-                                 f"< {M.p} (QR with column pivoting: residuals at most {tol:.1e} of the largest); "
-                                 "rank_deficient='truncate' projects onto its numerical column space") from exc
-
-
 def _largest(*arrays):
     """The common scale exponent of cotangents per batch element: their largest magnitude."""
     big = None
@@ -134,7 +117,8 @@ def qr(A, method: str = "cgs2", rank_tol: float | None = None, mode: str = "redu
     if M.empty:
         Q, R = _empty_qr(M, q, outputs)
     else:
-        Q, R = _ranked(lambda: program(*outputs, M.A, donate=True), M, tol)[:2]
+        (Q, R), rows = ranked(lambda rows: program(*fresh(outputs, M.xp), rows(M.A), donate=True)[:2], M, tol, method)
+        Q = rows.back(Q)
         check_rank(R, M.batch, tol, M.xp, perm)
         R = M.scaled(R, M.e)  # A D = Q R' for the column scaling D: R = R' D^-1
         check_result("qr", "R", R, M.batch, M.xp)
@@ -163,9 +147,10 @@ def qr_vjp(A, gQ, gR, method: str = "cgs2", rank_tol: float | None = None, mode:
     run = QrCotangents(A, gQ, gR, method, rank_tol, mode, pivoting)
     if run.M.empty:
         return run.M.xp.zeros(run.M.shape, run.M.dtype)
-    outs, grads = _ranked(lambda: run.program.vjp(run.outputs + (run.M.A,), run.cotangents, donate=True), run.M, run.tol)
+    (outs, grads), rows = ranked(lambda rows: run.program.vjp(run.arguments(rows), run.in_order(rows), donate=True),
+                                 run.M, run.tol, method)
     check_rank(outs[1], run.M.batch, run.tol, run.M.xp, run.perm)  # outs: (Q, R, [angles,] A)
-    return run.gradient(grads[-1], "qr_vjp", "gA")
+    return run.gradient(rows.back(grads[-1]), "qr_vjp", "gA")
 
 
 class QrCotangents:
@@ -198,6 +183,14 @@ class QrCotangents:
         self.h = scale_exponents(_largest(gQ, gR), M.dtype, M.xp)
         self.cotangents = (M.scaled(gQ, negated(self.h)), M.scaled(gR, negated(self.h))) + \
             (None,) * (len(self.outputs) - 1)  # none for the angles and A
+
+    def arguments(self, rows) -> tuple:
+        """The program's arguments: fresh outputs and A, its rows in the order of ``rows`` (``ranked.Rows``)."""
+        return fresh(self.outputs, self.M.xp) + (rows(self.M.A),)
+
+    def in_order(self, rows) -> tuple:
+        """The cotangents with Q's rows in the order of ``rows``."""
+        return (rows(self.cotangents[0]),) + self.cotangents[1:]
 
     def gradient(self, g, function: str, name: str, *exponents):
         """A's gradient from the program's: scaled back (``exponents``: those of a tangent, too) and
@@ -240,13 +233,6 @@ def _truncating(rank_deficient) -> bool:
     return rank_deficient == "truncate"
 
 
-def _numerical_rank(residuals, tol: float, xp):
-    """#{k : |R[k, k]| > tol |R[0, 0]|} per matrix, from the pivoted residuals (b, p)."""
-    if residuals.shape[1] == 0:
-        return xp.zeros(residuals.shape[0], np.int64)
-    return xp.sum(residuals > tol * residuals[:, :1], axis=1)
-
-
 class _Kept:
     """The columns that ``rank_deficient="truncate"`` keeps: QR with column pivoting of A
     (``pivoting.column_pivots``) orders them; the numerical rank is r = #{k : |R[k, k]| > tol
@@ -258,7 +244,7 @@ class _Kept:
     def __init__(self, M: Matrices, tol: float):
         xp, p = M.xp, M.p
         perm, residuals = column_pivots(M.flat, xp)  # on A itself: M.A's columns may be scaled apart
-        self.rank = _numerical_rank(residuals, tol, xp)
+        self.rank = numerical_rank(residuals, tol, xp)
         self.columns = perm[:, :p]
         self.left_out = xp.arange(p)[None, :] >= self.rank[:, None]
         taken = xp.take_along_axis(M.A, self.columns[:, None, :], axis=2)
@@ -311,9 +297,13 @@ def project(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_defi
     if truncate:
         kept = _Kept(M, tol)
         leading = _leading_projection(method, M)
-        z = leading(M.zeros(M.m), M.zeros(M.p, M.p), kept.A, Y.v, kept.rank, donate=True)[0]
+        z, rows = ranked(lambda rows: leading(M.zeros(M.m), M.zeros(M.p, M.p), rows(kept.A), rows(Y.v), kept.rank,
+                                              donate=True)[0], M, tol, method, truncated=True)
+        z = rows.back(z)
     else:
-        z, R = _ranked(lambda: program(M.zeros(M.m), M.zeros(M.p, M.n), M.A, Y.v, donate=True), M, tol)[:2]
+        (z, R), rows = ranked(lambda rows: program(M.zeros(M.m), M.zeros(M.p, M.n), rows(M.A), rows(Y.v),
+                                                   donate=True)[:2], M, tol, method)
+        z = rows.back(z)
         check_rank(R, M.batch, tol, M.xp)
     z = Y.scaled(z, Y.e)  # z is linear in y and the same for every column scaling of A
     check_result("project", "z", z, M.batch, M.xp)
@@ -338,12 +328,15 @@ def project_vjp(A, y, gz, method: str = "cgs2", rank_tol: float | None = None, r
     if truncate:
         kept = _Kept(M, tol)
         leading = _leading_projection(method, M)
-        _, (_, _, gA, gy, _) = leading.vjp((M.zeros(M.m), M.zeros(M.p, M.p), kept.A, Y.v, kept.rank),
-                                           (G.v, None, None, None, None), donate=True)
-        gA = kept.scatter(gA, M.xp)
+        (_, (_, _, gA, gy, _)), rows = ranked(
+            lambda rows: leading.vjp((M.zeros(M.m), M.zeros(M.p, M.p), rows(kept.A), rows(Y.v), kept.rank),
+                                     (rows(G.v), None, None, None, None), donate=True), M, tol, method, truncated=True)
+        gA, gy = kept.scatter(rows.back(gA), M.xp), rows.back(gy)
     else:
-        outs, (_, _, gA, gy) = _ranked(lambda: program.vjp((M.zeros(M.m), M.zeros(M.p, M.n), M.A, Y.v),
-                                                           (G.v, None, None, None), donate=True), M, tol)
+        (outs, (_, _, gA, gy)), rows = ranked(
+            lambda rows: program.vjp((M.zeros(M.m), M.zeros(M.p, M.n), rows(M.A), rows(Y.v)),
+                                     (rows(G.v), None, None, None), donate=True), M, tol, method)
+        gA, gy = rows.back(gA), rows.back(gy)
         check_rank(outs[1], M.batch, tol, M.xp)
     gA = _as_given(M.scaled(gA, negated(M.e), Y.e, G.e), M.given)  # z(A D, y) = z(A, y), linear in y and gz
     gy = _as_given(G.scaled(gy, G.e), Y.given)
@@ -379,9 +372,12 @@ def lstsq(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_defici
         return (x, M.xp.zeros(M.batch, np.int64)) if truncate else x
     if truncate:
         kept = _Kept(M, tol)
-        x = kept.scatter(program(M.zeros(M.p), M.zeros(M.p, M.p), kept.A, Y.v, donate=True)[0], M.xp)
+        x, _ = ranked(lambda rows: program(M.zeros(M.p), M.zeros(M.p, M.p), rows(kept.A), rows(Y.v), donate=True)[0],
+                      M, tol, method, truncated=True)
+        x = kept.scatter(x, M.xp)
     else:
-        x, R = _ranked(lambda: program(M.zeros(M.n), M.zeros(M.n, M.n), M.A, Y.v, donate=True), M, tol)[:2]
+        (x, R), _ = ranked(lambda rows: program(M.zeros(M.n), M.zeros(M.n, M.n), rows(M.A), rows(Y.v),
+                                                donate=True)[:2], M, tol, method)
         check_rank(R, M.batch, tol, M.xp)
     x = M.scaled(x, negated(M.e), Y.e)  # (A D) x' = y: x = D x', linear in y
     check_result("lstsq", "x", x, M.batch, M.xp)
@@ -408,12 +404,15 @@ def lstsq_vjp(A, y, gx, method: str = "cgs2", rank_tol: float | None = None, ran
     if truncate:
         kept = _Kept(M, tol)
         g_kept = M.xp.take_along_axis(gx_scaled, kept.columns, axis=1)
-        _, (_, _, gA, gy) = program.vjp((M.zeros(M.p), M.zeros(M.p, M.p), kept.A, Y.v), (g_kept, None, None, None),
-                                        donate=True)
-        gA = kept.scatter(gA, M.xp)
+        (_, (_, _, gA, gy)), rows = ranked(
+            lambda rows: program.vjp((M.zeros(M.p), M.zeros(M.p, M.p), rows(kept.A), rows(Y.v)),
+                                     (g_kept, None, None, None), donate=True), M, tol, method, truncated=True)
+        gA, gy = kept.scatter(rows.back(gA), M.xp), rows.back(gy)
     else:
-        outs, (_, _, gA, gy) = _ranked(lambda: program.vjp((M.zeros(M.n), M.zeros(M.n, M.n), M.A, Y.v),
-                                                           (gx_scaled, None, None, None), donate=True), M, tol)
+        (outs, (_, _, gA, gy)), rows = ranked(
+            lambda rows: program.vjp((M.zeros(M.n), M.zeros(M.n, M.n), rows(M.A), rows(Y.v)),
+                                     (gx_scaled, None, None, None), donate=True), M, tol, method)
+        gA, gy = rows.back(gA), rows.back(gy)
         check_rank(outs[1], M.batch, tol, M.xp)
     gA = _as_given(M.scaled(gA, negated(M.e), Y.e, h), M.given)
     gy = _as_given(M.scaled(gy, h), Y.given)

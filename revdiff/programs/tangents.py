@@ -10,9 +10,10 @@ import numpy as np
 from revdiff.programs import sphere
 from revdiff.programs.api import (PROJECT_METHODS, QrCotangents, _as_given, _Kept, _batched, _empty_qr,
                                   _leading_projection, _least_squares, _normalized, _pivoted, _program, _qr_run,
-                                  _ranked, _solution_cotangent, _tangent_arguments, _truncating, _with_vector)
+                                  _solution_cotangent, _tangent_arguments, _truncating, _with_vector)
 from revdiff.programs.arguments import Matrices, Vectors
 from revdiff.programs.methods import check_method
+from revdiff.programs.ranked import fresh, ranked
 from revdiff.programs.inputs import (as_array, check_rank, check_result, direction_exponents, flat, negated,
                                      one_device, rank_tolerance, require_finite)
 
@@ -66,10 +67,11 @@ def qr_jvp(A, dA, method: str = "cgs2", rank_tol: float | None = None, mode: str
         dQ, dR = M.xp.zeros_like(Q), M.xp.zeros_like(R)
     else:
         D, h = _scaled_direction(D, M, perm)
-        outs, douts = _ranked(lambda: program.jvp(outputs + (M.A,), (None,) * len(outputs) + (D,)), M, tol)
-        Q, R = outs[:2]
+        (outs, douts), rows = ranked(lambda rows: program.jvp(fresh(outputs, M.xp) + (rows(M.A),),
+                                                              (None,) * len(outputs) + (rows(D),)), M, tol, method)
+        Q, R = rows.back(outs[0]), outs[1]
         check_rank(R, M.batch, tol, M.xp, perm)
-        R, dQ, dR = M.scaled(R, M.e), M.scaled(douts[0], h), M.scaled(douts[1], M.e, h)
+        R, dQ, dR = M.scaled(R, M.e), M.scaled(rows.back(douts[0]), h), M.scaled(douts[1], M.e, h)
         for name, value in (("R", R), ("dQ", dQ), ("dR", dR)):
             check_result("qr_jvp", name, value, M.batch, M.xp)
     values = (M.unflat(R, q, M.n),) if mode == "r" else (M.unflat(Q, M.m, q), M.unflat(R, q, M.n))
@@ -100,12 +102,15 @@ def project_jvp(A, y, dA, dy, method: str = "cgs2", rank_tol: float | None = Non
         kept = _Kept(M, tol)
         D = _kept_direction(D, kept, M.xp)
         leading = _leading_projection(method, M)
-        outs, douts = leading.jvp((M.zeros(M.m), M.zeros(M.p, M.p), kept.A, Y.v, kept.rank),
-                                  (None, None, D, dv, None))
+        (outs, douts), rows = ranked(
+            lambda rows: leading.jvp((M.zeros(M.m), M.zeros(M.p, M.p), rows(kept.A), rows(Y.v), kept.rank),
+                                     (None, None, rows(D), rows(dv), None)), M, tol, method, truncated=True)
+        outs, douts = (rows.back(outs[0]),), (rows.back(douts[0]),)
     else:
-        outs, douts = _ranked(lambda: program.jvp((M.zeros(M.m), M.zeros(M.p, M.n), M.A, Y.v),
-                                                  (None, None, D, dv)), M, tol)
+        (outs, douts), rows = ranked(lambda rows: program.jvp((M.zeros(M.m), M.zeros(M.p, M.n), rows(M.A), rows(Y.v)),
+                                                              (None, None, rows(D), rows(dv))), M, tol, method)
         check_rank(outs[1], M.batch, tol, M.xp)
+        outs, douts = (rows.back(outs[0]),), (rows.back(douts[0]),)
     z, dz = Y.scaled(outs[0], Y.e), Y.scaled(douts[0], Y.e, h)
     check_result("project_jvp", "z", z, M.batch, M.xp)
     check_result("project_jvp", "dz", dz, M.batch, M.xp)
@@ -138,11 +143,12 @@ def qr_vjp_jvp(A, gQ, gR, dA, method: str = "cgs2", rank_tol: float | None = Non
         tangents = (M.unflat(run.outputs[0], M.m, q), M.unflat(run.outputs[1], q, M.n))
         return zero, zero.copy(), tangents[1] if mode == "r" else tangents
     D, hv = _scaled_direction(D, M, run.perm)
-    outs, grads, douts, dgrads = _ranked(lambda: run.program.vjp_jvp(
-        run.outputs + (M.A,), run.cotangents, (None,) * len(run.outputs) + (D,)), M, run.tol)
+    (outs, grads, douts, dgrads), rows = ranked(lambda rows: run.program.vjp_jvp(
+        run.arguments(rows), run.in_order(rows), (None,) * len(run.outputs) + (rows(D),)), M, run.tol, method)
     check_rank(outs[1], M.batch, run.tol, M.xp, run.perm)
-    gA, dgA = run.gradient(grads[-1], "qr_vjp_jvp", "gA"), run.gradient(dgrads[-1], "qr_vjp_jvp", "dgA", hv)
-    dQ, dR = M.scaled(douts[0], hv), M.scaled(douts[1], M.e, hv)
+    gA = run.gradient(rows.back(grads[-1]), "qr_vjp_jvp", "gA")
+    dgA = run.gradient(rows.back(dgrads[-1]), "qr_vjp_jvp", "dgA", hv)
+    dQ, dR = M.scaled(rows.back(douts[0]), hv), M.scaled(douts[1], M.e, hv)
     q = dQ.shape[-1]
     tangents = (M.unflat(dQ, M.m, q), M.unflat(dR, dR.shape[-2], M.n))
     return gA, dgA, tangents[1] if mode == "r" else tangents
@@ -170,15 +176,19 @@ def project_vjp_jvp(A, y, gz, dA, dy, method: str = "cgs2", rank_tol: float | No
         kept = _Kept(M, tol)
         D = _kept_direction(D, kept, M.xp)
         leading = _leading_projection(method, M)
-        _, grads, douts, dgrads = leading.vjp_jvp((M.zeros(M.m), M.zeros(M.p, M.p), kept.A, Y.v, kept.rank),
-                                                  (G.v, None, None, None, None), (None, None, D, dv, None))
-        grads = (kept.scatter(grads[2], M.xp), grads[3])
-        dgrads = (kept.scatter(dgrads[2], M.xp), dgrads[3])
+        (_, grads, douts, dgrads), rows = ranked(lambda rows: leading.vjp_jvp(
+            (M.zeros(M.m), M.zeros(M.p, M.p), rows(kept.A), rows(Y.v), kept.rank), (rows(G.v), None, None, None, None),
+            (None, None, rows(D), rows(dv), None)), M, tol, method, truncated=True)
+        grads = (kept.scatter(rows.back(grads[2]), M.xp), rows.back(grads[3]))
+        dgrads = (kept.scatter(rows.back(dgrads[2]), M.xp), rows.back(dgrads[3]))
+        douts = (rows.back(douts[0]),)
     else:
-        outs, grads, douts, dgrads = _ranked(lambda: program.vjp_jvp(
-            (M.zeros(M.m), M.zeros(M.p, M.n), M.A, Y.v), (G.v, None, None, None), (None, None, D, dv)), M, tol)
+        (outs, grads, douts, dgrads), rows = ranked(lambda rows: program.vjp_jvp(
+            (M.zeros(M.m), M.zeros(M.p, M.n), rows(M.A), rows(Y.v)), (rows(G.v), None, None, None),
+            (None, None, rows(D), rows(dv))), M, tol, method)
         check_rank(outs[1], M.batch, tol, M.xp)
-        grads, dgrads = grads[2:], dgrads[2:]
+        grads, dgrads = tuple(map(rows.back, grads[2:])), tuple(map(rows.back, dgrads[2:]))
+        douts = (rows.back(douts[0]),)
     values = []
     for (g_A, g_y), extra in ((grads, ()), (dgrads, (h,))):  # z(A D, y) = z(A, y), linear in y and gz
         g_A = _as_given(M.scaled(g_A, negated(M.e), Y.e, G.e, *extra), M.given)
@@ -206,12 +216,13 @@ def lstsq_jvp(A, y, dA, dy, method: str = "cgs2", rank_tol: float | None = None,
     D, dv, h = _projection_directions(D, dY, M, Y)
     if truncate:
         kept = _Kept(M, tol)
-        outs, douts = program.jvp((M.zeros(M.p), M.zeros(M.p, M.p), kept.A, Y.v),
-                                  (None, None, _kept_direction(D, kept, M.xp), dv))
+        (outs, douts), _ = ranked(lambda rows: program.jvp(
+            (M.zeros(M.p), M.zeros(M.p, M.p), rows(kept.A), rows(Y.v)),
+            (None, None, rows(_kept_direction(D, kept, M.xp)), rows(dv))), M, tol, method, truncated=True)
         x, dx = kept.scatter(outs[0], M.xp), kept.scatter(douts[0], M.xp)
     else:
-        outs, douts = _ranked(lambda: program.jvp((M.zeros(M.n), M.zeros(M.n, M.n), M.A, Y.v),
-                                                  (None, None, D, dv)), M, tol)
+        (outs, douts), _ = ranked(lambda rows: program.jvp((M.zeros(M.n), M.zeros(M.n, M.n), rows(M.A), rows(Y.v)),
+                                                           (None, None, rows(D), rows(dv))), M, tol, method)
         check_rank(outs[1], M.batch, tol, M.xp)
         x, dx = outs[0], douts[0]
     x, dx = M.scaled(x, negated(M.e), Y.e), M.scaled(dx, negated(M.e), Y.e, h)  # (A D) x' = y: x = D x'
@@ -238,18 +249,19 @@ def lstsq_vjp_jvp(A, y, gx, dA, dy, method: str = "cgs2", rank_tol: float | None
     D, dv, h = _projection_directions(D, dY, M, Y)
     if truncate:
         kept = _Kept(M, tol)
-        _, grads, douts, dgrads = program.vjp_jvp(
-            (M.zeros(M.p), M.zeros(M.p, M.p), kept.A, Y.v),
+        (_, grads, douts, dgrads), rows = ranked(lambda rows: program.vjp_jvp(
+            (M.zeros(M.p), M.zeros(M.p, M.p), rows(kept.A), rows(Y.v)),
             (M.xp.take_along_axis(g, kept.columns, axis=1), None, None, None),
-            (None, None, _kept_direction(D, kept, M.xp), dv))
-        grads = (kept.scatter(grads[2], M.xp), grads[3])
-        dgrads = (kept.scatter(dgrads[2], M.xp), dgrads[3])
+            (None, None, rows(_kept_direction(D, kept, M.xp)), rows(dv))), M, tol, method, truncated=True)
+        grads = (kept.scatter(rows.back(grads[2]), M.xp), rows.back(grads[3]))
+        dgrads = (kept.scatter(rows.back(dgrads[2]), M.xp), rows.back(dgrads[3]))
         dx = kept.scatter(douts[0], M.xp)
     else:
-        outs, grads, douts, dgrads = _ranked(lambda: program.vjp_jvp(
-            (M.zeros(M.n), M.zeros(M.n, M.n), M.A, Y.v), (g, None, None, None), (None, None, D, dv)), M, tol)
+        (outs, grads, douts, dgrads), rows = ranked(lambda rows: program.vjp_jvp(
+            (M.zeros(M.n), M.zeros(M.n, M.n), rows(M.A), rows(Y.v)), (g, None, None, None),
+            (None, None, rows(D), rows(dv))), M, tol, method)
         check_rank(outs[1], M.batch, tol, M.xp)
-        grads, dgrads, dx = grads[2:], dgrads[2:], douts[0]
+        grads, dgrads, dx = tuple(map(rows.back, grads[2:])), tuple(map(rows.back, dgrads[2:])), douts[0]
     values = []
     for (g_A, g_y), extra in ((grads, ()), (dgrads, (h,))):  # linear in gx, and in the direction
         g_A = _as_given(M.scaled(g_A, negated(M.e), Y.e, hg, *extra), M.given)
