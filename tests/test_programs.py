@@ -212,6 +212,21 @@ def test_a_refusal_is_retried_in_the_other_row_orders_then_raised(method, attemp
     assert [list(order[1]) for order in orders] == [[0, 1, 2, 3], [3, 2, 1, 0], [0, 3, 2, 1]][:attempts]
 
 
+def test_row_orders_put_rows_in_order_and_back():
+    """``Rows`` on an order that is not its own inverse (the orders the retry uses are): element k's
+    row i is row order[k, i] of A, and ``back`` undoes it, for vectors and matrices alike."""
+    from revdiff.programs.ranked import Rows
+    order = np.array([[0, 1, 2, 3], [1, 2, 3, 0]])
+    rows = Rows(np, order)
+    a = np.arange(8.0).reshape(2, 4)
+    np.testing.assert_array_equal(rows(a), [[0, 1, 2, 3], [5, 6, 7, 4]])
+    A = np.arange(24.0).reshape(2, 4, 3)
+    np.testing.assert_array_equal(rows(A)[1], A[1][[1, 2, 3, 0]])
+    np.testing.assert_array_equal(rows.back(rows(A)), A)
+    np.testing.assert_array_equal(rows.back(rows(a)), a)
+    assert Rows(np)(a) is a and Rows(np).back(a) is a
+
+
 def _leaves(value):
     return [v for item in value for v in _leaves(item)] if isinstance(value, tuple) else [value]
 
