@@ -48,7 +48,8 @@ def run(fn, args: tuple, batch_errors: np.ndarray | None = None, partial: str = 
                                    None if units is None else elements)
             failed = np.flatnonzero(batch_errors[:elements, 0])
             if failed.size:
-                raise_failure(batch_errors[failed[0]], batch_element=int(failed[0]), partial=partial)
+                raise_failure(batch_errors[failed[0]], batch_element=int(failed[0]), partial=partial,
+                              failed=tuple(int(b) for b in failed))
             return result
         record = np.zeros(ERROR_RECORD)
         try:
@@ -328,9 +329,12 @@ def interruptible(calls: list, record: np.ndarray, loops: bool) -> list:
     return [value for _, value in outcomes]
 
 
-def raise_failure(record: np.ndarray, batch_element: int | None = None, partial: str = "") -> None:
-    raise checks.to_error(*checks.decode(record[0]), float(record[2]), float(record[3]),
-                          batch_element, partial) from None
+def raise_failure(record: np.ndarray, batch_element: int | None = None, partial: str = "", failed: tuple = ()) -> None:
+    """The error ``record`` describes, raised; ``failed``: every batch element whose record says it
+    failed (the error's ``failed_elements``, beside ``batch_element``, the one it describes)."""
+    error = checks.to_error(*checks.decode(record[0]), float(record[2]), float(record[3]), batch_element, partial)
+    error.failed_elements = failed or (() if batch_element is None else (batch_element,))
+    raise error from None
 
 
 def copy_value(value: Any) -> Any:

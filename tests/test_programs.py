@@ -167,6 +167,31 @@ def test_a_matrix_refused_at_the_sign_threshold_is_factored_with_its_rows_reorde
     np.testing.assert_array_equal(zs[4], P.project(A, y, method="householder"))
 
 
+def test_every_matrix_a_batch_refuses_is_reordered_in_one_more_run(monkeypatch):
+    """Three refused matrices among three others: one more run of the batch, and every element the
+    bits of its own call."""
+    import revdiff.programs.api as api
+    refused = [np.random.default_rng(seed).standard_normal((5000, 40, 32)).astype(np.float32)[k]
+               for seed, k in ((1009, 3932), (1014, 2180), (1023, 2636))]
+    r = np.random.default_rng(5)
+    others = r.standard_normal((3, 40, 32)).astype(np.float32)
+    batch = np.stack([others[0], refused[0], refused[1], others[1], refused[2], others[2]])
+    y, gz = r.standard_normal((6, 40)).astype(np.float32), r.standard_normal((6, 40)).astype(np.float32)
+    runs = []
+    ranked = api.ranked
+
+    def counted(call, *args, **kwargs):
+        return ranked(lambda rows: (runs.append(1), call(rows))[1], *args, **kwargs)
+
+    monkeypatch.setattr(api, "ranked", counted)
+    gA, gy = P.project_vjp(batch, y, gz, method="householder")
+    assert len(runs) == 2
+    for k in range(6):
+        one = P.project_vjp(batch[k], y[k], gz[k], method="householder")
+        np.testing.assert_array_equal(gA[k], one[0])
+        np.testing.assert_array_equal(gy[k], one[1])
+
+
 def test_a_matrix_refused_with_its_columns_pivoted_is_factored_with_its_rows_reordered():
     """As above, where the refusal comes with the columns in their pivoted order: QR with pivoting
     and every function with rank_deficient="truncate" (this full-rank matrix keeps every column)."""

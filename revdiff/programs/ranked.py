@@ -71,7 +71,7 @@ def ranked(call, M: Matrices, tol: float, method: str, truncated: bool = False) 
     rounding level does not uncompute to zero, and the program stops before R is read), unless the
     program runs on the columns truncation kept (``truncated``); a matrix that a Householder program
     refuses otherwise is run again in its other row orders (``ROW_ORDERS``), the whole batch with it
-    (every other matrix gets the same bits again)."""
+    and with every other matrix refused in the same run (the others get the same bits again)."""
     rows, attempts, rank_checked = Rows(M.xp), {}, truncated
     while True:
         try:
@@ -80,12 +80,20 @@ def ranked(call, M: Matrices, tol: float, method: str, truncated: bool = False) 
             if not rank_checked:
                 _refuse_rank_deficient(M, tol, exc)
                 rank_checked = True
-            b = getattr(exc, "batch_element", None)
-            if method not in THRESHOLD_METHODS or b is None or attempts.get(int(b), 1) >= ROW_ORDERS:
+            refused = _refused(exc)
+            if method not in THRESHOLD_METHODS or not refused or any(attempts.get(b, 1) >= ROW_ORDERS for b in refused):
                 raise
-            b = int(b)
-            attempts[b] = attempts.get(b, 1) + 1
-            rows = rows.reordered(b, attempts[b] - 1, M.b, M.m)
+            for b in refused:  # all at once: one more run however many the batch holds
+                attempts[b] = attempts.get(b, 1) + 1
+                rows = rows.reordered(b, attempts[b] - 1, M.b, M.m)
+
+
+def _refused(exc: Exception) -> tuple:
+    """The batch elements ``exc`` says failed: every one whose error record is set where the batch
+    ran on the CPU (``calls.run``), else the one it names (a GPU batch reports its first)."""
+    failed = getattr(exc, "failed_elements", ())
+    b = getattr(exc, "batch_element", None)
+    return tuple(int(e) for e in failed) if failed else (() if b is None else (int(b),))
 
 
 def _refuse_rank_deficient(M: Matrices, tol: float, exc: Exception) -> None:
