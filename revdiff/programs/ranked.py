@@ -72,15 +72,15 @@ def ranked(call, M: Matrices, tol: float, method: str, truncated: bool = False) 
     program runs on the columns truncation kept (``truncated``); a matrix that a Householder program
     refuses otherwise is run again in its other row orders (``ROW_ORDERS``), the whole batch with it
     and with every other matrix refused in the same run (the others get the same bits again)."""
-    rows, attempts, rank_checked = Rows(M.xp), {}, truncated
+    rows, attempts = Rows(M.xp), {}
     while True:
         try:
             return call(rows), rows
         except ReversibilityError as exc:
-            if not rank_checked:
-                _refuse_rank_deficient(M, tol, exc)
-                rank_checked = True
             refused = _refused(exc)
+            unchecked = [b for b in refused if b not in attempts]
+            if not truncated and (unchecked or not refused):
+                _refuse_rank_deficient(M, tol, exc, unchecked)
             if method not in THRESHOLD_METHODS or not refused or any(attempts.get(b, 1) >= ROW_ORDERS for b in refused):
                 raise
             for b in refused:  # all at once: one more run however many the batch holds
@@ -96,12 +96,16 @@ def _refused(exc: Exception) -> tuple:
     return tuple(int(e) for e in failed) if failed else (() if b is None else (int(b),))
 
 
-def _refuse_rank_deficient(M: Matrices, tol: float, exc: Exception) -> None:
-    """RankDeficientError, from ``exc``, naming the first matrix of numerical rank below min(m, n)."""
-    rank = numerical_rank(column_pivots(M.flat, M.xp)[1], tol, M.xp)  # of A itself, as truncation reads it
+def _refuse_rank_deficient(M: Matrices, tol: float, exc: Exception, refused: tuple) -> None:
+    """RankDeficientError, from ``exc``, naming the first of the ``refused`` matrices (all where none
+    is named) of numerical rank below min(m, n): the pivoted scan of those alone (the others, if
+    deficient, fail the rank check of R after the run)."""
+    chosen = list(refused) if refused else list(range(M.b))
+    rank = numerical_rank(column_pivots(M.flat[chosen], M.xp)[1], tol, M.xp)  # of A itself, as truncation reads it
     short = M.xp.argwhere(rank < M.p)
     if short.size:
-        b = int(short[0][0])
-        raise RankDeficientError(f"matrix at batch index {batch_index(M.batch, b)} has numerical rank {int(rank[b])} "
+        k = int(short[0][0])
+        b = chosen[k]
+        raise RankDeficientError(f"matrix at batch index {batch_index(M.batch, b)} has numerical rank {int(rank[k])} "
                                  f"< {M.p} (QR with column pivoting: residuals at most {tol:.1e} of the largest); "
                                  "rank_deficient='truncate' projects onto its numerical column space") from exc
