@@ -30,8 +30,9 @@ class BatchedFunction(Batching):
         """Run ``f`` on every element, on copies of the arguments; returns every parameter's final
         value. CuPy arrays (or anything with __cuda_array_interface__) run on the GPU. ``donate``:
         run on the arrays given, without copying them (those ``f`` modifies end up holding their
-        final values, and the results are those arrays; after a failure, some elements hold final
-        values and others not, as each thread stops at its first failed element)."""
+        final values, and the results are those arrays; after a failure, the elements that failed, and
+        in SIMD lanes the others of their group, hold partial values: every element runs, each with
+        its own error record, and the first failed one is raised)."""
         return execute(self.f, "call", self.f.bind(args, kwargs), batch=self, donate=donate)
 
     def vjp(self, args: Sequence, cotangents: Sequence, donate: bool = False) -> tuple:

@@ -23,6 +23,11 @@ class SourceLocation:
 class ReversibilityError(Exception):
     """A reversibility rule is broken, found statically (at decoration) or at run time."""
 
+    #: where a batch failed at run time: the element the message names, and (on the CPU) every
+    #: element whose check failed (``calls.raise_failure``; ``programs/ranked.py`` reruns them)
+    batch_element: "int | None" = None
+    failed_elements: tuple = ()
+
     def __init__(self, message: str, loc: SourceLocation | None = None, written: bool = False):
         """``written``: ``message`` names everything as the user wrote it already (else the names of
         compiled code are turned back, ``user_names.in_user_terms``)."""

@@ -134,7 +134,42 @@ def _refused_at_the_sign_threshold():
     return batch[3932], batch[3928:3936]
 
 
-def test_a_matrix_refused_at_the_sign_threshold_is_factored_with_its_rows_reordered():
+def _counting_runs(monkeypatch) -> list:
+    """The runs of the QR-based programs (``ranked``'s calls), each as the elements its failure
+    reported (() for a run that did not fail)."""
+    import revdiff.programs.api as api
+    import revdiff.programs.tangents as tangents
+    runs: list = []
+    ranked = api.ranked
+
+    def counted(call, *args, **kwargs):
+        def run(rows):
+            try:
+                out = call(rows)
+            except revdiff.ReversibilityError as exc:
+                runs.append(exc.failed_elements)
+                raise
+            runs.append(())
+            return out
+        return ranked(run, *args, **kwargs)
+
+    monkeypatch.setattr(api, "ranked", counted)
+    monkeypatch.setattr(tangents, "ranked", counted)
+    return runs
+
+
+def _agree_with_cgs2(calls: dict, runs: list) -> None:
+    """Each call with method "householder" refused once and rerun, its every output within float32
+    rounding of method "cgs2"'s (a call may name another method for "cgs2")."""
+    for name, call in calls.items():
+        runs.clear()
+        got = _leaves(call("householder"))
+        assert [bool(r) for r in runs] == [True, False], name
+        for g, w in zip(got, _leaves(call("cgs2"))):
+            np.testing.assert_allclose(g, w, rtol=0, atol=2e-5 * max(float(np.abs(w).max()), 1e-30), err_msg=name)
+
+
+def test_a_matrix_refused_at_the_sign_threshold_is_factored_with_its_rows_reordered(monkeypatch):
     """P A = (P Q) R: every high-level function returns what it returns for another method (to
     float32 rounding), and in a batch the refused matrix alone is run again: the others keep their bits."""
     from revdiff.programs.householder import householder
@@ -156,9 +191,7 @@ def test_a_matrix_refused_at_the_sign_threshold_is_factored_with_its_rows_reorde
              "lstsq_jvp": lambda m: P.lstsq_jvp(A, y, dA, y, method=m),
              "lstsq_vjp_jvp": lambda m: P.lstsq_vjp_jvp(A, y, gx, dA, y, method=m),
              "qr complete (R)": lambda m: P.qr(A, method="givens" if m == "cgs2" else m, mode="complete")[1]}
-    for name, call in calls.items():
-        got, want = (np.concatenate([np.ravel(v) for v in _leaves(call(m))]) for m in ("householder", "cgs2"))
-        np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * np.abs(want).max(), err_msg=name)
+    _agree_with_cgs2(calls, _counting_runs(monkeypatch))
     zs = P.project(batch, np.tile(y, (8, 1)), method="householder")
     gAs = P.qr_vjp(batch, np.tile(gQ, (8, 1, 1)), None, method="householder")
     for k in (0, 1, 2, 3, 5, 6, 7):  # element 4 is A
@@ -168,31 +201,24 @@ def test_a_matrix_refused_at_the_sign_threshold_is_factored_with_its_rows_reorde
 
 
 def test_every_matrix_a_batch_refuses_is_reordered_in_one_more_run(monkeypatch):
-    """Three refused matrices among three others: one more run of the batch, and every element the
-    bits of its own call."""
-    import revdiff.programs.api as api
+    """Three refused matrices among three others, all reported by the first run: one more run of
+    the batch, and every element the bits of its own call."""
     refused = [np.random.default_rng(seed).standard_normal((5000, 40, 32)).astype(np.float32)[k]
                for seed, k in ((1009, 3932), (1014, 2180), (1023, 2636))]
     r = np.random.default_rng(5)
     others = r.standard_normal((3, 40, 32)).astype(np.float32)
     batch = np.stack([others[0], refused[0], refused[1], others[1], refused[2], others[2]])
     y, gz = r.standard_normal((6, 40)).astype(np.float32), r.standard_normal((6, 40)).astype(np.float32)
-    runs = []
-    ranked = api.ranked
-
-    def counted(call, *args, **kwargs):
-        return ranked(lambda rows: (runs.append(1), call(rows))[1], *args, **kwargs)
-
-    monkeypatch.setattr(api, "ranked", counted)
+    runs = _counting_runs(monkeypatch)
     gA, gy = P.project_vjp(batch, y, gz, method="householder")
-    assert len(runs) == 2
+    assert runs == [(1, 2, 4), ()]
     for k in range(6):
         one = P.project_vjp(batch[k], y[k], gz[k], method="householder")
         np.testing.assert_array_equal(gA[k], one[0])
         np.testing.assert_array_equal(gy[k], one[1])
 
 
-def test_a_matrix_refused_with_its_columns_pivoted_is_factored_with_its_rows_reordered():
+def test_a_matrix_refused_with_its_columns_pivoted_is_factored_with_its_rows_reordered(monkeypatch):
     """As above, where the refusal comes with the columns in their pivoted order: QR with pivoting
     and every function with rank_deficient="truncate" (this full-rank matrix keeps every column)."""
     A = np.random.default_rng(2003).standard_normal((5000, 40, 32)).astype(np.float32)[4180]
@@ -209,28 +235,47 @@ def test_a_matrix_refused_with_its_columns_pivoted_is_factored_with_its_rows_reo
              "project_vjp_jvp": lambda m: P.project_vjp_jvp(A, y, gz, dA, dy, method=m, **t),
              "lstsq_jvp": lambda m: P.lstsq_jvp(A, y, dA, dy, method=m, **t),
              "lstsq_vjp_jvp": lambda m: P.lstsq_vjp_jvp(A, y, gx, dA, dy, method=m, **t)}
-    for name, call in calls.items():
-        got, want = (np.concatenate([np.ravel(v) for v in _leaves(call(m))]) for m in ("householder", "cgs2"))
-        np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * np.abs(want).max(), err_msg=name)
+    _agree_with_cgs2(calls, _counting_runs(monkeypatch))
+
+
+def test_a_refused_rank_deficient_matrix_is_named_by_its_batch_index():
+    """The rank check after a refusal scans the refused matrices alone (here the second and third of
+    a batch (2, 2): the first full-rank, the second of rank 2) and names the deficient one in A's batch."""
+    from revdiff.programs.arguments import Matrices
+    from revdiff.programs.ranked import ranked
+    local = np.random.default_rng(0)
+    A = local.standard_normal((2, 2, 9, 4))
+    A[1, 0] = local.standard_normal((9, 2)) @ local.standard_normal((2, 4))
+    M = Matrices(A)
+
+    def refuse(rows):
+        error = revdiff.ReversibilityError("ancilla array 'V' is not zero")
+        error.failed_elements = (1, 2)
+        raise error
+
+    with pytest.raises(revdiff.RankDeficientError, match=r"batch index \(1, 0\) has numerical rank 2"):
+        ranked(refuse, M, 1e-12, "householder")
 
 
 @pytest.mark.parametrize("method, attempts", [("householder", 3), ("cgs2", 1)])
 def test_a_refusal_is_retried_in_the_other_row_orders_then_raised(method, attempts):
     """Only Householder's refusals are retried, each refused matrix in its own orders (reversed,
-    then reversed and rotated by one), the others kept; then the last refusal is raised."""
+    then reversed and rotated by one), the others kept; then the last refusal is raised. (The error
+    here names its element only, as a GPU batch's does.)"""
     from revdiff.programs.arguments import Matrices
     from revdiff.programs.ranked import ranked
     M = Matrices(np.random.default_rng(0).standard_normal((3, 4, 2)))
     orders = []
 
     def refuse_element_1(rows):
-        orders.append(rows(np.arange(12).reshape(1, 4, 3).repeat(3, axis=0))[:, :, 0] // 3)
+        orders.append(rows(np.tile(np.arange(4), (3, 1))))
         error = revdiff.ReversibilityError("ancilla array 'V' is not zero")
         error.batch_element = 1
         raise error
 
-    with pytest.raises(revdiff.ReversibilityError, match="'V' is not zero"):
+    with pytest.raises(revdiff.ReversibilityError, match="'V' is not zero") as caught:
         ranked(refuse_element_1, M, 1e-12, method)
+    assert ("with its rows reversed" in str(caught.value)) == (method == "householder")
     assert len(orders) == attempts
     for order in orders:
         np.testing.assert_array_equal(order[[0, 2]], [[0, 1, 2, 3]] * 2)

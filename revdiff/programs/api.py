@@ -147,8 +147,8 @@ def qr_vjp(A, gQ, gR, method: str = "cgs2", rank_tol: float | None = None, mode:
     run = QrCotangents(A, gQ, gR, method, rank_tol, mode, pivoting)
     if run.M.empty:
         return run.M.xp.zeros(run.M.shape, run.M.dtype)
-    (outs, grads), rows = ranked(lambda rows: run.program.vjp(run.arguments(rows), run.in_order(rows), donate=True),
-                                 run.M, run.tol, method)
+    (outs, grads), rows = ranked(
+        lambda rows: run.program.vjp(run.arguments(rows), run.cotangents_in(rows), donate=True), run.M, run.tol, method)
     check_rank(outs[1], run.M.batch, run.tol, run.M.xp, run.perm)  # outs: (Q, R, [angles,] A)
     return run.gradient(rows.back(grads[-1]), "qr_vjp", "gA")
 
@@ -188,8 +188,8 @@ class QrCotangents:
         """The program's arguments: fresh outputs and A, its rows in the order of ``rows`` (``ranked.Rows``)."""
         return fresh(self.outputs, self.M.xp) + (rows(self.M.A),)
 
-    def in_order(self, rows) -> tuple:
-        """The cotangents with Q's rows in the order of ``rows``."""
+    def cotangents_in(self, rows) -> tuple:
+        """The cotangents, Q's rows in the order of ``rows``."""
         return (rows(self.cotangents[0]),) + self.cotangents[1:]
 
     def gradient(self, g, function: str, name: str, *exponents):

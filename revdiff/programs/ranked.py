@@ -7,8 +7,9 @@ The refusal: each reflector's sign is a threshold on the leading entry of its co
 -|x| / 1000, ``householder.householder_vector``), and the program's uncompute recomputes that sign
 from the column restored to rounding; a column within rounding of the threshold can take the other
 sign there, and the uncompute stops ("ancilla array 'V' is not zero"): about one float32 40x32
-matrix in 40,000. Reordering the rows moves every column's leading entry, and P A = (P Q) R, so
-the same R comes out and Q, z and the gradients of A and y go back through P^T.
+matrix in 40,000. Reordering the rows changes the columns the reflectors meet (their leading
+entries first), and P A = (P Q) R: R, whose diagonal the programs make nonnegative, is unique for a
+full-rank A, so the same R comes out, and Q, z and the gradients of A and y go back through P^T.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from revdiff.programs.pivoting import column_pivots
 
 #: the methods whose programs choose each reflector's sign by a threshold on its column's leading entry
 THRESHOLD_METHODS = ("householder", "blocked_householder")
-#: the orders of a refused matrix's rows tried in turn: its own, reversed, reversed and rotated by one
+#: how many orders of a refused matrix's rows are tried: its own, reversed, reversed and rotated by one
 ROW_ORDERS = 3
 
 
@@ -38,74 +39,85 @@ def fresh(outputs: tuple, xp) -> tuple:
 
 
 class Rows:
-    """The order of each batch element's rows that a program runs on (``order`` (b, m), None: A's
+    """The order of each batch element's rows that a program runs on (``order`` (b, m); None: A's
     own): calling it puts an array's rows (axis 1 of (b, m) or (b, m, k)) in that order, ``back``
     puts a result's rows back in A's."""
 
     def __init__(self, xp, order=None):
         self.xp, self.order = xp, order
+        self._inverse = None if order is None else xp.argsort(order, axis=1)
 
     def __call__(self, a):
-        if self.order is None:
-            return a
-        index = self.order if a.ndim == 2 else self.order[:, :, None]
-        return self.xp.take_along_axis(a, index, axis=1)
+        return a if self.order is None else self._take(a, self.order)
 
     def back(self, a):
-        return a if self.order is None else Rows(self.xp, self.xp.argsort(self.order, axis=1))(a)
+        return a if self.order is None else self._take(a, self._inverse)
 
-    def reordered(self, b: int, attempt: int, batch: int, m: int) -> "Rows":
-        """These orders with element ``b``'s the ``attempt``-th other one: reversed (1), then reversed
-        and rotated by one (2)."""
+    def _take(self, a, order):
+        return self.xp.take_along_axis(a, order if a.ndim == 2 else order[:, :, None], axis=1)
+
+    def reordered(self, element: int, attempt: int, batch: int, m: int) -> "Rows":
+        """These orders with ``element``'s the ``attempt``-th other one (``batch`` elements of ``m``
+        rows): reversed (1), then reversed and rotated by one (2)."""
         xp = self.xp
         order = xp.tile(xp.arange(m), (batch, 1)) if self.order is None else self.order.copy()
-        order[b] = xp.roll(xp.arange(m)[::-1], attempt - 1)
+        order[element] = xp.roll(xp.arange(m)[::-1], attempt - 1)
         return Rows(xp, order)
 
 
 def ranked(call, M: Matrices, tol: float, method: str, truncated: bool = False) -> tuple:
-    """(``call(rows)``, rows): a QR-based program run on M's matrices, its arrays with a row axis put
-    in the order of ``rows`` (``Rows``: A's own unless a matrix was refused), results with a row axis
-    to be put back with ``rows.back``. A ReversibilityError becomes the rank check's
-    RankDeficientError where a matrix is rank-deficient (Householder's reflector of a residual at
-    rounding level does not uncompute to zero, and the program stops before R is read), unless the
-    program runs on the columns truncation kept (``truncated``); a matrix that a Householder program
-    refuses otherwise is run again in its other row orders (``ROW_ORDERS``), the whole batch with it
-    and with every other matrix refused in the same run (the others get the same bits again)."""
-    rows, attempts = Rows(M.xp), {}
+    """(``call(rows)``, rows): a QR-based program run on M's matrices. ``call`` puts its arguments
+    with a row axis (A, y, Q's and z's cotangents, the tangents of A and y) in the order of ``rows``
+    (``Rows``, A's own unless a matrix was refused); the caller puts its results with a row axis
+    (Q, z, the gradients and tangents of A, y, Q and z; not R or x) back with ``rows.back``.
+
+    On a ReversibilityError: the matrices it reports (``_failed_elements``) that are rank-deficient
+    raise the rank check's RankDeficientError (Householder's reflector of a residual at rounding
+    level does not uncompute to zero, and the program stops before R is read), except where the
+    program runs on the columns truncation kept (``truncated``: those beyond the numerical rank are
+    zero, which the programs pass over). A Householder program's refused matrices then run again,
+    in their next row order (``ROW_ORDERS``), all in one more run of the batch on the CPU (a GPU
+    reports one at a time); the other matrices keep their order and their bits. A matrix refused in
+    every order raises the last ReversibilityError."""
+    rows = Rows(M.xp)
+    attempts: dict = {}  # refused matrix -> orders tried (1: its own); each rank-checked at its first refusal
     while True:
         try:
             return call(rows), rows
         except ReversibilityError as exc:
-            refused = _refused(exc)
-            unchecked = [b for b in refused if b not in attempts]
-            if not truncated and (unchecked or not refused):
-                _refuse_rank_deficient(M, tol, exc, unchecked)
-            if method not in THRESHOLD_METHODS or not refused or any(attempts.get(b, 1) >= ROW_ORDERS for b in refused):
+            refused = _failed_elements(exc)
+            new = [b for b in refused if b not in attempts]
+            if not truncated and (new or not refused):
+                _raise_if_rank_deficient(M, tol, exc, new if refused else None)
+            if method not in THRESHOLD_METHODS or not refused:
                 raise
-            for b in refused:  # all at once: one more run however many the batch holds
+            if any(attempts.get(b, 1) >= ROW_ORDERS for b in refused):
+                raise ReversibilityError(f"{exc.message}; the matrix was refused with its rows reversed, and "
+                                         "reversed and rotated, too", exc.loc, written=True) from exc
+            for b in refused:
                 attempts[b] = attempts.get(b, 1) + 1
                 rows = rows.reordered(b, attempts[b] - 1, M.b, M.m)
 
 
-def _refused(exc: Exception) -> tuple:
-    """The batch elements ``exc`` says failed: every one whose error record is set where the batch
-    ran on the CPU (``calls.run``), else the one it names (a GPU batch reports its first)."""
+def _failed_elements(exc: Exception) -> tuple:
+    """The batch elements ``exc`` reports: on the CPU every one whose error record is set (a batch's
+    entries run every element, each with its own record: ``calls.run``), on a GPU the one whose
+    failure was recorded first."""
     failed = getattr(exc, "failed_elements", ())
     b = getattr(exc, "batch_element", None)
     return tuple(int(e) for e in failed) if failed else (() if b is None else (int(b),))
 
 
-def _refuse_rank_deficient(M: Matrices, tol: float, exc: Exception, refused: tuple) -> None:
-    """RankDeficientError, from ``exc``, naming the first of the ``refused`` matrices (all where none
-    is named) of numerical rank below min(m, n): the pivoted scan of those alone (the others, if
+def _raise_if_rank_deficient(M: Matrices, tol: float, exc: Exception, elements) -> None:
+    """RankDeficientError, from ``exc``, naming the first of the matrices ``elements`` (None: all)
+    whose numerical rank is below min(m, n), by the pivoted scan of those alone (others, if
     deficient, fail the rank check of R after the run)."""
-    chosen = list(refused) if refused else list(range(M.b))
+    chosen = list(range(M.b)) if elements is None else list(elements)
     rank = numerical_rank(column_pivots(M.flat[chosen], M.xp)[1], tol, M.xp)  # of A itself, as truncation reads it
     short = M.xp.argwhere(rank < M.p)
     if short.size:
         k = int(short[0][0])
-        b = chosen[k]
-        raise RankDeficientError(f"matrix at batch index {batch_index(M.batch, b)} has numerical rank {int(rank[k])} "
-                                 f"< {M.p} (QR with column pivoting: residuals at most {tol:.1e} of the largest); "
-                                 "rank_deficient='truncate' projects onto its numerical column space") from exc
+        raise RankDeficientError(f"matrix at batch index {batch_index(M.batch, chosen[k])} has numerical rank "
+                                 f"{int(rank[k])} < {M.p} (QR with column pivoting: residuals at most {tol:.1e} of "
+                                 "the largest); rank_deficient='truncate' projects onto its numerical column space"
+                                 ) from exc

@@ -105,13 +105,11 @@ def project_jvp(A, y, dA, dy, method: str = "cgs2", rank_tol: float | None = Non
         (outs, douts), rows = ranked(
             lambda rows: leading.jvp((M.zeros(M.m), M.zeros(M.p, M.p), rows(kept.A), rows(Y.v), kept.rank),
                                      (None, None, rows(D), rows(dv), None)), M, tol, method, truncated=True)
-        outs, douts = (rows.back(outs[0]),), (rows.back(douts[0]),)
     else:
         (outs, douts), rows = ranked(lambda rows: program.jvp((M.zeros(M.m), M.zeros(M.p, M.n), rows(M.A), rows(Y.v)),
                                                               (None, None, rows(D), rows(dv))), M, tol, method)
         check_rank(outs[1], M.batch, tol, M.xp)
-        outs, douts = (rows.back(outs[0]),), (rows.back(douts[0]),)
-    z, dz = Y.scaled(outs[0], Y.e), Y.scaled(douts[0], Y.e, h)
+    z, dz = Y.scaled(rows.back(outs[0]), Y.e), Y.scaled(rows.back(douts[0]), Y.e, h)
     check_result("project_jvp", "z", z, M.batch, M.xp)
     check_result("project_jvp", "dz", dz, M.batch, M.xp)
     z, dz = M.unflat(z, M.m), M.unflat(dz, M.m)
@@ -144,7 +142,7 @@ def qr_vjp_jvp(A, gQ, gR, dA, method: str = "cgs2", rank_tol: float | None = Non
         return zero, zero.copy(), tangents[1] if mode == "r" else tangents
     D, hv = _scaled_direction(D, M, run.perm)
     (outs, grads, douts, dgrads), rows = ranked(lambda rows: run.program.vjp_jvp(
-        run.arguments(rows), run.in_order(rows), (None,) * len(run.outputs) + (rows(D),)), M, run.tol, method)
+        run.arguments(rows), run.cotangents_in(rows), (None,) * len(run.outputs) + (rows(D),)), M, run.tol, method)
     check_rank(outs[1], M.batch, run.tol, M.xp, run.perm)
     gA = run.gradient(rows.back(grads[-1]), "qr_vjp_jvp", "gA")
     dgA = run.gradient(rows.back(dgrads[-1]), "qr_vjp_jvp", "dgA", hv)
