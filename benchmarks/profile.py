@@ -84,8 +84,10 @@ def main() -> None:
         window, data = os.path.join(tmp, "window.json"), os.path.join(tmp, "perf.data")
         arguments = [sys.argv[0], "--shape", a.shape, "--loss", a.loss, "--method", a.method, "--dtype", a.dtype,
                      "--repeats", str(a.repeats), "--child", window]
-        subprocess.run(["perf", "record", "-q", "-k", "CLOCK_MONOTONIC", "-o", data, sys.executable, *arguments],
-                       check=True)
+        recorded = subprocess.run(["perf", "record", "-q", "-k", "CLOCK_MONOTONIC", "-o", data, sys.executable,
+                                   *arguments])
+        if recorded.returncode or not os.path.exists(window):
+            sys.exit("perf record failed (is perf_event_paranoid above 2? see its message above)")
         samples = subprocess.run(["perf", "script", "-i", data, "-F", "time,ip,dso"], check=True,
                                  capture_output=True, text=True).stdout.splitlines()
         with open(window) as f:
