@@ -116,10 +116,7 @@ def reflect_block(C, Y):
     W = zeros((b, n), C.dtype)
     with routine:
         G[:, :] += Y.conj().T @ Y
-        block_factor(T, Y, G)
-        for i in range(b):
-            for j in range(b):
-                Th[i, j] += np.conj(T[j, i])
+        block_factor(T, Th, Y, G)
     S[:, :] += Y.conj().T @ C
     W[:, :] += T @ S
     C[:, :] -= Y @ W
@@ -161,15 +158,19 @@ def form_q(X, V):
 
 
 @reversible
-def block_factor(T, Y, G):
+def block_factor(T, Th, Y, G):
     """T += the upper triangular factor of H_0^H ... H_{b-1}^H = I - Y T Y^H for the reflectors in Y's
-    columns and G = Y^H Y (``reflect_block``)."""
+    columns and G = Y^H Y (``reflect_block``), and Th += T^H, lower triangular (what both block
+    reflections apply)."""
     b = Y.shape[1]
     for j in range(b):
         T[j, j] += np.conj(2 * Y[j, j].real / Y[j, j]) if Y[j, j] != 0 else 0.0
         for i in range(j):
             for k in range(i, j):
                 T[i, j] -= T[j, j] * T[i, k] * G[k, j]
+    for i in range(b):
+        for j in range(i + 1):
+            Th[i, j] += np.conj(T[j, i])
 
 
 @reversible
@@ -189,10 +190,7 @@ def reflect_block_kept(C, Y, K):
     S = zeros((b, n), C.dtype)
     with routine:
         G[:, :] += Y.conj().T @ Y
-        block_factor(T, Y, G)
-        for i in range(b):
-            for j in range(i + 1):
-                L[i, j] += np.conj(T[j, i])
+        block_factor(T, L, Y, G)
         for j in range(b):  # Li = L^-1, column by column, each entry from the ones above it
             Li[j, j] += 1.0 / L[j, j] if L[j, j] != 0 else 0.0
             for i in range(j + 1, b):
