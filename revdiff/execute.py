@@ -212,7 +212,7 @@ def _batched(bf: Batching, kind: str, args: tuple, cotangents, tangents, donate:
         check_count(f, kind, cotangents)
     copies = _copies(args, donate and kind == "vjp")
     differentiable = [k for k, t in enumerate(types) if t.differentiable]
-    seeds = dict(zip(differentiable, _seeds(bf, xp, copies, cotangents, types))) if kind != "jvp" else {}
+    seeds = _seeds(bf, xp, copies, cotangents, types) if kind != "jvp" else {}
     dargs = dict(zip(differentiable, _tangents(f, xp, args, types, tangents, kind))) if kind != "vjp" else {}
     entry = _ENTRY_KINDS[kind]
     signature = bf.program_signature(entry, types)
@@ -251,17 +251,12 @@ def _one_element(bf: Batching, one: OneElement, kind: str, args: tuple, cotangen
     if donate:  # donated arrays are the caller's and may overlap; fresh copies cannot
         f.validate(copies)
     bf.last_paths[kind] = "one element"
-    batched = one.batched
     n = len(copies)
     buffers = list(copies)  # per slot, the batch-shaped array (or shared value) it is element 0 of
-    arguments = [a[0] if b else a for a, b in zip(copies, batched)]
-    names = f.parameter_names
+    arguments = [a[0] if b else a for a, b in zip(copies, one.batched)]
+    seeds = _seeds(bf, np, copies, cotangents, one.program.types) if kind == "vjp" else {}
     for role, k, scalar in one.extra_slots:  # the fused vjp's gradients and saved results
-        if role == "gradient":  # as ``_seeds`` lays them out for one element: a shared one's too
-            g = cotangent(names[k], copies[k], cotangents[k])
-            buffer = g if batched[k] else g[None] if isinstance(g, np.ndarray) else np.array([g])
-        else:  # saved: modified parameters are batched
-            buffer = np.empty_like(copies[k])
+        buffer = seeds[k] if role == "gradient" else np.empty_like(copies[k])  # saved: of batched parameters
         buffers.append(buffer)
         arguments.append(buffer[0:1] if scalar and role == "saved" else buffer[0].item() if scalar else buffer[0])
     # a failure names no half-updated argument: copies are ours, and donated arrays hold scratch values
@@ -286,20 +281,21 @@ def _gradient(bf: Batching, p: str, a, g):
     return g if p in bf.batched else _shared_sum(g, a)
 
 
-def _seeds(bf: Batching, xp, copies: tuple, cotangents: Sequence, types: tuple) -> list:
-    """The checked cotangent of each float parameter's final value, per element: a shared
-    parameter's on element 0, zeros on the others (its gradient is the sum over the batch; for
-    an empty batch, which runs nothing, its one row holds that gradient: the cotangent itself)."""
-    size = max(bf._size(copies), 1)
-    seeds = []
-    for p, shown, a, c, t in zip(bf.f.params, bf.f.parameter_names, copies, cotangents, types):
+def _seeds(bf: Batching, xp, copies: tuple, cotangents: Sequence, types: tuple) -> dict:
+    """Position -> the checked cotangent of that float parameter's final value, per element: a
+    shared parameter's on element 0, zeros on the others (its gradient is the sum over the batch;
+    for an empty batch, which runs nothing, its one row holds that gradient: the cotangent itself)."""
+    names = bf.f.parameter_names
+    seeds = {}
+    for k, t in enumerate(types):
         if t.differentiable:
-            g = cotangent(shown, a, c) if xp is np else _device_cotangent(xp, shown, a, c)
-            if p not in bf.batched:  # element 0 carries the cotangent of the unchanged final value
-                per_element = xp.zeros((size,) + tuple(np.shape(g)), t.dtype)
+            a, c = copies[k], cotangents[k]
+            g = cotangent(names[k], a, c) if xp is np else _device_cotangent(xp, names[k], a, c)
+            if bf.f.params[k] not in bf.batched:  # element 0 carries the cotangent of the unchanged final value
+                per_element = xp.zeros((max(bf._size(copies), 1),) + tuple(np.shape(g)), t.dtype)
                 per_element[0] = g
                 g = per_element
-            seeds.append(g)
+            seeds[k] = g
     return seeds
 
 
