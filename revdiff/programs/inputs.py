@@ -110,11 +110,8 @@ def magnitudes_and_exponents(name: str, a, batch_shape: tuple, xp, per_column: b
     every magnitude is finite and in range (the usual case), found with one pair of reductions;
     otherwise (a zero column or vector included) by those two functions' own steps."""
     big = _magnitudes(a, xp, per_column)
-    if big.size:
-        s = 2.0 ** safe_exponent(a.dtype)
-        lo, hi = (big.item(),) * 2 if big.size == 1 else (float(smallest(big, xp)), float(largest(big, xp)))
-        if 1 / s <= lo and hi <= s:  # NaN fails the comparisons
-            return big, None
+    if big.size and _inside(big, a.dtype, xp):
+        return big, None
     return _finite(name, big, batch_shape, xp, per_column), scale_exponents(big, a.dtype, xp)
 
 
@@ -147,12 +144,20 @@ def scale_exponents(big, dtype, xp):
     """The exponent e with big * 2**-e in [0.5, 1) where ``big`` (largest magnitudes) lies outside
     [2**-s, 2**s] (0 elsewhere), or None when every value lies inside."""
     s = safe_exponent(dtype)
-    if big.size == 0 or (float(largest(big, xp)) <= 2.0 ** s and float(smallest(big, xp)) >= 2.0 ** -s):
-        return None  # every value inside (the usual case, two reductions)
+    if big.size == 0 or _inside(big, dtype, xp):
+        return None  # every value inside (the usual case)
     outside = (big > 2.0 ** s) | ((big < 2.0 ** -s) & (big > 0))
     if not bool(xp.any(outside)):
         return None
     return xp.where(outside, xp.frexp(big)[1], 0).astype(np.int32)
+
+
+def _inside(big, dtype, xp) -> bool:
+    """Whether every magnitude of ``big`` (not empty) lies in [2**-s, 2**s], ``safe_exponent``'s s:
+    two reductions, or one read for a single value; a NaN fails the comparisons."""
+    s = 2.0 ** safe_exponent(dtype)
+    lo, hi = (big.item(),) * 2 if big.size == 1 else (float(smallest(big, xp)), float(largest(big, xp)))
+    return 1 / s <= lo and hi <= s
 
 
 def direction_exponents(directions, dtype, xp):
