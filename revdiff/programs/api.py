@@ -117,7 +117,7 @@ def qr(A, method: str = "cgs2", rank_tol: float | None = None, mode: str = "redu
     if M.empty:
         Q, R = _empty_qr(M, q, outputs)
     else:
-        (Q, R), rows = ranked(lambda rows: program(*fresh(outputs, M.xp), rows(M.A), donate=True)[:2], M, tol, method)
+        (Q, R), rows = ranked(lambda rows: program(*fresh(outputs, rows), rows(M.A), donate=True)[:2], M, tol, method)
         Q = rows.back(Q)
         check_rank(R, M.batch, tol, M.xp, perm)
         R = M.scaled(R, M.e)  # A D = Q R' for the column scaling D: R = R' D^-1
@@ -186,7 +186,7 @@ class QrCotangents:
 
     def arguments(self, rows) -> tuple:
         """The program's arguments: fresh outputs and A, its rows in the order of ``rows`` (``ranked.Rows``)."""
-        return fresh(self.outputs, self.M.xp) + (rows(self.M.A),)
+        return fresh(self.outputs, rows) + (rows(self.M.A),)
 
     def cotangents_in(self, rows) -> tuple:
         """The cotangents, Q's rows in the order of ``rows``."""

@@ -33,9 +33,10 @@ def numerical_rank(residuals, tol: float, xp):
     return xp.sum(residuals > tol * residuals[:, :1], axis=1)
 
 
-def fresh(outputs: tuple, xp) -> tuple:
-    """Zeros shaped as ``outputs``, for each run: a refused run leaves its outputs written."""
-    return tuple(xp.zeros_like(o) for o in outputs)
+def fresh(outputs: tuple, rows: "Rows") -> tuple:
+    """The outputs of a run in ``rows``' order: ``outputs`` (zeros) themselves for the first, in A's
+    own order; zeros shaped as them for a rerun, since a refused run leaves its outputs written."""
+    return outputs if rows.order is None else tuple(rows.xp.zeros_like(o) for o in outputs)
 
 
 class Rows:

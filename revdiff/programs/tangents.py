@@ -67,7 +67,7 @@ def qr_jvp(A, dA, method: str = "cgs2", rank_tol: float | None = None, mode: str
         dQ, dR = M.xp.zeros_like(Q), M.xp.zeros_like(R)
     else:
         D, h = _scaled_direction(D, M, perm)
-        (outs, douts), rows = ranked(lambda rows: program.jvp(fresh(outputs, M.xp) + (rows(M.A),),
+        (outs, douts), rows = ranked(lambda rows: program.jvp(fresh(outputs, rows) + (rows(M.A),),
                                                               (None,) * len(outputs) + (rows(D),)), M, tol, method)
         Q, R = rows.back(outs[0]), outs[1]
         check_rank(R, M.batch, tol, M.xp, perm)
