@@ -32,7 +32,8 @@ def blas_for(args: Iterable, element_sizes: Iterable[int] = ()) -> bool:
 
 
 def run(fn, args: tuple, batch_errors: np.ndarray | None = None, partial: str = "",
-        elements: int | None = None, units: int | None = None, element: int | None = None) -> tuple:
+        elements: int | None = None, units: int | None = None, element: int | None = None,
+        typed: bool = False) -> tuple:
     """Call a generated function and turn its error record (one per batch element when
     ``batch_errors`` is given) into the user-facing exception, with ``partial`` (what the caller
     holds half-updated, if anything) added to its message. A batched entry runs as
@@ -40,7 +41,9 @@ def run(fn, args: tuple, batch_errors: np.ndarray | None = None, partial: str = 
     groups; ``elements`` then says how many rows of ``batch_errors`` belong to elements: the chunks
     keep records of their own below) split among threads (``run_batch``). Returns the final value
     of every argument: a program returns its scalar parameters (arrays change in place), a batched
-    entry all of them. ``element``: the batch element a single call runs, named by its errors."""
+    entry all of them. ``element``: the batch element a single call runs, named by its errors.
+    ``typed``: the arguments have the types ``fn`` was compiled for (found by their kinds), so a
+    compiled program is called without checking them (``NativeProgram.call_typed``)."""
     try:
         if batch_errors is not None:
             with loader.deep_recursion():
@@ -54,7 +57,7 @@ def run(fn, args: tuple, batch_errors: np.ndarray | None = None, partial: str = 
         record = np.zeros(ERROR_RECORD)
         try:
             if isinstance(fn, NativeProgram) and not fn.revdiff_loops:  # machine code: no Python recursion
-                result = fn(*args, record)
+                result = fn.call_typed(*args, record) if typed else fn(*args, record)
             else:
                 with loader.deep_recursion():
                     result = interruptible([lambda: fn(*args, record)], record, getattr(fn, "revdiff_loops", False))[0]
@@ -63,7 +66,9 @@ def run(fn, args: tuple, batch_errors: np.ndarray | None = None, partial: str = 
                 raise
         if record[0]:
             raise_failure(record, batch_element=element, partial=partial)
-        scalars = iter(result or ())
+        if not result:  # no scalar parameters
+            return tuple(args)
+        scalars = iter(result)
         return tuple(a if isinstance(a, np.ndarray) else scalar_like(a, next(scalars)) for a in args)
     except RecursionError:
         raise ReversibilityError(f"{getattr(fn, '__name__', fn)}: reversible functions call each other too deeply "
@@ -90,24 +95,30 @@ def _failed_allocation(record: np.ndarray, exc: Exception) -> bool:
     return True
 
 
-def run_batch(entry, args: tuple, errors: np.ndarray, units: int, lane_elements: "int | None" = None) -> tuple:
+def run_batch(entry, args: tuple, errors: np.ndarray, units: int, lane_elements: "int | None" = None,
+              kernel: bool = False) -> tuple:
     """``entry(lo, hi, *args, errors, record)`` over ``[0, units)`` (elements, or a lane entry's chunks
     of groups over ``lane_elements`` elements), split into contiguous parts that ``batch_threads()``
     threads run at once (compiled code releases the GIL; plain Python runs in one part). Each
     element's failure lands in its row of ``errors``; a part's own record holds what failed outside
     every element (a lane entry's buffers that could not be allocated). Returns the arguments, which
-    the entry updated in place."""
+    the entry updated in place. ``kernel``: the entry is a kernel (``programs/kernels.py``), which
+    takes its bounds in one int64 array and was found by its arrays' types (called unchecked)."""
     loops = getattr(entry, "revdiff_loops", False)
-    parts = 1 if units <= 1 else max(1, min(units, batch_threads() if isinstance(entry, NativeProgram) else 1))
+    native = isinstance(entry, NativeProgram)
+    parts = 1 if units <= 1 else max(1, min(units, batch_threads() if native else 1))
+    call = entry
+    if kernel:
+        call = lambda lo, hi, *rest: entry.call_typed(np.array([lo, hi]), *rest)  # noqa: E731
     if parts == 1 and not loops:  # one part, nothing to interrupt: called here, as it is
         record = np.zeros(ERROR_RECORD)
-        entry(0, units, *args, errors, record)
+        call(0, units, *args, errors, record)
         if record[0]:
             raise_failure(record)
         return args
     bounds = [units * k // parts for k in range(parts + 1)]
     records = [np.zeros(ERROR_RECORD) for _ in range(parts)]
-    calls = [functools.partial(entry, lo, hi, *args, errors, record)
+    calls = [functools.partial(call, lo, hi, *args, errors, record)
              for lo, hi, record in zip(bounds, bounds[1:], records)]
     interruptible(calls, errors, loops)
     for record in records:
@@ -225,6 +236,8 @@ def validate(f: "Reversible", args: tuple) -> None:
     modified = f.forward_function.modified_positions()
     if not modified:  # nothing is written
         return
+    if _separate_host_arrays(args, modified):
+        return
     names = f.parameter_names
     on_gpu = any(not isinstance(a, (np.ndarray, numbers.Number)) and on_device(a) for a in args)
     arrays = [(k, a) for k, a in enumerate(args) if isinstance(a, np.ndarray) or on_gpu and on_device(a)]
@@ -246,6 +259,26 @@ def validate(f: "Reversible", args: tuple) -> None:
             if how is not None:
                 raise ReversibilityError(f"arguments '{names[k]}' and '{names[j]}' of {f.__qualname__}() share "
                                          f"memory{how}; pass separate arrays")
+
+
+def _separate_host_arrays(args: tuple, modified: set) -> bool:
+    """Whether ``validate`` passes at a glance (the usual case): every argument is a NumPy array or a
+    number, every modified array is writeable and C-contiguous (no entries overlap) and shares no
+    bounds with another argument. False: ``validate``'s full checks decide (and name what is wrong)."""
+    for a in args:
+        if type(a) is not np.ndarray and not isinstance(a, (int, float, complex, np.generic)):
+            return False
+    for k in modified:
+        a = args[k]
+        if type(a) is not np.ndarray:
+            continue
+        flags = a.flags
+        if not (flags.writeable and flags.c_contiguous):
+            return False
+        for j, b in enumerate(args):
+            if j != k and type(b) is np.ndarray and np.may_share_memory(a, b):
+                return False
+    return True
 
 
 #: candidate solutions NumPy may try before a pair of host arrays counts as sharing memory (``sharing``)
@@ -391,6 +424,8 @@ def scalar_expected(name: str, what: str = "cotangent") -> TypeError:
 
 def cotangent(name: str, out: Any, ct: Any, what: str = "cotangent") -> Any:
     """Check one cotangent (or tangent: ``what``) against its value and give it the value's type (a fresh copy)."""
+    if ct is None:
+        return zero_like(out)
     if ct.__class__ is np.ndarray and out.__class__ is np.ndarray and ct.dtype is out.dtype and ct.shape == out.shape:
         return ct.copy()  # already the value's type and shape (the usual case)
     if cotangent_value(name, ct, what) is None:

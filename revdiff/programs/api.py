@@ -9,7 +9,7 @@ import numpy as np
 
 from revdiff.batch import BatchedFunction
 from revdiff.programs import givens, projection, sphere
-from revdiff.programs.arguments import Matrices, Vectors
+from revdiff.programs.arguments import Matrices, Vectors, scanned
 from revdiff.programs.methods import (COMPLETE_METHODS, LSTSQ_METHODS, PROJECT_METHODS, QR_METHODS, QR_MODES,
                                       check_method, chosen_method, program_for, q_columns)
 from revdiff.programs.inputs import (DTYPES, array_module, as_array, check_rank, check_result, flat,
@@ -203,15 +203,17 @@ class QrCotangents:
         return M.unflat(g, M.m, M.n)
 
 
-def _with_vector(A, y) -> tuple:
+def _with_vector(A, y, scan: bool = True) -> tuple:
     """Checked (M, y) for the projection and least squares, computed in one dtype; each remembers
     its own (``given``): a real argument gets a real gradient, as in PyTorch, also when the other
-    is complex."""
+    is complex. ``scan=False``: the caller scans them with its other arguments (``scanned``)."""
     A_array, y_array = as_array("A", A, 2, core=" (..., m, n)"), as_array("y", y, 1)
     same = A_array.dtype is y_array.dtype
-    M = Matrices(A_array, A_array.dtype if same else np.result_type(A_array.dtype, y_array.dtype))
-    Y = Vectors("y", y_array, M, M.batch + (M.m,), why=f"for A of shape {M.shape} it needs")
+    M = Matrices(A_array, A_array.dtype if same else np.result_type(A_array.dtype, y_array.dtype), scan=False)
+    Y = Vectors("y", y_array, M, M.batch + (M.m,), why=f"for A of shape {M.shape} it needs", scan=False)
     M.given, Y.given = A_array.dtype, y_array.dtype
+    if scan:
+        scanned(M, Y)
     return M, Y
 
 
@@ -319,10 +321,12 @@ def project_vjp(A, y, gz, method: str = "cgs2", rank_tol: float | None = None, r
     from the Golub-Pereyra formula's."""
     truncate = _truncating(rank_deficient)
     check_method(PROJECT_METHODS, method)
-    M, Y = _with_vector(A, y)
+    M, Y = _with_vector(A, y, scan=False)
     program = _program(PROJECT_METHODS, method, M)
     tol = rank_tolerance(rank_tol, M.dtype)
-    G = Vectors("gz", gz, M, M.batch + (M.m,), cotangent=True, why="as the cotangent of z it needs the shape of y,")
+    G = Vectors("gz", gz, M, M.batch + (M.m,), cotangent=True, why="as the cotangent of z it needs the shape of y,",
+                scan=False)
+    scanned(M, Y, G)
     if M.empty:
         return M.xp.zeros(M.shape, M.dtype), M.unflat(M.xp.zeros_like(Y.flat), M.m)
     if truncate:

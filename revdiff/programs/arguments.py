@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 
 from revdiff.programs.inputs import (array_module, as_array, batch_index, combined, flat, magnitudes_and_exponents,
-                                     negated, times_power_of_two)
+                                     times_power_of_two)
 
 
 class Batch:
@@ -43,15 +43,21 @@ class Batch:
 class Matrices(Batch):
     """A checked batch of matrices A (..., m, n), its columns scaled by powers of two where their
     magnitude is extreme: ``A = scaled * 2**e``, e per batch element and column (None: no column
-    needed it)."""
+    needed it). ``scan=False``: checked and scaled later, with other arguments (``scanned``)."""
 
-    def __init__(self, A, dtype=None):
+    name, per_column = "A", True
+
+    def __init__(self, A, dtype=None, scan: bool = True):
         A = as_array("A", A, 2, dtype=dtype, core=" (..., m, n)")
         super().__init__(A, 2)
         self.m, self.n = self.shape[-2:]
         self.p = min(self.m, self.n)
-        self.e = magnitudes_and_exponents("A", self.flat, self.batch, self.xp, per_column=True)[1]
-        self.A = self.scaled(self.flat, negated(self.e))
+        if scan:
+            scanned(self)
+
+    def _scale(self, big, e) -> None:
+        self.e = e
+        self.A = self.flat if e is None else self.scaled(self.flat, -e)
 
     def permuted(self, perm) -> "Matrices":
         """The same matrices with the columns of each in the order ``perm`` (b, n)."""
@@ -66,17 +72,33 @@ class Matrices(Batch):
 class Vectors(Batch):
     """A checked batch of vectors (..., n), scaled by a power of two per element where its magnitude
     is extreme (``v = scaled * 2**e``). ``direction``: none may be zero (it is normalised).
-    ``cotangent``/``tangent``: it takes the dtype of ``like``, a complex one for a real ``like`` refused."""
+    ``cotangent``/``tangent``: it takes the dtype of ``like``, a complex one for a real ``like`` refused.
+    ``scan=False``: checked and scaled later, with other arguments (``scanned``)."""
+
+    per_column = False
 
     def __init__(self, name: str, value, like: Batch, shape: tuple | None = None, cotangent: bool = False,
-                 direction: bool = False, why: str = "", tangent: bool = False):
+                 direction: bool = False, why: str = "", tangent: bool = False, scan: bool = True):
         v = as_array(name, value, 1, **({"cotangent_of": like.dtype, "role": "tangent" if tangent else "cotangent"}
                                         if cotangent or tangent else {"dtype": like.dtype}))
         if shape is not None and tuple(v.shape) != shape:
             raise ValueError(f"'{name}' has shape {tuple(v.shape)}; {why} {shape}")
         super().__init__(v, 1)
-        big, self.e = magnitudes_and_exponents(name, self.flat, self.batch, self.xp)
-        if direction and self.shape[-1] and bool(self.xp.any(big == 0)):
+        self.name, self.direction = name, direction
+        if scan:
+            scanned(self)
+
+    def _scale(self, big, e) -> None:
+        if self.direction and self.shape[-1] and bool(self.xp.any(big == 0)):
             b = int(self.xp.argmax(big == 0))
-            raise ValueError(f"'{name}' at batch index {batch_index(self.batch, b)} is zero and has no direction")
-        self.v = self.scaled(self.flat, negated(self.e))
+            raise ValueError(f"'{self.name}' at batch index {batch_index(self.batch, b)} is zero and has no direction")
+        self.e = e
+        self.v = self.flat if e is None else self.scaled(self.flat, -e)
+
+
+def scanned(*arguments: Batch) -> None:
+    """Refuse NaN and Inf in each of ``arguments`` (Matrices and Vectors on one device) and scale its
+    extreme magnitudes, all in one pass over them (``inputs.magnitudes_and_exponents``)."""
+    found = magnitudes_and_exponents([(a.name, a.flat, a.batch, a.per_column) for a in arguments], arguments[0].xp)
+    for a, (big, e) in zip(arguments, found):
+        a._scale(big, e)

@@ -20,7 +20,8 @@ import numpy as np
 
 from revdiff.errors import RankDeficientError, ResultOverflowError
 from revdiff.runtime.device import any_on_device, cupy_module, on_device
-from revdiff.programs.scan import largest, largest_per_column, largest_per_element, rank_ratios, smallest
+from revdiff.programs.scan import (in_range, largest, largest_per_column, largest_per_element, rank_ratios, safe_exponent,
+                                   smallest)
 
 DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
 
@@ -105,14 +106,19 @@ def require_finite(name: str, a, batch_shape: tuple, xp, per_column: bool = Fals
     return _finite(name, _magnitudes(a, xp, per_column), batch_shape, xp, per_column)
 
 
-def magnitudes_and_exponents(name: str, a, batch_shape: tuple, xp, per_column: bool = False) -> tuple:
-    """(``require_finite``'s largest magnitudes, ``scale_exponents``' exponents) of ``a``: where
-    every magnitude is finite and in range (the usual case), found with one pair of reductions;
-    otherwise (a zero column or vector included) by those two functions' own steps."""
-    big = _magnitudes(a, xp, per_column)
-    if big.size and _inside(big, a.dtype, xp):
-        return big, None
-    return _finite(name, big, batch_shape, xp, per_column), scale_exponents(big, a.dtype, xp)
+def magnitudes_and_exponents(arguments: list, xp) -> list:
+    """Per (name, a, batch_shape, per_column) of ``arguments`` (``a`` flattened to one batch axis):
+    (``require_finite``'s largest magnitudes, ``scale_exponents``' exponents) of ``a``. Where every
+    magnitude is finite and in range (the usual case) they come from one compiled pass over all the
+    arrays on the CPU (``scan.in_range``; NumPy's or CuPy's reductions on a GPU or where an array is
+    empty); otherwise (a zero column or vector included) from those two functions' own steps."""
+    if xp is np and all(a.size for _, a, _, _ in arguments):
+        bigs, inside = in_range([(a, per_column) for _, a, _, per_column in arguments])
+    else:
+        bigs = [_magnitudes(a, xp, per_column) for _, a, _, per_column in arguments]
+        inside = [bool(big.size) and _inside(big, a.dtype, xp) for big, (_, a, _, _) in zip(bigs, arguments)]
+    return [(big, None) if ok else (_finite(name, big, batch, xp, per_column), scale_exponents(big, a.dtype, xp))
+            for big, ok, (name, a, batch, per_column) in zip(bigs, inside, arguments)]
 
 
 def _magnitudes(a, xp, per_column: bool):
@@ -131,13 +137,6 @@ def _finite(name: str, big, batch_shape: tuple, xp, per_column: bool):
         b = int(xp.argmax(bad))
         raise ValueError(f"'{name}' contains NaN or Inf (at batch index {batch_index(batch_shape, b)})")
     return big
-
-
-@functools.cache
-def safe_exponent(dtype) -> int:
-    """Magnitudes within 2**±s compute without overflow or underflow in ``dtype``: 500 for double,
-    52 for single precision (a quarter of the exponent range each way, less room for sums)."""
-    return int(np.finfo(dtype).maxexp) // 2 - 12
 
 
 def scale_exponents(big, dtype, xp):
@@ -220,12 +219,17 @@ def negated(e):
 def rank_tolerance(rank_tol, dtype) -> float:
     """``rank_tol`` checked (a finite number in [0, 1)), or 100 eps of ``dtype``."""
     if rank_tol is None:
-        return 100 * float(np.finfo(dtype).eps)
+        return _default_tolerance(dtype)
     if isinstance(rank_tol, bool) or not isinstance(rank_tol, numbers.Real):
         raise TypeError(f"rank_tol must be a real number or None, got {rank_tol!r}")
     if not 0 <= float(rank_tol) < 1:  # NaN fails both comparisons
         raise ValueError(f"rank_tol must lie in [0, 1), got {rank_tol!r}")
     return float(rank_tol)
+
+
+@functools.cache
+def _default_tolerance(dtype) -> float:
+    return 100 * float(np.finfo(dtype).eps)
 
 
 def check_rank(R, batch_shape: tuple, tol: float, xp, perm=None) -> None:
@@ -236,9 +240,9 @@ def check_rank(R, batch_shape: tuple, tol: float, xp, perm=None) -> None:
     of A[:, perm], and the error names A's column perm[k]."""
     if R.size == 0:
         return
-    ratios = rank_ratios(R, xp)
-    if ratios.size and float(smallest(ratios, xp)) > tol:  # every column independent (the usual case); NaN fails
-        return
+    ratios, lowest = rank_ratios(R, xp)
+    if float(lowest[0] if len(lowest) == 1 else smallest(lowest, xp)) > tol:  # every column independent (the
+        return  # usual case); NaN fails
     bad = ~(ratios > tol)  # a NaN ratio counts as deficient
     if bool(xp.any(bad)):
         b, k = (int(i) for i in xp.argwhere(bad)[0])

@@ -1,7 +1,9 @@
 """Compiled loops that are not reversible programs (the scans of the high-level functions' inputs
 and results, the pivot order): low IR written by hand, compiled like the programs
 (``targets/llvm/programs.py``: once per process, cached on disk), and run over a batch axis split among
-threads (``calls.run_batch``). A kernel's body loops ``_b`` over ``[_lo, _hi)``."""
+threads (``calls.run_batch``). A kernel's body loops ``_b`` over ``[_lo, _hi)``, read from its first
+parameter, the int64 array ``_bounds``: with every parameter an array, a call passes its arguments
+as they are (``NativeProgram.call_typed``), a few microseconds for the small arrays of one call."""
 from __future__ import annotations
 
 import threading
@@ -9,36 +11,55 @@ from typing import Callable
 
 import numpy as np
 
-from revdiff.calls import ERROR_RECORD, run_batch
-from revdiff.targets.llvm.programs import entry_callable
-from revdiff.ir.low import LowFunction
+from revdiff.calls import ERROR_RECORD, raise_failure, run_batch
+from revdiff.ir.high import Const, Index
+from revdiff.ir.low import Local, LowFunction
 from revdiff.ir.types import VarType, kind_of_dtype
+from revdiff.targets.llvm.programs import entry_callable
 
-INT = VarType("int", 0, "int64")
+_BOUNDS = VarType("int", 1, "int64")
 _KERNELS: dict = {}
 _LOCK = threading.Lock()
 
 
-def kernel(name: str, make: Callable, arrays: dict):
-    """The compiled kernel ``name`` for ``arrays`` (parameter name -> example array), its body made by
-    ``make(dtype of the first array)`` as (statements, ...); found by the arrays' dtypes and ranks."""
-    key = (name, tuple((a.dtype, a.ndim) for a in arrays.values()))
+def kernel(name: str, make: Callable, names: tuple, arrays: tuple):
+    """The compiled kernel ``name`` for ``arrays`` (example arrays of its parameters ``names``), its
+    body made by ``make(types)`` (parameter name -> VarType of each array) as a list of statements;
+    found by the arrays' dtypes and ranks."""
+    key = (name, *[(a.dtype, a.ndim) for a in arrays])
     fn = _KERNELS.get(key)
     if fn is not None:
         return fn
     with _LOCK:
         fn = _KERNELS.get(key)
         if fn is None:
-            types = {p: VarType(kind_of_dtype(a.dtype), a.ndim, a.dtype.name) for p, a in arrays.items()}
-            body = make(next(iter(types.values())).dtype)[0]
-            params = ["_lo", "_hi"] + list(arrays) + ["_errors"]
-            all_types = {"_lo": INT, "_hi": INT, "_errors": VarType("float", 2, "float64"), **types}
-            low = LowFunction(f"{name}_{'_'.join(t.dtype for t in types.values())}", params, body, ["_lo", "_hi"],
-                              all_types)
+            if not all(a.dtype.isnative for a in arrays):  # called unchecked (``run``): never cached
+                raise TypeError(f"kernel {name} reads arrays in native byte order only")
+            types = {p: VarType(kind_of_dtype(a.dtype), a.ndim, a.dtype.name) for p, a in zip(names, arrays)}
+            body = [Local("_lo", Index("_bounds", (Const(0),))), Local("_hi", Index("_bounds", (Const(1),))),
+                    *make(types)]
+            params = ["_bounds", *names, "_errors"]
+            all_types = {"_bounds": _BOUNDS, "_errors": VarType("float", 2, "float64"), **types}
+            low = LowFunction(f"{name}_{'_'.join(t.dtype for t in types.values())}", params, body, [], all_types)
             fn = _KERNELS[key] = entry_callable(low, {}, "llvm", f"revdiff kernel {name}", loops=False)
     return fn
 
 
+def run(fn, units: int, arrays: tuple) -> None:
+    """Run kernel ``fn`` (``kernel``'s, found by these arrays' dtypes and ranks, so called without
+    checking them again) over ``[0, units)`` on ``arrays``, updated in place: here for one unit (the
+    scans of one call), else split among threads (``calls.run_batch``)."""
+    errors = np.zeros((1, ERROR_RECORD))
+    if units > 1:
+        run_batch(fn, arrays, errors, units, kernel=True)
+        return
+    record = np.zeros(ERROR_RECORD)
+    fn.call_typed(np.array([0, units]), *arrays, errors, record)
+    if record[0]:
+        raise_failure(record)
+
+
 def run_kernel(name: str, make: Callable, units: int, **arrays) -> None:
-    """Run kernel ``name`` over ``[0, units)`` on ``arrays`` (updated in place)."""
-    run_batch(kernel(name, make, arrays), tuple(arrays.values()), np.zeros((1, ERROR_RECORD)), units)
+    """Run kernel ``name`` over ``[0, units)`` on ``arrays`` (parameter name -> array, updated in place)."""
+    values = tuple(arrays.values())
+    run(kernel(name, make, tuple(arrays), values), units, values)

@@ -85,7 +85,8 @@ def _greater() -> list:
                                                              Compare(">", _mul(norm, _power_of_two(d)), best)))))))]
 
 
-def _pivots(dtype: str) -> tuple:
+def _pivots(types: dict) -> list:
+    dtype = types["A"].dtype
     b, k, c, i, j = Name("_b"), Name("_k"), Name("_c"), Name("_i"), Name("_j")
     m, n = Shape("A", 1), Shape("A", 2)
     p = Call("min", (m, n))
@@ -132,9 +133,8 @@ def _pivots(dtype: str) -> tuple:
             *_scaled(best, _sub(Name("_bs"), Name("_E")), "r"),
             Assign((Index("residuals", (b, k)),), (report,)),
             Branch(Compare(">", best, Const(0.0)), reflect, [])]
-    body = [Zero("W", (m, n), dtype), Zero("S", (n,), "int64"),
+    return [Zero("W", (m, n), dtype), Zero("S", (n,), "int64"),
             Loop("_b", Name("_lo"), Name("_hi"), Const(1), start + [Loop("_k", Const(0), p, Const(1), step)])]
-    return body, {}
 
 
 def column_pivots(A, xp=np) -> tuple:

@@ -7,14 +7,23 @@ split among threads, without temporaries; small ones, and GPU arrays, by NumPy o
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from revdiff.ir.high import BinOp, BoolOp, Call, Compare, Const, Index, Name, Select, Shape
 from revdiff.ir.low import Assign, AugAssign, Branch, Local, Loop
-from revdiff.programs.kernels import run_kernel
+from revdiff.programs.kernels import kernel, run, run_kernel
 
 #: arrays with fewer entries are scanned by NumPy expressions
 COMPILED_MIN_SIZE = 1 << 16
+
+
+@functools.cache
+def safe_exponent(dtype) -> int:
+    """Magnitudes within 2**±s compute without overflow or underflow in ``dtype``: 500 for double,
+    52 for single precision (a quarter of the exponent range each way, less room for sums)."""
+    return int(np.finfo(dtype).maxexp) // 2 - 12
 
 
 def _magnitude(x) -> tuple:
@@ -30,14 +39,13 @@ def _sticky_max(target) -> Assign:
     return Assign((target,), (Select(BoolOp("or", (Compare(">", x, target), Compare("!=", x, x))), x, target),))
 
 
-def _largest_by_row(dtype: str) -> tuple:
+def _largest_by_row(types: dict) -> list:
     b, t = Name("_b"), Name("_t")
-    body = [Loop("_b", Name("_lo"), Name("_hi"), Const(1), [
+    return [Loop("_b", Name("_lo"), Name("_hi"), Const(1), [
         Local("_big", Const(0.0)),
         Loop("_t", Const(0), Shape("a", 1), Const(1),
              _magnitude(Index("a", (b, t))) + [_sticky_max(Name("_big"))]),
         Assign((Index("out", (b,)),), (Name("_big"),))])]
-    return body, {"a": (dtype, 2), "out": ("float64", 1)}
 
 
 def largest_per_element(a, xp=np) -> np.ndarray:
@@ -55,6 +63,60 @@ def largest_per_element(a, xp=np) -> np.ndarray:
     return largest(parts, xp, axis=1).astype(np.float64, copy=False)
 
 
+def _in_range(types: dict) -> list:
+    """Kernel ``in_range``: for arrays ``x0, x1, ...`` (each a batch of matrices, scanned per
+    column into ``big<i>`` (b, columns), or of flattened elements, scanned whole into ``big<i>``
+    (b,)) the largest magnitudes as ``largest_per_column`` and ``largest_per_element`` find them,
+    and ``inside[b, i]``: 1 where every magnitude of element b of ``x<i>`` lies in [2**-s, 2**s]
+    (``safe_exponent`` of its dtype; a NaN fails the comparisons), else 0."""
+    b, i, k, t = Name("_b"), Name("_i"), Name("_k"), Name("_t")
+    body = []
+    for a in range(sum(name.startswith("x") for name in types)):
+        x, big = f"x{a}", f"big{a}"
+        s = float(2.0 ** safe_exponent(np.dtype(types[x].dtype)))
+        inside = lambda v: BoolOp("and", (Compare(">=", v, Const(1 / s)), Compare("<=", v, Const(s))))  # noqa: E731
+        if types[x].ndim == 3:  # per column
+            column = Index(big, (b, k))
+            body += [Loop("_k", Const(0), Shape(x, 2), Const(1), [Assign((column,), (Const(0.0),))]),
+                     Loop("_i", Const(0), Shape(x, 1), Const(1), [
+                         Loop("_k", Const(0), Shape(x, 2), Const(1),
+                              _magnitude(Index(x, (b, i, k))) + [_sticky_max(column)])]),
+                     Local("_ok", Const(1.0)),
+                     Loop("_k", Const(0), Shape(x, 2), Const(1),
+                          [Assign((Name("_ok"),), (Select(inside(column), Name("_ok"), Const(0.0)),))])]
+        else:
+            body += [Local("_big", Const(0.0)),
+                     Loop("_t", Const(0), Shape(x, 1), Const(1), _magnitude(Index(x, (b, t))) + [_sticky_max(Name("_big"))]),
+                     Assign((Index(big, (b,)),), (Name("_big"),)),
+                     Local("_ok", Select(inside(Name("_big")), Const(1.0), Const(0.0)))]
+        body.append(Assign((Index("inside", (b, Const(a))),), (Name("_ok"),)))
+    return [Loop("_b", Name("_lo"), Name("_hi"), Const(1), body)]
+
+
+def in_range(arrays: list) -> tuple:
+    """(magnitudes, inside) of (a, per_column) pairs of host arrays with entries, each flattened to one
+    batch axis (b, m, n) per column or (b, ...) per element, in one compiled pass (``_in_range``): the
+    largest magnitudes of each, as ``largest_per_column`` and ``largest_per_element`` give them, and
+    per array whether every one of them is finite and in [2**-s, 2**s]."""
+    b = arrays[0][0].shape[0]
+    values, bigs = [], []
+    for a, per_column in arrays:
+        big = np.empty((b, a.shape[2]) if per_column else b)
+        values += (a if per_column else a.reshape(b, -1), big)
+        bigs.append(big)
+    inside = np.empty((b, len(arrays)))
+    values.append(inside)
+    values = tuple(values)
+    run(kernel("in_range", _in_range, _in_range_names(len(arrays)), values), b, values)
+    every = inside[0] if b == 1 else np.minimum.reduce(inside, axis=0)
+    return bigs, [v == 1.0 for v in every.tolist()]
+
+
+@functools.cache
+def _in_range_names(count: int) -> tuple:
+    return (*[name for i in range(count) for name in (f"x{i}", f"big{i}")], "inside")
+
+
 def largest(a, xp=np, axis=None):
     """``a.max(axis)``, NaN where a NaN is: NumPy's reduction called directly, without the method's
     Python wrapper (a few microseconds for the small arrays a single call scans)."""
@@ -66,14 +128,13 @@ def smallest(a, xp=np):
     return np.minimum.reduce(a, axis=None) if xp is np else a.min()
 
 
-def _largest_by_column(dtype: str) -> tuple:
+def _largest_by_column(types: dict) -> list:
     b, i, k = Name("_b"), Name("_i"), Name("_k")
-    body = [Loop("_b", Name("_lo"), Name("_hi"), Const(1), [
+    return [Loop("_b", Name("_lo"), Name("_hi"), Const(1), [
         Loop("_k", Const(0), Shape("a", 2), Const(1), [Assign((Index("out", (b, k)),), (Const(0.0),))]),
         Loop("_i", Const(0), Shape("a", 1), Const(1), [
             Loop("_k", Const(0), Shape("a", 2), Const(1),
                  _magnitude(Index("a", (b, i, k))) + [_sticky_max(Index("out", (b, k)))])])])]
-    return body, {"a": (dtype, 3), "out": ("float64", 2)}
 
 
 def largest_per_column(A, xp=np) -> np.ndarray:
@@ -98,7 +159,7 @@ def column_norms(M, xp=np) -> np.ndarray:
     return big[..., 0, :] * xp.sqrt(((size / safe) ** 2).sum(axis=-2))
 
 
-def _rank_ratios(dtype: str) -> tuple:
+def _rank_ratios(types: dict) -> list:
     e, k, i = Name("_b"), Name("_k"), Name("_i")
     big, total = Name("_big"), Name("_total")
     entry = Index("R", (e, i, k))
@@ -106,29 +167,35 @@ def _rank_ratios(dtype: str) -> tuple:
     scan = [Local("_a", Call("abs", (entry,))),
             Assign((big,), (Select(Compare(">", Name("_a"), big), Name("_a"), big),))]  # max(big, |R[e, i, k]|)
     ratio = BinOp("/", Call("abs", (Index("R", (e, k, k)),)), BinOp("*", big, Call("sqrt", (total,))))
+    out, low = Index("out", (e, k)), Name("_low")
     column = [Local("_big", Const(0.0)),
               Loop("_i", Const(0), BinOp("+", k, Const(1)), Const(1), scan),
               Branch(BoolOp("or", (Compare("==", big, Const(0.0)), Compare("!=", big, big))),
-                     [Assign((Index("out", (e, k)),), (Select(Compare("==", big, Const(0.0)), Const(0.0), big),))],
+                     [Assign((out,), (Select(Compare("==", big, Const(0.0)), Const(0.0), big),))],
                      [Local("_total", Const(0.0)),
                       Loop("_i", Const(0), BinOp("+", k, Const(1)), Const(1),
                            [AugAssign(total, "+", BinOp("**", Call("abs", (BinOp("/", entry, big),)), Const(2)))]),
-                      Assign((Index("out", (e, k)),), (ratio,))])]
-    body = [Loop("_b", Name("_lo"), Name("_hi"), Const(1), [Loop("_k", Const(0), p, Const(1), column)])]
-    return body, {"R": (dtype, 3), "out": ("float64", 2)}
+                      Assign((out,), (ratio,))]),
+              Assign((low,), (Select(BoolOp("or", (Compare("<", out, low), Compare("!=", out, out))), out, low),))]
+    return [Loop("_b", Name("_lo"), Name("_hi"), Const(1), [
+        Local("_low", Const(2.0)),  # above every ratio (at most 1, and rounding)
+        Loop("_k", Const(0), p, Const(1), column),
+        Assign((Index("lowest", (e,)),), (low,))])]
 
 
-def rank_ratios(R, xp=np) -> np.ndarray:
-    """|R[k, k]| / ||R[:, k]|| for the leading square block of each triangular factor in R
-    (..., p, n): how far column k of A = Q R is from the span of the earlier ones (0 for a zero
-    column). With Q orthonormal, ||R[:, k]|| = ||A[:, k]||."""
-    if xp is np and R.ndim == 3:  # compiled at every size: one call where NumPy makes a dozen
-        out = np.empty((R.shape[0], min(R.shape[1], R.shape[2])))
-        run_kernel("rank_ratios", _rank_ratios, R.shape[0], R=R, out=out)
-        return out
+def rank_ratios(R, xp=np) -> tuple:
+    """(ratios, lowest): |R[k, k]| / ||R[:, k]|| for the leading square block of each triangular
+    factor in R (b, p, n), p > 0: how far column k of A = Q R is from the span of the earlier ones
+    (0 for a zero column; with Q orthonormal, ||R[:, k]|| = ||A[:, k]||), and the smallest ratio of
+    each factor (NaN where one is NaN)."""
+    if xp is np:  # compiled at every size: one call where NumPy makes a dozen
+        values = (R, np.empty((R.shape[0], min(R.shape[1], R.shape[2]))), np.empty(R.shape[0]))
+        run(kernel("rank_ratios", _rank_ratios, ("R", "out", "lowest"), values), R.shape[0], values)
+        return values[1:]
     p = min(R.shape[-2:])
     square = R[..., :p, :p]
     norms = column_norms(square, xp)
     diag = xp.abs(xp.diagonal(square, axis1=-2, axis2=-1))
     ratios = diag / xp.where(norms > 0, norms, 1)
-    return xp.where(norms > 0, ratios, xp.where(norms == 0, 0.0, np.nan))  # NaN stays NaN, as compiled
+    ratios = xp.where(norms > 0, ratios, xp.where(norms == 0, 0.0, np.nan))  # NaN stays NaN, as compiled
+    return ratios, ratios.min(axis=1)

@@ -24,6 +24,7 @@ class NativeProgram:
         self.types = types
         self.revdiff_loops = loops  # a while loop: run where Ctrl-C can stop it (``calls.interruptible``)
         self._dtypes = tuple(np.dtype(t.dtype) for t in types)
+        self._scalars = tuple(k for k, t in enumerate(types) if not t.ndim)
         self._function = entry_function(address) if ARRAY_FIELDS is None else \
             object_entry_function(address, len(types) + 1)
 
@@ -81,7 +82,24 @@ class NativeProgram:
         self._function(packed.__array_interface__["data"][0])
         return tuple(slot[0].item() for slot in slots)
 
+    def _call_typed(self, *args):
+        """The call for arguments known to have the types compiled for (a kernel found by its
+        arrays' dtypes and ranks, a program found by its arguments' kinds: ``calls.argument_kinds``)
+        and an error record made by the caller: nothing is checked, scalars are put in slots."""
+        if not self._scalars:
+            self._function(*args)
+            return ()
+        objects = list(args)
+        slots = []
+        for k in self._scalars:
+            slot = objects[k] = np.array([args[k]], dtype=self._dtypes[k])
+            slots.append(slot)
+        self._function(*objects)
+        return tuple(slot[0].item() for slot in slots)
+
     __call__ = _call_packed if ARRAY_FIELDS is None else _call_with_objects
+    #: ``__call__`` without its checks, where the caller guarantees the types (see ``_call_typed``)
+    call_typed = _call_packed if ARRAY_FIELDS is None else _call_typed
 
 
 def _describe(v) -> str:
