@@ -1115,3 +1115,61 @@ def test_bench_compares_one_core_with_one_core_in_a_pinned_process():
     rows, gemm = bench.one_core([(3, 6, 4)], [np.float64], ["projection"], 1, 64)
     assert gemm > 0 and [(r["loss"], r["B"], r["dtype"]) for r in rows] == [("projection", 3, "float64")]
     assert {"revdiff cgs2", "revdiff bcgs2", "numpy formula"} <= set(rows[0]["times"])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_the_compiled_input_scan_agrees_with_numpy(dtype):
+    """scan.in_range (one compiled pass over every argument) against NumPy's magnitudes and the
+    in-range rule, per element, with NaN, Inf, zero columns and magnitudes at and beyond 2**±s."""
+    from revdiff.programs.scan import in_range, safe_exponent
+    s = 2.0 ** safe_exponent(np.dtype(dtype))
+    A = rng.standard_normal((7, 5, 4)).astype(dtype)
+    y = rng.standard_normal((7, 5)).astype(dtype)
+    A[1, :, 2] = 0                       # a zero column: outside
+    A[2, 3, 1] = np.nan
+    A[3, 0, 0] = s                       # on the bound: inside
+    A[4, 0, 3] = 2 * s if np.isfinite(dtype(2 * s)) else np.inf
+    y[5, 2] = -np.inf
+    y[6] = 1 / s if dtype in (np.float64, np.complex128) else 0  # on the lower bound: inside; zero: outside
+    if np.iscomplexobj(A):
+        A[0, 1, 1] = 3 - 4j              # max(|re|, |im|) = 4, not |z| = 5
+    bigs, inside = in_range([(A, True), (y, False)])
+    magnitude = lambda a: np.maximum(np.abs(a.real), np.abs(a.imag)).astype(np.float64)  # noqa: E731
+    expected = [magnitude(A).max(axis=1), magnitude(y).max(axis=1)]
+    for big, want in zip(bigs, expected):
+        np.testing.assert_array_equal(big, want)   # NaN where a NaN is, in the same places
+    in_bounds = lambda big: np.all((big >= 1 / s) & (big <= s))  # noqa: E731
+    assert inside == [in_bounds(expected[0]), in_bounds(expected[1])] == [False, False]
+    for b in range(7):  # per element: the batch's flag is every element's
+        one_bigs, one_inside = in_range([(A[b:b + 1], True), (y[b:b + 1], False)])
+        assert one_inside == [in_bounds(expected[0][b]), in_bounds(expected[1][b])], b
+    assert in_range([(A[:1], True), (y[:1], False)])[1] == [True, True]
+
+
+def test_the_rank_kernel_reports_each_factors_smallest_ratio():
+    from revdiff.programs.scan import rank_ratios
+    R = np.triu(rng.standard_normal((4, 5, 6)))
+    R[1, 2, 2] = 0            # a dependent column: ratio 0
+    R[2, :, 3] = 0            # a zero column: ratio 0
+    R[3, 1, 4] = np.nan       # NaN sticks
+    ratios, lowest = rank_ratios(R)
+    norms = np.linalg.norm(R[:, :, :5], axis=1)
+    want = np.where(norms > 0, np.abs(np.diagonal(R[:, :, :5], axis1=1, axis2=2)) / np.where(norms > 0, norms, 1), 0)
+    np.testing.assert_allclose(ratios[[0, 1, 2]], want[[0, 1, 2]], rtol=1e-14)
+    assert np.isnan(ratios[3, 4]) and np.isnan(lowest[3])
+    np.testing.assert_array_equal(lowest[:3], ratios[:3].min(axis=1))
+    assert lowest[1] == lowest[2] == 0
+
+
+def test_a_non_finite_cotangent_is_named_when_scanned_with_the_inputs():
+    A, y, gz = rng.standard_normal((3, 6, 4)), rng.standard_normal((3, 6)), rng.standard_normal((3, 6))
+    gz[2, 1] = np.nan
+    with pytest.raises(ValueError, match=r"'gz' contains NaN or Inf \(at batch index \(2,\)\)"):
+        P.project_vjp(A, y, gz)
+    gz[2, 1], y[1, 0] = 1.0, np.inf
+    with pytest.raises(ValueError, match=r"'y' contains NaN or Inf \(at batch index \(1,\)\)"):
+        P.project_vjp(A, y, gz)
+    y[1, 0], gz[0] = 1.0, 2.0 ** -1000  # a cotangent below 2**-500: scaled, the gradient linear in it
+    gA, gy = P.project_vjp(A, y, gz)
+    gA1, gy1 = P.project_vjp(A[:1], y[:1], np.ones((1, 6)))
+    np.testing.assert_allclose(gA[0] * 2.0 ** 1000, gA1[0], rtol=1e-13)
