@@ -1,9 +1,11 @@
 """Scans the high-level functions make over their inputs and results: the largest magnitude of each
 batch element or column (NaN where it holds a NaN), and the rank ratios of triangular factors.
 
-Large batches are scanned by compiled loops (low IR, compiled like the programs: ``kernels.py``)
-split among threads, without temporaries; small ones, and GPU arrays, by NumPy or CuPy expressions
-(callers pass the module).
+On the CPU the inputs of a call (``in_range``: every argument at once) and the triangular factors
+are scanned by compiled loops at every size (low IR, compiled like the programs: ``kernels.py``),
+split among threads for large batches, without temporaries; the other scans (of results,
+cotangents and tangents: ``largest_per_element``, ``largest_per_column``) use them above
+``COMPILED_MIN_SIZE`` entries, NumPy below; GPU arrays CuPy (callers pass the module).
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from revdiff.ir.high import BinOp, BoolOp, Call, Compare, Const, Index, Name, Se
 from revdiff.ir.low import Assign, AugAssign, Branch, Local, Loop
 from revdiff.programs.kernels import kernel, run, run_kernel
 
-#: arrays with fewer entries are scanned by NumPy expressions
+#: ``largest_per_element`` and ``largest_per_column`` scan arrays with fewer entries by NumPy expressions
 COMPILED_MIN_SIZE = 1 << 16
 
 
