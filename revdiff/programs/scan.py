@@ -41,13 +41,25 @@ def _sticky_max(target) -> Assign:
     return Assign((target,), (Select(BoolOp("or", (Compare(">", x, target), Compare("!=", x, x))), x, target),))
 
 
+def _element_maximum(x: str, out: str) -> list:
+    """Statements of element ``_b``: ``out[_b]`` = the largest magnitude of ``x[_b, :]`` (``_big`` too)."""
+    return [Local("_big", Const(0.0)),
+            Loop("_t", Const(0), Shape(x, 1), Const(1), _magnitude(Index(x, (Name("_b"), Name("_t"))))
+                 + [_sticky_max(Name("_big"))]),
+            Assign((Index(out, (Name("_b"),)),), (Name("_big"),))]
+
+
+def _column_maxima(x: str, out: str) -> list:
+    """Statements of element ``_b``: ``out[_b, k]`` = the largest magnitude of ``x[_b, :, k]``, row by row."""
+    b, i, k = Name("_b"), Name("_i"), Name("_k")
+    return [Loop("_k", Const(0), Shape(x, 2), Const(1), [Assign((Index(out, (b, k)),), (Const(0.0),))]),
+            Loop("_i", Const(0), Shape(x, 1), Const(1), [
+                Loop("_k", Const(0), Shape(x, 2), Const(1),
+                     _magnitude(Index(x, (b, i, k))) + [_sticky_max(Index(out, (b, k)))])])]
+
+
 def _largest_by_row(types: dict) -> list:
-    b, t = Name("_b"), Name("_t")
-    return [Loop("_b", Name("_lo"), Name("_hi"), Const(1), [
-        Local("_big", Const(0.0)),
-        Loop("_t", Const(0), Shape("a", 1), Const(1),
-             _magnitude(Index("a", (b, t))) + [_sticky_max(Name("_big"))]),
-        Assign((Index("out", (b,)),), (Name("_big"),))])]
+    return [Loop("_b", Name("_lo"), Name("_hi"), Const(1), _element_maximum("a", "out"))]
 
 
 def largest_per_element(a, xp=np) -> np.ndarray:
@@ -71,7 +83,7 @@ def _in_range(types: dict) -> list:
     (b,)) the largest magnitudes as ``largest_per_column`` and ``largest_per_element`` find them,
     and ``inside[b, i]``: 1 where every magnitude of element b of ``x<i>`` lies in [2**-s, 2**s]
     (``safe_exponent`` of its dtype; a NaN fails the comparisons), else 0."""
-    b, i, k, t = Name("_b"), Name("_i"), Name("_k"), Name("_t")
+    b, k = Name("_b"), Name("_k")
     body = []
     for a in range(sum(name.startswith("x") for name in types)):
         x, big = f"x{a}", f"big{a}"
@@ -79,18 +91,11 @@ def _in_range(types: dict) -> list:
         inside = lambda v: BoolOp("and", (Compare(">=", v, Const(1 / s)), Compare("<=", v, Const(s))))  # noqa: E731
         if types[x].ndim == 3:  # per column
             column = Index(big, (b, k))
-            body += [Loop("_k", Const(0), Shape(x, 2), Const(1), [Assign((column,), (Const(0.0),))]),
-                     Loop("_i", Const(0), Shape(x, 1), Const(1), [
-                         Loop("_k", Const(0), Shape(x, 2), Const(1),
-                              _magnitude(Index(x, (b, i, k))) + [_sticky_max(column)])]),
-                     Local("_ok", Const(1.0)),
+            body += [*_column_maxima(x, big), Local("_ok", Const(1.0)),
                      Loop("_k", Const(0), Shape(x, 2), Const(1),
                           [Assign((Name("_ok"),), (Select(inside(column), Name("_ok"), Const(0.0)),))])]
         else:
-            body += [Local("_big", Const(0.0)),
-                     Loop("_t", Const(0), Shape(x, 1), Const(1), _magnitude(Index(x, (b, t))) + [_sticky_max(Name("_big"))]),
-                     Assign((Index(big, (b,)),), (Name("_big"),)),
-                     Local("_ok", Select(inside(Name("_big")), Const(1.0), Const(0.0)))]
+            body += [*_element_maximum(x, big), Local("_ok", Select(inside(Name("_big")), Const(1.0), Const(0.0)))]
         body.append(Assign((Index("inside", (b, Const(a))),), (Name("_ok"),)))
     return [Loop("_b", Name("_lo"), Name("_hi"), Const(1), body)]
 
@@ -131,12 +136,7 @@ def smallest(a, xp=np):
 
 
 def _largest_by_column(types: dict) -> list:
-    b, i, k = Name("_b"), Name("_i"), Name("_k")
-    return [Loop("_b", Name("_lo"), Name("_hi"), Const(1), [
-        Loop("_k", Const(0), Shape("a", 2), Const(1), [Assign((Index("out", (b, k)),), (Const(0.0),))]),
-        Loop("_i", Const(0), Shape("a", 1), Const(1), [
-            Loop("_k", Const(0), Shape("a", 2), Const(1),
-                 _magnitude(Index("a", (b, i, k))) + [_sticky_max(Index("out", (b, k)))])])])]
+    return [Loop("_b", Name("_lo"), Name("_hi"), Const(1), _column_maxima("a", "out"))]
 
 
 def largest_per_column(A, xp=np) -> np.ndarray:
