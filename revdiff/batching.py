@@ -135,7 +135,7 @@ class Batching:
         found = OneElement(c, batched, tuple(k for k, b in enumerate(batched) if b),
                            tuple((s.role, s.position, c.types[s.position].ndim == 0) for s in slots[len(element):]),
                            tuple(i for i, s in enumerate(slots) if s.role != "saved" and c.types[s.position].ndim == 0
-                                 and (s.role != "value" or batched[s.position])))
+                                 and (s.role != "value" or batched[s.position])), kinds is not None)
         if kinds is not None:
             self._one_element[(kind, kinds)] = found
         return found
@@ -290,12 +290,14 @@ class OneElement(NamedTuple):
     whether it has the batch axis; ``positions``: the indices of those that do; ``extra_slots``:
     the program's slots after the function's parameters (a fused vjp's gradients and saved
     results) as (role, parameter position, whether a scalar); ``written_back``: the indices of the
-    slots whose scalar final values go back into their batch arrays."""
+    slots whose scalar final values go back into their batch arrays. ``typed``: found by the
+    arguments' kinds (``calls.argument_kinds``), so the program runs without checking their types."""
     program: Compiled
     batched: tuple
     positions: tuple
     extra_slots: tuple
     written_back: tuple
+    typed: bool
 
 
 def _entry_types(sig: EntrySignature, arrays: tuple, types: tuple) -> dict:

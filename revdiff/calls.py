@@ -109,7 +109,7 @@ def run_batch(entry, args: tuple, errors: np.ndarray, units: int, lane_elements:
     parts = 1 if units <= 1 else max(1, min(units, batch_threads() if native else 1))
     call = entry
     if kernel:
-        call = lambda lo, hi, *rest: entry.call_typed(np.array([lo, hi]), *rest)  # noqa: E731
+        call = lambda lo, hi, *rest: entry.call_typed(np.array([lo, hi], np.int64), *rest)  # noqa: E731
     if parts == 1 and not loops:  # one part, nothing to interrupt: called here, as it is
         record = np.zeros(ERROR_RECORD)
         call(0, units, *args, errors, record)
@@ -148,13 +148,14 @@ class Compiled(NamedTuple):
 def argument_kinds(args: tuple):
     """The key of a call's arguments: per argument its dtype and rank (arrays) or Python type
     (numbers), and whether an array is large enough for BLAS (``blas_for``); None for anything else
-    (GPU arrays, subclasses, 0-d arrays, integers beyond int64), which takes the checked path."""
+    (GPU arrays, subclasses, 0-d arrays, non-native byte order, integers beyond int64), which takes
+    the checked path."""
     key = []
     large = False
     for a in args:
         kind = type(a)
         if kind is np.ndarray:
-            if not a.ndim:
+            if not a.ndim or not a.dtype.isnative:  # compiled code reads native byte order only
                 return None
             key.append((a.dtype, a.ndim))
             large = large or a.size > BLAS_MIN_ELEMENTS
@@ -264,7 +265,9 @@ def validate(f: "Reversible", args: tuple) -> None:
 def _separate_host_arrays(args: tuple, modified: set) -> bool:
     """Whether ``validate`` passes at a glance (the usual case): every argument is a NumPy array or a
     number, every modified array is writeable and C-contiguous (no entries overlap) and shares no
-    bounds with another argument. False: ``validate``'s full checks decide (and name what is wrong)."""
+    bounds with another argument. False: ``validate``'s full checks decide (and name what is wrong).
+    Each condition here is one that every refusal of ``validate`` breaks; a refusal added there
+    needs its condition here (``tests/test_trust.py`` checks the two agree on aliased arguments)."""
     for a in args:
         if type(a) is not np.ndarray and not isinstance(a, (int, float, complex, np.generic)):
             return False

@@ -261,7 +261,7 @@ def _one_element(bf: Batching, one: OneElement, kind: str, args: tuple, cotangen
         arguments.append(buffer[0:1] if scalar and role == "saved" else buffer[0].item() if scalar else buffer[0])
     # a failure names no half-updated argument: copies are ours, and donated arrays hold scratch values
     # after a failure (``BatchedFunction.__call__``)
-    result = run(one.program.program, tuple(arguments), element=0, typed=True)  # found by the arguments' kinds
+    result = run(one.program.program, tuple(arguments), element=0, typed=one.typed)
     for i in one.written_back:  # scalars come back by value: final values, gradients, restored inputs
         buffers[i][0] = result[i]
     if kind == "call":

@@ -1170,6 +1170,47 @@ def test_a_non_finite_cotangent_is_named_when_scanned_with_the_inputs():
     with pytest.raises(ValueError, match=r"'y' contains NaN or Inf \(at batch index \(1,\)\)"):
         P.project_vjp(A, y, gz)
     y[1, 0], gz[0] = 1.0, 2.0 ** -1000  # a cotangent below 2**-500: scaled, the gradient linear in it
+    from revdiff.programs.api import _with_vector
+    from revdiff.programs.arguments import Vectors, scanned
+    M, Y = _with_vector(A, y, scan=False)
+    G = Vectors("gz", gz, M, M.batch + (M.m,), cotangent=True, scan=False)
+    with pytest.raises(AttributeError, match="scan=False and never scanned"):
+        G.e
+    scanned(M, Y, G)
+    assert M.e is None and Y.e is None and G.e.tolist() == [-999, 0, 0]  # 2**-1000 * 2**1000 = 0.5 * 2 ...
     gA, gy = P.project_vjp(A, y, gz)
     gA1, gy1 = P.project_vjp(A[:1], y[:1], np.ones((1, 6)))
     np.testing.assert_allclose(gA[0] * 2.0 ** 1000, gA1[0], rtol=1e-13)
+
+
+def test_non_native_byte_order_is_refused_by_a_batch_of_one_every_time():
+    """A batch of one runs its program unchecked only when found by its arguments' kinds, which
+    big-endian arrays never have: they are refused (the high-level functions convert them)."""
+    x, y = rng.standard_normal((1, 3)), np.zeros((1, 3))
+    f = revdiff.batched(P.gram_schmidt.norm2, ("nrm", "v"))
+    for _ in range(2):  # the second time after a native call of the same kinds
+        with pytest.raises(TypeError, match="non-native byte order"):
+            f(np.zeros(1).astype(">f8"), x.astype(">f8"))
+        f(np.zeros(1), x)
+    np.testing.assert_allclose(P.project(x.T.astype(">f8"), x[0].astype(">f8")), x[0], rtol=1e-14)
+
+
+@pytest.mark.parametrize("case", ["same", "view", "overlap", "read-only", "strided", "separate"])
+def test_the_validation_shortcut_accepts_nothing_the_full_checks_refuse(case):
+    from revdiff.calls import _separate_host_arrays, validate
+    f = P.project_cgs2
+    z, R, A, y = np.zeros((1, 6)), np.zeros((1, 3, 3)), rng.standard_normal((1, 6, 3)), rng.standard_normal((1, 6))
+    base = np.zeros(40)
+    args = {"same": (z, R, A, z), "view": (z, R, A, z[:, ::2]), "overlap": (base[:6][None], R, A, base[3:9][None]),
+            "read-only": (np.zeros((1, 6)), R, A, y), "strided": (base[::2][:6][None], R, A, y),
+            "separate": (z, R, A, y)}[case]
+    if case == "read-only":
+        args[0].flags.writeable = False
+    modified = f.forward_function.modified_positions()
+    try:
+        validate(f, args)
+        refused = False
+    except (ValueError, revdiff.ReversibilityError):
+        refused = True
+    assert not (refused and _separate_host_arrays(args, modified))
+    assert refused == (case in ("same", "view", "overlap", "read-only"))

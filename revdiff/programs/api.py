@@ -349,10 +349,10 @@ def project_vjp(A, y, gz, method: str = "cgs2", rank_tol: float | None = None, r
     return M.unflat(gA, M.m, M.n), M.unflat(gy, M.m)
 
 
-def _least_squares(A, y, method: str, rank_tol, rank_deficient):
+def _least_squares(A, y, method: str, rank_tol, rank_deficient, scan: bool = True):
     truncate = _truncating(rank_deficient)
     check_method(LSTSQ_METHODS, method)
-    M, Y = _with_vector(A, y)
+    M, Y = _with_vector(A, y, scan)
     program = _program(LSTSQ_METHODS, method, M)
     if M.m < M.n and not truncate:
         raise ValueError(f"lstsq needs a tall or square A (m >= n) of full column rank; A has shape {M.shape}, "
@@ -400,8 +400,10 @@ def _solution_cotangent(G: Vectors, M: Matrices) -> tuple:
 def lstsq_vjp(A, y, gx, method: str = "cgs2", rank_tol: float | None = None, rank_deficient: str = "raise") -> tuple:
     """(gA, gy) given the cotangent of the least-squares solution x (``rank_deficient`` as in
     ``lstsq``: the basic solution's gradient with the kept columns fixed, zero for those left out)."""
-    program, M, Y, tol, truncate = _least_squares(A, y, method, rank_tol, rank_deficient)
-    G = Vectors("gx", gx, M, M.batch + (M.n,), cotangent=True, why="as the cotangent of x it needs the shape of x,")
+    program, M, Y, tol, truncate = _least_squares(A, y, method, rank_tol, rank_deficient, scan=False)
+    G = Vectors("gx", gx, M, M.batch + (M.n,), cotangent=True, why="as the cotangent of x it needs the shape of x,",
+                scan=False)
+    scanned(M, Y, G)
     if M.empty:
         return M.xp.zeros(M.shape, M.dtype), M.unflat(M.xp.zeros_like(Y.flat), M.m)
     gx_scaled, h = _solution_cotangent(G, M)

@@ -11,7 +11,19 @@ from revdiff.programs.inputs import (array_module, as_array, batch_index, combin
 
 class Batch:
     """A checked argument with its batch axes merged into one (``flat``: a single value becomes a
-    batch of one), the array module it lives in, and its shapes."""
+    batch of one), the array module it lives in, and its shapes. ``name`` and ``per_column`` say how
+    ``scanned`` scans it, ``_scale`` takes what the scan found."""
+
+    name, per_column = "", False
+
+    def _scale(self, big, e) -> None:
+        raise NotImplementedError
+
+    def __getattr__(self, attribute: str):  # only for attributes not set: an argument made with scan=False
+        if attribute in ("e", "A", "v"):
+            raise AttributeError(f"{type(self).__name__} '{self.name}' was made with scan=False and never "
+                                 "scanned: pass it to scanned()")
+        raise AttributeError(f"{type(self).__name__} has no attribute '{attribute}'")
 
     def __init__(self, array, core: int):
         self.xp = array_module(array)

@@ -54,7 +54,7 @@ def run(fn, units: int, arrays: tuple) -> None:
         run_batch(fn, arrays, errors, units, kernel=True)
         return
     record = np.zeros(ERROR_RECORD)
-    fn.call_typed(np.array([0, units]), *arrays, errors, record)
+    fn.call_typed(np.array([0, units], np.int64), *arrays, errors, record)
     if record[0]:
         raise_failure(record)
 

@@ -85,7 +85,7 @@ def _in_range(types: dict) -> list:
     (``safe_exponent`` of its dtype; a NaN fails the comparisons), else 0."""
     b, k = Name("_b"), Name("_k")
     body = []
-    for a in range(sum(name.startswith("x") for name in types)):
+    for a in range((len(types) - 1) // 2):  # x<a>, big<a> per array, then inside
         x, big = f"x{a}", f"big{a}"
         s = float(2.0 ** safe_exponent(np.dtype(types[x].dtype)))
         inside = lambda v: BoolOp("and", (Compare(">=", v, Const(1 / s)), Compare("<=", v, Const(s))))  # noqa: E731
@@ -106,6 +106,8 @@ def in_range(arrays: list) -> tuple:
     largest magnitudes of each, as ``largest_per_column`` and ``largest_per_element`` give them, and
     per array whether every one of them is finite and in [2**-s, 2**s]."""
     b = arrays[0][0].shape[0]
+    if any(a.shape[0] != b for a, _ in arrays):  # the kernel reads every array at the first one's elements
+        raise ValueError(f"in_range scans arrays of one batch size, got {[a.shape[0] for a, _ in arrays]}")
     values, bigs = [], []
     for a, per_column in arrays:
         big = np.empty((b, a.shape[2]) if per_column else b)

@@ -11,7 +11,7 @@ from revdiff.programs import sphere
 from revdiff.programs.api import (PROJECT_METHODS, QrCotangents, _as_given, _Kept, _batched, _empty_qr,
                                   _leading_projection, _least_squares, _normalized, _pivoted, _program, _qr_run,
                                   _solution_cotangent, _tangent_arguments, _truncating, _with_vector)
-from revdiff.programs.arguments import Matrices, Vectors
+from revdiff.programs.arguments import Matrices, Vectors, scanned
 from revdiff.programs.methods import check_method
 from revdiff.programs.ranked import fresh, ranked
 from revdiff.programs.inputs import (as_array, check_rank, check_result, direction_exponents, flat, negated,
@@ -161,10 +161,12 @@ def project_vjp_jvp(A, y, gz, dA, dy, method: str = "cgs2", rank_tol: float | No
     ``revdiff.torch.project`` runs."""
     truncate = _truncating(rank_deficient)
     check_method(PROJECT_METHODS, method)
-    M, Y = _with_vector(A, y)
+    M, Y = _with_vector(A, y, scan=False)
     program = _program(PROJECT_METHODS, method, M)
     tol = rank_tolerance(rank_tol, M.dtype)
-    G = Vectors("gz", gz, M, M.batch + (M.m,), cotangent=True, why="as the cotangent of z it needs the shape of y,")
+    G = Vectors("gz", gz, M, M.batch + (M.m,), cotangent=True, why="as the cotangent of z it needs the shape of y,",
+                scan=False)
+    scanned(M, Y, G)
     D, dY = _matrix_direction(dA, M), _vector_direction(dy, M)
     if M.empty:
         gA, gy = M.xp.zeros(M.shape, M.dtype), M.unflat(M.xp.zeros_like(Y.flat), M.m)
@@ -237,8 +239,10 @@ def lstsq_vjp_jvp(A, y, gx, dA, dy, method: str = "cgs2", rank_tol: float | None
     with gx held fixed (the Hessian of <x, gx> times the direction) and ``lstsq_jvp``'s dx, in one
     run of the tangent of the fused vjp. What PyTorch's double backward through
     ``revdiff.torch.lstsq`` runs."""
-    program, M, Y, tol, truncate = _least_squares(A, y, method, rank_tol, rank_deficient)
-    G = Vectors("gx", gx, M, M.batch + (M.n,), cotangent=True, why="as the cotangent of x it needs the shape of x,")
+    program, M, Y, tol, truncate = _least_squares(A, y, method, rank_tol, rank_deficient, scan=False)
+    G = Vectors("gx", gx, M, M.batch + (M.n,), cotangent=True, why="as the cotangent of x it needs the shape of x,",
+                scan=False)
+    scanned(M, Y, G)
     D, dY = _matrix_direction(dA, M), _vector_direction(dy, M)
     if M.empty:
         gA, gy = M.xp.zeros(M.shape, M.dtype), M.unflat(M.xp.zeros_like(Y.flat), M.m)

@@ -98,7 +98,7 @@ class NativeProgram:
         return tuple(slot[0].item() for slot in slots)
 
     __call__ = _call_packed if ARRAY_FIELDS is None else _call_with_objects
-    #: ``__call__`` without its checks, where the caller guarantees the types (see ``_call_typed``)
+    #: the call where the caller guarantees the types (``_call_typed``; the packed call checks them anyway)
     call_typed = _call_packed if ARRAY_FIELDS is None else _call_typed
 
 
