@@ -1133,8 +1133,10 @@ def test_the_compiled_input_scan_agrees_with_numpy(dtype):
     y[6] = 1 / s if dtype in (np.float64, np.complex128) else 0  # on the lower bound: inside; zero: outside
     if np.iscomplexobj(A):
         A[0, 1, 1] = 3 - 4j              # max(|re|, |im|) = 4, not |z| = 5
+        A[5, 2, 0] = complex(1, np.nan)  # a NaN imaginary part beside a finite real one
+        y[4, 1] = complex(np.nan, 2)
     bigs, inside = in_range([(A, True), (y, False)])
-    magnitude = lambda a: np.maximum(np.abs(a.real), np.abs(a.imag)).astype(np.float64)  # noqa: E731
+    magnitude = lambda a: np.maximum(np.abs(a.real), np.abs(a.imag)).astype(np.float64)  # noqa: E731 (NaN sticks)
     expected = [magnitude(A).max(axis=1), magnitude(y).max(axis=1)]
     for big, want in zip(bigs, expected):
         np.testing.assert_array_equal(big, want)   # NaN where a NaN is, in the same places
@@ -1159,6 +1161,25 @@ def test_the_rank_kernel_reports_each_factors_smallest_ratio():
     assert np.isnan(ratios[3, 4]) and np.isnan(lowest[3])
     np.testing.assert_array_equal(lowest[:3], ratios[:3].min(axis=1))
     assert lowest[1] == lowest[2] == 0
+
+
+@pytest.mark.parametrize("where", ["A", "y"])
+def test_a_complex_nan_with_a_finite_real_part_is_refused(where):
+    A = np.array([[1, 0], [0, 1], [1, 1]], complex)
+    y = np.array([1.0, 2.0, 3.0], complex)
+    if where == "A":
+        A[2, 1] = complex(1, np.nan)
+    else:
+        y[1] = complex(2, np.nan)
+    for call in (lambda: P.project(A, y), lambda: P.project(A, y, rank_deficient="truncate"),
+                 lambda: P.project_vjp(A, y, y), lambda: P.lstsq(A, y)):
+        with pytest.raises(ValueError, match=f"'{where}' contains NaN or Inf"):
+            call()
+    if where == "A":
+        with pytest.raises(ValueError, match="'A' contains NaN or Inf"):
+            P.rank(A)
+    with pytest.raises(ValueError, match="'x' contains NaN or Inf"):
+        P.normalize(np.array([0, complex(0, np.nan)]))
 
 
 def test_a_non_finite_cotangent_is_named_when_scanned_with_the_inputs():

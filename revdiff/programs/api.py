@@ -208,13 +208,11 @@ def _with_vector(A, y, scan: bool = True) -> tuple:
     its own (``given``): a real argument gets a real gradient, as in PyTorch, also when the other
     is complex. ``scan=False``: the caller scans them with its other arguments (``scanned``)."""
     A_array, y_array = as_array("A", A, 2, core=" (..., m, n)"), as_array("y", y, 1)
-    same = A_array.dtype is y_array.dtype
-    M = Matrices(A_array, A_array.dtype if same else np.result_type(A_array.dtype, y_array.dtype), scan=False)
+    M = Matrices(A_array, A_array.dtype if A_array.dtype is y_array.dtype else
+                 np.result_type(A_array.dtype, y_array.dtype), scan=False)
     Y = Vectors("y", y_array, M, M.batch + (M.m,), why=f"for A of shape {M.shape} it needs", scan=False)
     M.given, Y.given = A_array.dtype, y_array.dtype
-    if scan:
-        scanned(M, Y)
-    return M, Y
+    return (scanned(M, Y) if scan else (M, Y))
 
 
 def _as_given(g, given):

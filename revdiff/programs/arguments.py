@@ -108,9 +108,10 @@ class Vectors(Batch):
         self.v = self.flat if e is None else self.scaled(self.flat, -e)
 
 
-def scanned(*arguments: Batch) -> None:
-    """Refuse NaN and Inf in each of ``arguments`` (Matrices and Vectors on one device) and scale its
-    extreme magnitudes, all in one pass over them (``inputs.magnitudes_and_exponents``)."""
+def scanned(*arguments: Batch) -> tuple:
+    """``arguments`` (Matrices and Vectors on one device), each with NaN and Inf refused and its
+    extreme magnitudes scaled, all in one pass over them (``inputs.magnitudes_and_exponents``)."""
     found = magnitudes_and_exponents([(a.name, a.flat, a.batch, a.per_column) for a in arguments], arguments[0].xp)
     for a, (big, e) in zip(arguments, found):
         a._scale(big, e)
+    return arguments

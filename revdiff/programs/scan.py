@@ -29,10 +29,10 @@ def safe_exponent(dtype) -> int:
 
 
 def _magnitude(x) -> tuple:
-    """Statements setting ``_x`` to max(|Re x|, |Im x|) of element expression ``x``."""
+    """Statements setting ``_x`` to max(|Re x|, |Im x|) of element expression ``x``, NaN where either is."""
     re, im = Call("abs", (Call("real", (x,)),)), Call("abs", (Call("imag", (x,)),))
-    return [Local("_re", re), Local("_im", im),
-            Local("_x", Select(Compare(">", Name("_im"), Name("_re")), Name("_im"), Name("_re")))]
+    larger = BoolOp("or", (Compare(">", Name("_im"), Name("_re")), Compare("!=", Name("_im"), Name("_im"))))
+    return [Local("_re", re), Local("_im", im), Local("_x", Select(larger, Name("_im"), Name("_re")))]
 
 
 def _sticky_max(target) -> Assign:
@@ -192,7 +192,7 @@ def rank_ratios(R, xp=np) -> tuple:
     factor in R (b, p, n), p > 0: how far column k of A = Q R is from the span of the earlier ones
     (0 for a zero column; with Q orthonormal, ||R[:, k]|| = ||A[:, k]||), and the smallest ratio of
     each factor (NaN where one is NaN)."""
-    if xp is np:  # compiled at every size: one call where NumPy makes a dozen
+    if xp is np and R.ndim == 3:  # compiled at every size: one call where NumPy makes a dozen
         values = (R, np.empty((R.shape[0], min(R.shape[1], R.shape[2]))), np.empty(R.shape[0]))
         run(kernel("rank_ratios", _rank_ratios, ("R", "out", "lowest"), values), R.shape[0], values)
         return values[1:]
