@@ -212,7 +212,7 @@ def _with_vector(A, y, scan: bool = True) -> tuple:
                  np.result_type(A_array.dtype, y_array.dtype), scan=False)
     Y = Vectors("y", y_array, M, M.batch + (M.m,), why=f"for A of shape {M.shape} it needs", scan=False)
     M.given, Y.given = A_array.dtype, y_array.dtype
-    return (scanned(M, Y) if scan else (M, Y))
+    return scanned(M, Y) if scan else (M, Y)
 
 
 def _as_given(g, given):

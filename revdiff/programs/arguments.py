@@ -87,8 +87,6 @@ class Vectors(Batch):
     ``cotangent``/``tangent``: it takes the dtype of ``like``, a complex one for a real ``like`` refused.
     ``scan=False``: checked and scaled later, with other arguments (``scanned``)."""
 
-    per_column = False
-
     def __init__(self, name: str, value, like: Batch, shape: tuple | None = None, cotangent: bool = False,
                  direction: bool = False, why: str = "", tangent: bool = False, scan: bool = True):
         v = as_array(name, value, 1, **({"cotangent_of": like.dtype, "role": "tangent" if tangent else "cotangent"}

@@ -11,7 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-from revdiff.calls import ERROR_RECORD, raise_failure, run_batch
+from revdiff.calls import ERROR_RECORD, run_batch
 from revdiff.ir.high import Const, Index
 from revdiff.ir.low import Local, LowFunction
 from revdiff.ir.types import VarType, kind_of_dtype
@@ -47,16 +47,9 @@ def kernel(name: str, make: Callable, names: tuple, arrays: tuple):
 
 def run(fn, units: int, arrays: tuple) -> None:
     """Run kernel ``fn`` (``kernel``'s, found by these arrays' dtypes and ranks, so called without
-    checking them again) over ``[0, units)`` on ``arrays``, updated in place: here for one unit (the
-    scans of one call), else split among threads (``calls.run_batch``)."""
-    errors = np.zeros((1, ERROR_RECORD))
-    if units > 1:
-        run_batch(fn, arrays, errors, units, kernel=True)
-        return
-    record = np.zeros(ERROR_RECORD)
-    fn.call_typed(np.array([0, units], np.int64), *arrays, errors, record)
-    if record[0]:
-        raise_failure(record)
+    checking them again) over ``[0, units)`` on ``arrays``, updated in place, split among threads
+    where there are several units (``calls.run_batch``)."""
+    run_batch(fn, arrays, np.zeros((1, ERROR_RECORD)), units, kernel=True)
 
 
 def run_kernel(name: str, make: Callable, units: int, **arrays) -> None:

@@ -40,38 +40,36 @@ class NativeProgram:
     def _refuse(self, v, t) -> TypeError:
         return TypeError(f"{self.__name__} was compiled for a {t.describe()}, not {_describe(v)}")
 
-    def _arguments(self, args: tuple) -> tuple:
-        """(objects, slots): the arguments checked against the types compiled for, each scalar in a
-        one-element array of its dtype (a slot, where the program leaves its final value), then the
-        error record."""
+    def _check(self, args: tuple) -> None:
+        """Refuse arguments that do not have the types compiled for, and an unfit error record (the last)."""
         *values, record = args
         if len(values) != len(self.types):
             raise TypeError(f"{self.__name__} takes {len(self.types)} arguments, got {len(values)}")
-        objects, slots = [], []
         for v, t, dtype in zip(values, self.types, self._dtypes):
-            if t.ndim:
-                if not isinstance(v, np.ndarray) or v.ndim != t.ndim or (v.dtype is not dtype and (
-                        v.dtype != dtype or not v.dtype.isnative)):
-                    raise self._refuse(v, t)
-                objects.append(v)
-            else:
-                slot = np.array([v], dtype=dtype)
-                slots.append(slot)
-                objects.append(slot)
+            if t.ndim and (not isinstance(v, np.ndarray) or v.ndim != t.ndim or (v.dtype is not dtype and (
+                    v.dtype != dtype or not v.dtype.isnative))):
+                raise self._refuse(v, t)
         self._check_record(record)
-        objects.append(record)
+
+    def _slotted(self, args: tuple) -> tuple:
+        """(objects, slots): ``args`` with each scalar in a one-element array of its dtype (a slot,
+        where the program leaves its final value)."""
+        objects, slots = list(args), []
+        for k in self._scalars:
+            slot = objects[k] = np.array([args[k]], dtype=self._dtypes[k])
+            slots.append(slot)
         return objects, slots
 
     def _call_with_objects(self, *args):
         """The call where the entry reads the arrays' fields: nothing is packed."""
-        objects, slots = self._arguments(args)
-        self._function(*objects)
-        return tuple(slot[0].item() for slot in slots)
+        self._check(args)
+        return self._call_typed(*args)
 
     def _call_packed(self, *args):
         """The call where the entry unpacks words (NumPy's array layout unknown): each array's data
         pointer, shape and strides; a slot's and the record's data pointer."""
-        objects, slots = self._arguments(args)
+        self._check(args)
+        objects, slots = self._slotted(args)
         words: list = []  # packed as Python integers, converted once (per-word stores cost a microsecond each)
         for v, t in zip(objects, list(self.types) + [None]):
             words.append(v.__array_interface__["data"][0])
@@ -89,11 +87,7 @@ class NativeProgram:
         if not self._scalars:
             self._function(*args)
             return ()
-        objects = list(args)
-        slots = []
-        for k in self._scalars:
-            slot = objects[k] = np.array([args[k]], dtype=self._dtypes[k])
-            slots.append(slot)
+        objects, slots = self._slotted(args)
         self._function(*objects)
         return tuple(slot[0].item() for slot in slots)
 
