@@ -210,6 +210,57 @@ def test_real_gradients_outside_blas_walk_columns_of_short_and_rows_of_tall_matr
     assert "A.shape[0] > 32" in matvec_sub.source("adjoint", y, A, x)
 
 
+def _four_partial_sums(terms):
+    """The sum generated code forms: four interleaved partial sums, the terms left over added to the
+    first, combined as (a0 + a1) + (a2 + a3) (``primitives/vector.py``)."""
+    acc = [0.0] * 4
+    bulk = len(terms) - len(terms) % 4
+    for i in range(bulk):
+        acc[i % 4] += terms[i]
+    for i in range(bulk, len(terms)):
+        acc[0] += terms[i]
+    return (acc[0] + acc[1]) + (acc[2] + acc[3])
+
+
+def _sequential_sum(terms):
+    total = 0.0
+    for t in terms:
+        total += t
+    return total
+
+
+@pytest.mark.parametrize("cplx", [False, True])
+@pytest.mark.parametrize("n", range(10))
+def test_small_products_compute_in_the_documented_order_bit_for_bit(n, cplx):
+    """Small matrices walk A column by column: ``y -= A @ x`` subtracts one column after another, a
+    column sum (``A^H x`` and real gradients) adds four interleaved partial sums combined as
+    (a0 + a1) + (a2 + a3), complex gradients walk the rows. The results and gradients are bit for
+    bit that order evaluated in Python's numbers (no fused multiply-add, which NumPy's complex loops
+    may use), for 0 to 9 columns; an inverse, a lane program or a faster loop shape must keep it."""
+    m = 7
+    A, x, y, gy = rand(m, n, cplx=cplx), rand(n, cplx=cplx), rand(m, cplx=cplx), rand(m, cplx=cplx)
+    a, xs, ys, gys = A.tolist(), x.tolist(), y.tolist(), gy.tolist()
+    conj = (lambda v: v.conjugate()) if cplx else (lambda v: v)  # noqa: E731
+    (z, _, _), pullback = revdiff.vjp(matvec_sub, y, A, x)
+    want = list(ys)
+    for j in range(n):  # y -= A[:, j] x[j], column after column
+        want = [want[i] - a[i][j] * xs[j] for i in range(m)]
+    assert z.tolist() == want
+    _, gA, gx = pullback(gy, None, None)
+    assert gA.tolist() == [[-gys[i] * conj(xs[j]) for j in range(n)] for i in range(m)]
+    column_sum = _sequential_sum if cplx else _four_partial_sums
+    assert gx.tolist() == [-column_sum([conj(a[i][j]) * gys[i] for i in range(m)]) for j in range(n)]
+    # w[:k] -= A[:, :k]^H y: a sum per column; its adjoint adds A[:, j] gw[j] into gy column after column
+    w, gw = rand(n, cplx=cplx), rand(n, cplx=cplx)
+    ws, gws = w.tolist(), gw.tolist()
+    (z, _, _, _), pullback = revdiff.vjp(matvec_h, w, A, y, n)
+    assert z.tolist() == [ws[j] - _four_partial_sums([conj(a[i][j]) * ys[i] for i in range(m)]) for j in range(n)]
+    _, gA, gy_, _ = pullback(gw, None, None, None)
+    row_sum = _four_partial_sums if cplx else _sequential_sum
+    assert gy_.tolist() == [row_sum([a[i][j] * -gws[j] for j in range(n)]) for i in range(m)]
+    assert gA.tolist() == [[conj(-gws[j]) * ys[i] for j in range(n)] for i in range(m)]
+
+
 # ----------------------------------------------------------------------------- host BLAS
 
 BIG = (64, 40)  # 2560 elements: above BLAS_MIN_ELEMENTS, so real A @ x calls BLAS on the CPU
