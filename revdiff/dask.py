@@ -93,7 +93,7 @@ def _gufunc(function: Callable, signature: str, arguments: list, output_dtypes, 
                                allow_rechunk=True)  # core axes are checked whole (``_dask``): this aligns batch chunks
 
 
-def qr(A, method: str = "cgs2", rank_tol: float | None = None, mode: str = "reduced"):
+def qr(A, method: str = "auto", rank_tol: float | None = None, mode: str = "reduced"):
     """Q, R of every matrix of A (..., m, n), as ``revdiff.programs.qr`` (R alone for mode "r")."""
     A = _dask("A", A, 2)
     q = q_columns(method, mode, A.shape)
@@ -103,7 +103,7 @@ def qr(A, method: str = "cgs2", rank_tol: float | None = None, mode: str = "redu
     return _gufunc(lambda a: P.qr(a, method, rank_tol, mode), "(m,n)->(m,q),(q,n)", [A], (dtype, dtype), {"q": q})
 
 
-def qr_vjp(A, gQ, gR, method: str = "cgs2", rank_tol: float | None = None, mode: str = "reduced"):
+def qr_vjp(A, gQ, gR, method: str = "auto", rank_tol: float | None = None, mode: str = "reduced"):
     """The cotangent of A given those of Q and R (zeros where one is None), as ``revdiff.programs.qr_vjp``."""
     A = _dask("A", A, 2)
     m, n = A.shape[-2:]
@@ -129,13 +129,13 @@ def _vectors(g, z) -> tuple:
     return _dask("g", g, 1), _dask("z", z, 1)
 
 
-def project(A, y, method: str = "cgs2", rank_tol: float | None = None):
+def project(A, y, method: str = "auto", rank_tol: float | None = None):
     """Q Q^H y for every matrix of A (..., m, n) and vector of y (..., m)."""
     A, y = _matrix_and_vector(A, y)
     return _gufunc(lambda a, b: P.project(a, b, method, rank_tol), "(m,n),(m)->(m)", [A, y], _computed(A, y))
 
 
-def project_vjp(A, y, gz, method: str = "cgs2", rank_tol: float | None = None) -> tuple:
+def project_vjp(A, y, gz, method: str = "auto", rank_tol: float | None = None) -> tuple:
     """(gA, gy) given the cotangent of the projection z."""
     A, y = _matrix_and_vector(A, y)
     return _gufunc(lambda a, b, g: P.project_vjp(a, b, g, method, rank_tol), "(m,n),(m),(m)->(m,n),(m)",
@@ -147,14 +147,14 @@ def _tall(A) -> None:
         raise ValueError(f"lstsq needs a tall or square A (m >= n) of full column rank; A has shape {A.shape}")
 
 
-def lstsq(A, y, method: str = "cgs2", rank_tol: float | None = None):
+def lstsq(A, y, method: str = "auto", rank_tol: float | None = None):
     """The least-squares solution x (..., n) for every matrix of A (..., m, n), m >= n, of full column rank."""
     A, y = _matrix_and_vector(A, y)
     _tall(A)
     return _gufunc(lambda a, b: P.lstsq(a, b, method, rank_tol), "(m,n),(m)->(n)", [A, y], _computed(A, y))
 
 
-def lstsq_vjp(A, y, gx, method: str = "cgs2", rank_tol: float | None = None) -> tuple:
+def lstsq_vjp(A, y, gx, method: str = "auto", rank_tol: float | None = None) -> tuple:
     """(gA, gy) given the cotangent of the least-squares solution x."""
     A, y = _matrix_and_vector(A, y)
     _tall(A)

@@ -108,10 +108,10 @@ def _inexact(*arrays) -> tuple:
     return tuple(out)
 
 
-def qr(A, method: str = "cgs2", rank_tol: float | None = None, mode: str = "reduced"):
+def qr(A, method: str = "auto", rank_tol: float | None = None, mode: str = "reduced"):
     """Q, R of A (..., m, n) with diag(R) real nonnegative; ``mode`` as in ``jnp.linalg.qr``:
-    "reduced", "complete" (Q m x m; for a tall A with ``householder`` or ``givens``) or "r" (R alone);
-    ``rank_tol`` as in ``revdiff.programs.qr``."""
+    "reduced", "complete" (Q m x m; for a tall A with the default "auto", ``householder`` or
+    ``givens``) or "r" (R alone); ``method`` and ``rank_tol`` as in ``revdiff.programs.qr``."""
     def shapes(a):
         m, n = a.shape[-2:]
         q = q_columns(method, mode, a.shape)
@@ -159,7 +159,7 @@ def _rank(A, rank_tol):
     return _callback(lambda a: (P.rank(a, rank_tol),), [_struct(A.shape[:-2], dtype)], jax.lax.stop_gradient(A))[0]
 
 
-def project(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_deficient: str = "raise"):
+def project(A, y, method: str = "auto", rank_tol: float | None = None, rank_deficient: str = "raise"):
     """Q Q^H y, the orthogonal projection of y (..., m) onto the column space of A (..., m, n);
     ``rank_deficient="truncate"``: onto the numerical column space, returning (z, rank), as
     ``revdiff.programs.project``."""
@@ -171,7 +171,7 @@ def project(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_defi
     return (z, _rank(A.astype(_promoted(A, y)), rank_tol)) if rank_deficient == "truncate" else z
 
 
-def lstsq(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_deficient: str = "raise"):
+def lstsq(A, y, method: str = "auto", rank_tol: float | None = None, rank_deficient: str = "raise"):
     """argmin_x |A x - y| for A (..., m, n) of full column rank; ``rank_deficient="truncate"``: the
     basic solution and the rank, as ``revdiff.programs.lstsq``."""
     f = _differentiable("lstsq", lambda a, b: (_value(P.lstsq(a, b, method, rank_tol, rank_deficient)),),
@@ -198,7 +198,7 @@ def tangent_project(g, z):
     return f(*_inexact(g, z))[0]
 
 
-def qr_jvp(A, dA, method: str = "cgs2", rank_tol: float | None = None, mode: str = "reduced") -> tuple:
+def qr_jvp(A, dA, method: str = "auto", rank_tol: float | None = None, mode: str = "reduced") -> tuple:
     """``(qr(A, ...), tangents)``: the factors and their derivatives along dA (``(dQ, dR)``, or dR
     for mode "r"), from the tangent of the QR program (``revdiff.programs.qr_jvp``)."""
     A, dA = _forward_mode_arguments("qr_jvp", (A,), (dA,))
@@ -229,7 +229,7 @@ def _vector_jvp(jvp: Callable, result: Callable, table: dict, wide_ok: bool, A, 
     return ((v, _rank(A.astype(_promoted(A, y)), rank_tol)) if rank_deficient == "truncate" else v), dv
 
 
-def project_jvp(A, y, dA, dy, method: str = "cgs2", rank_tol: float | None = None, rank_deficient: str = "raise"):
+def project_jvp(A, y, dA, dy, method: str = "auto", rank_tol: float | None = None, rank_deficient: str = "raise"):
     """``(project(A, y, ...), dz)``: the projection and its derivative along (dA, dy), from the
     tangent of the projection program (``revdiff.programs.project_jvp``); with
     ``rank_deficient="truncate"`` the first entry is (z, rank)."""
@@ -237,7 +237,7 @@ def project_jvp(A, y, dA, dy, method: str = "cgs2", rank_tol: float | None = Non
                        rank_deficient)
 
 
-def lstsq_jvp(A, y, dA, dy, method: str = "cgs2", rank_tol: float | None = None, rank_deficient: str = "raise"):
+def lstsq_jvp(A, y, dA, dy, method: str = "auto", rank_tol: float | None = None, rank_deficient: str = "raise"):
     """``(lstsq(A, y, ...), dx)``: the least-squares solution and its derivative along (dA, dy), from
     the tangent of the least-squares program (``revdiff.programs.lstsq_jvp``); with
     ``rank_deficient="truncate"`` the first entry is (x, rank)."""

@@ -553,3 +553,51 @@ def test_complex_householder_with_a_small_or_zero_leading_entry(method, leading)
         np.testing.assert_allclose(P.lstsq(A, y, method), np.linalg.lstsq(A, y, rcond=None)[0], atol=1e-13)
         gQ, gR = draw.standard_normal(Q.shape), draw.standard_normal(R.shape)
         np.testing.assert_allclose(P.qr_vjp(A, gQ, gR, method), formulas.qr_vjp(A, gQ, gR), atol=1e-12)
+
+
+# ------------------------------------------------------------------------------ method="auto"
+
+def test_auto_runs_householder_on_large_matrices_and_for_complete_q_else_cgs2():
+    """The rule, at its edges: Householder from min(m, n) = 128 on (also for a wide A), and for the
+    complete Q of a tall A at any size (cgs2 cannot complete Q); cgs2 below and on GPUs."""
+    from revdiff.programs.methods import AUTO_HOUSEHOLDER_MIN_COLUMNS as P_MIN
+    from revdiff.programs.methods import resolved
+    assert resolved("auto", (P_MIN, P_MIN)) == resolved("auto", (3, P_MIN, 500)) == "householder"
+    assert resolved("auto", (P_MIN - 1, 500)) == resolved("auto", (500, P_MIN - 1)) == "cgs2"
+    assert resolved("auto", (P_MIN, P_MIN), gpu=True) == "cgs2"
+    assert resolved("auto", (5, 3), mode="complete") == resolved("auto", (5, 3), gpu=True, mode="complete") \
+        == "householder"
+    assert resolved("auto", (3, 5), mode="complete") == "cgs2"  # a wide A's Q is square already
+    assert resolved("mgs", (500, 500)) == "mgs"
+
+
+def test_auto_is_the_default_and_equals_the_method_it_chooses_bit_for_bit(monkeypatch):
+    """Every high-level function defaults to method="auto"; its results are those of the method the
+    rule picks, bit for bit, and that method (not "auto") reaches the rank and refusal handling
+    (``ranked``: Householder's refused matrices are retried in other row orders)."""
+    import inspect
+
+    from revdiff.programs import api, tangents
+    functions = [P.qr, P.qr_vjp, P.qr_jvp, P.qr_vjp_jvp, P.project, P.project_vjp, P.project_jvp,
+                 P.project_vjp_jvp, P.lstsq, P.lstsq_vjp, P.lstsq_jvp, P.lstsq_vjp_jvp]
+    assert all(inspect.signature(f).parameters["method"].default == "auto" for f in functions)
+    seen = []
+    for module in (api, tangents):
+        original = module.ranked
+        monkeypatch.setattr(module, "ranked", lambda call, M, tol, method, *a, _o=original, **k:
+                            seen.append(method) or _o(call, M, tol, method, *a, **k))
+    r = np.random.default_rng(5)
+    for shape, chosen in (((140, 128), "householder"), ((20, 9), "cgs2")):
+        A, y, gz = r.standard_normal(shape), r.standard_normal(shape[0]), r.standard_normal(shape[0])
+        dA, dy = r.standard_normal(shape), r.standard_normal(shape[0])
+        for call in (lambda m: P.qr(A, method=m), lambda m: P.project_vjp(A, y, gz, method=m),
+                     lambda m: P.lstsq(A, y, method=m), lambda m: P.project_jvp(A, y, dA, dy, method=m)):
+            seen.clear()
+            got, want = call("auto"), call(chosen)
+            assert seen == [chosen, chosen]
+            for g, w in zip(_leaves(got), _leaves(want)):
+                np.testing.assert_array_equal(g, w)
+    Q, R = P.qr(r.standard_normal((6, 4)), mode="complete")  # the default completes Q: Householder
+    assert Q.shape == (6, 6) and seen[-1] == "householder"
+    with pytest.raises(ValueError, match="choose one of auto, cgs2"):
+        P.project(A, y, method="fastest")

@@ -2,6 +2,7 @@
 wrong and where (batch element, column, the user's line). One test per failure mode."""
 from __future__ import annotations
 
+import io
 import math
 import os
 import signal
@@ -1115,6 +1116,11 @@ def test_bench_compares_one_core_with_one_core_in_a_pinned_process():
     rows, gemm = bench.one_core([(3, 6, 4)], [np.float64], ["projection"], 1, 64)
     assert gemm > 0 and [(r["loss"], r["B"], r["dtype"]) for r in rows] == [("projection", 3, "float64")]
     assert {"revdiff cgs2", "revdiff bcgs2", "numpy formula"} <= set(rows[0]["times"])
+    out = io.StringIO()  # the default's ratio, read off the method it runs at the shape (cgs2 at 6 x 4)
+    bench.report(rows, gemm, {}, out)
+    t = rows[0]["times"]
+    fastest = min(v for k, v in t.items() if not k.startswith("revdiff"))
+    assert f"| {fastest / t['revdiff cgs2']:.2f} (cgs2) |" in out.getvalue()
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])

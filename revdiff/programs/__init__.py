@@ -7,8 +7,8 @@ The reversible programs (``cgs2``, ``bcgs2``, ``mgs``, ``cgs``, ``householder``,
 ``qr_vjp``, ``qr_jvp``, ``project``, ``project_vjp``, ``project_jvp``, ...) allocate outputs and loop over leading batch dimensions.
 """
 from revdiff.programs.api import (COMPLETE_METHODS, LSTSQ_METHODS, PROJECT_METHODS, QR_METHODS,
-                                  QR_MODES, RANK_DEFICIENT, lstsq, lstsq_vjp, normalize, normalize_vjp, project,
-                                  project_vjp, qr, qr_vjp, rank, tangent_project, tangent_project_vjp)
+                                  QR_MODES, RANK_DEFICIENT, lstsq, lstsq_vjp, project, project_vjp, qr, qr_vjp, rank)
+from revdiff.programs.sphere_functions import normalize, normalize_vjp, tangent_project, tangent_project_vjp
 from revdiff.programs.givens import givens
 from revdiff.programs.tangents import (lstsq_jvp, lstsq_vjp_jvp, normalize_jvp, normalize_vjp_jvp, project_jvp,
                                        project_vjp_jvp, qr_jvp, qr_vjp_jvp, tangent_project_jvp,

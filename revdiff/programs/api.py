@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 
 from revdiff.batch import BatchedFunction
-from revdiff.programs import givens, projection, sphere
+from revdiff.programs import givens, projection
 from revdiff.programs.arguments import Matrices, Vectors, scanned
 from revdiff.programs.methods import (COMPLETE_METHODS, LSTSQ_METHODS, PROJECT_METHODS, QR_METHODS, QR_MODES,
-                                      check_method, chosen_method, program_for, q_columns)
+                                      check_method, chosen_method, program_for, q_columns, resolved)
 from revdiff.programs.inputs import (DTYPES, array_module, as_array, check_rank, check_result, flat,
                                      negated, one_device, rank_tolerance, require_finite, scale_exponents)
 from revdiff.programs.pivoting import column_pivots
@@ -20,7 +20,7 @@ from revdiff.programs.scan import largest_per_element
 
 __all__ = ["DTYPES", "QR_METHODS", "QR_MODES", "COMPLETE_METHODS", "RANK_DEFICIENT",
            "PROJECT_METHODS", "LSTSQ_METHODS", "qr", "qr_vjp", "project", "project_vjp", "lstsq", "lstsq_vjp",
-           "rank", "normalize", "normalize_vjp", "tangent_project", "tangent_project_vjp"]
+           "rank"]
 
 
 _BATCHED: dict = {}
@@ -48,7 +48,7 @@ def last_run(function: str, method: str, shape: tuple) -> str:
     name, _, kind = function.partition("_")
     if name not in tables or kind not in ("", "vjp"):
         raise ValueError(f"last_run reports qr, project, lstsq and their _vjp, not {function!r}")
-    program = program_for(tables[name], method, shape)
+    program = program_for(tables[name], resolved(method, shape), shape)
     return f"{program.__name__}, {_batched(program).last_paths.get(kind or 'call', 'not run')}"
 
 
@@ -92,7 +92,7 @@ def _largest(*arrays):
 
 
 @one_device
-def qr(A, method: str = "cgs2", rank_tol: float | None = None, mode: str = "reduced", pivoting: bool = False):
+def qr(A, method: str = "auto", rank_tol: float | None = None, mode: str = "reduced", pivoting: bool = False):
     """Q, R of A (..., m, n) with diag(R) real nonnegative, p = min(m, n):
 
     - ``mode="reduced"`` (default): Q (..., m, p), R (..., p, n);
@@ -106,12 +106,15 @@ def qr(A, method: str = "cgs2", rank_tol: float | None = None, mode: str = "redu
     for mode "r". The order is chosen as Businger and Golub choose it (``pivoting.py``), and
     ``method`` factors A[..., perm].
 
-    method: "cgs2" (default), "bcgs2", "mgs", "cgs", "householder" or "givens" (real only; the
-    rotation angles are an extra output of ``revdiff.programs.givens``). Batches run in parallel.
+    method: "auto" (default: "householder" where min(m, n) >= 128 on the CPU and for the complete Q
+    of a tall A, where it is the faster, else "cgs2": ``methods.AUTO_HOUSEHOLDER_MIN_COLUMNS``),
+    "cgs2", "bcgs2", "mgs", "cgs", "householder" or "givens" (real only; the rotation angles are an
+    extra output of ``revdiff.programs.givens``). Batches run in parallel.
     Raises RankDeficientError where a column's residual is at most ``rank_tol`` (default 100 eps)
     of its norm: Q is not determined by A there."""
     M = Matrices(A)
     tol = rank_tolerance(rank_tol, M.dtype)
+    method = resolved(method, M.shape, M.gpu, mode)
     program, outputs, q = _qr_run(method, M, mode)
     M, perm = _pivoted(M, pivoting)
     if M.empty:
@@ -137,7 +140,7 @@ def _empty_qr(M: Matrices, q: int, outputs: tuple) -> tuple:
 
 
 @one_device
-def qr_vjp(A, gQ, gR, method: str = "cgs2", rank_tol: float | None = None, mode: str = "reduced",
+def qr_vjp(A, gQ, gR, method: str = "auto", rank_tol: float | None = None, mode: str = "reduced",
            pivoting: bool = False) -> np.ndarray:
     """Cotangent of A given those of Q and R (None: zero), by running the QR program backwards.
     ``mode`` as in ``qr``: gQ (..., m, m) and gR (..., m, n) for "complete" (R's rows below p are
@@ -148,7 +151,8 @@ def qr_vjp(A, gQ, gR, method: str = "cgs2", rank_tol: float | None = None, mode:
     if run.M.empty:
         return run.M.xp.zeros(run.M.shape, run.M.dtype)
     (outs, grads), rows = ranked(
-        lambda rows: run.program.vjp(run.arguments(rows), run.cotangents_in(rows), donate=True), run.M, run.tol, method)
+        lambda rows: run.program.vjp(run.arguments(rows), run.cotangents_in(rows), donate=True), run.M, run.tol,
+        run.method)
     check_rank(outs[1], run.M.batch, run.tol, run.M.xp, run.perm)  # outs: (Q, R, [angles,] A)
     return run.gradient(rows.back(grads[-1]), "qr_vjp", "gA")
 
@@ -161,7 +165,8 @@ class QrCotangents:
     def __init__(self, A, gQ, gR, method, rank_tol, mode, pivoting):
         M = Matrices(A)
         self.tol = rank_tolerance(rank_tol, M.dtype)
-        self.program, self.outputs, q = _qr_run(method, M, mode)
+        self.method = resolved(method, M.shape, M.gpu, mode)
+        self.program, self.outputs, q = _qr_run(self.method, M, mode)
         self.M, self.perm = _pivoted(M, pivoting)
         if mode == "r" and gQ is not None:
             raise ValueError("mode='r' has no Q output: pass gQ=None")
@@ -277,7 +282,7 @@ def rank(A, rank_tol: float | None = None):
 
 
 @one_device
-def project(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_deficient: str = "raise"):
+def project(A, y, method: str = "auto", rank_tol: float | None = None, rank_deficient: str = "raise"):
     """z = Q Q^H y, the orthogonal projection of y (..., m) onto the column space of A (..., m, n);
     a matrix without columns projects onto {0}.
 
@@ -289,6 +294,7 @@ def project(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_defi
     truncate = _truncating(rank_deficient)
     check_method(PROJECT_METHODS, method)
     M, Y = _with_vector(A, y)
+    method = resolved(method, M.shape, M.gpu)
     program = _program(PROJECT_METHODS, method, M)
     tol = rank_tolerance(rank_tol, M.dtype)
     if M.empty:
@@ -311,7 +317,7 @@ def project(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_defi
 
 
 @one_device
-def project_vjp(A, y, gz, method: str = "cgs2", rank_tol: float | None = None, rank_deficient: str = "raise") -> tuple:
+def project_vjp(A, y, gz, method: str = "auto", rank_tol: float | None = None, rank_deficient: str = "raise") -> tuple:
     """(gA, gy): cotangents of A and y given that of z = Q Q^H y. With ``rank_deficient="truncate"``
     (see ``project``), the gradient of the projection onto the kept columns, zero for the columns
     left out: its inner product with a direction that keeps the rank (dA = A X + Y A) is the
@@ -320,6 +326,7 @@ def project_vjp(A, y, gz, method: str = "cgs2", rank_tol: float | None = None, r
     truncate = _truncating(rank_deficient)
     check_method(PROJECT_METHODS, method)
     M, Y = _with_vector(A, y, scan=False)
+    method = resolved(method, M.shape, M.gpu)
     program = _program(PROJECT_METHODS, method, M)
     tol = rank_tolerance(rank_tol, M.dtype)
     G = Vectors("gz", gz, M, M.batch + (M.m,), cotangent=True, why="as the cotangent of z it needs the shape of y,",
@@ -351,16 +358,17 @@ def _least_squares(A, y, method: str, rank_tol, rank_deficient, scan: bool = Tru
     truncate = _truncating(rank_deficient)
     check_method(LSTSQ_METHODS, method)
     M, Y = _with_vector(A, y, scan)
+    method = resolved(method, M.shape, M.gpu)
     program = _program(LSTSQ_METHODS, method, M)
     if M.m < M.n and not truncate:
         raise ValueError(f"lstsq needs a tall or square A (m >= n) of full column rank; A has shape {M.shape}, "
                          "and a wide A's least-squares problem has infinitely many solutions, of which "
                          "revdiff picks the basic one only with rank_deficient='truncate'")
-    return program, M, Y, rank_tolerance(rank_tol, M.dtype), truncate
+    return program, method, M, Y, rank_tolerance(rank_tol, M.dtype), truncate
 
 
 @one_device
-def lstsq(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_deficient: str = "raise"):
+def lstsq(A, y, method: str = "auto", rank_tol: float | None = None, rank_deficient: str = "raise"):
     """x minimising |A x - y| for A (..., m, n), through the QR program.
 
     ``rank_deficient="raise"`` (default): A must be tall or square (m >= n) and of full column
@@ -368,7 +376,7 @@ def lstsq(A, y, method: str = "cgs2", rank_tol: float | None = None, rank_defici
     ``"truncate"``: the basic solution, any shape: the columns that QR with column pivoting keeps
     (as in ``project``) get the least-squares solution on their span, the columns left out zero
     (not the minimum-norm solution, which ``np.linalg.lstsq`` returns); returns (x, rank)."""
-    program, M, Y, tol, truncate = _least_squares(A, y, method, rank_tol, rank_deficient)
+    program, method, M, Y, tol, truncate = _least_squares(A, y, method, rank_tol, rank_deficient)
     if M.empty:
         x = M.xp.zeros(M.batch + (M.n,), M.dtype)
         return (x, M.xp.zeros(M.batch, np.int64)) if truncate else x
@@ -395,10 +403,10 @@ def _solution_cotangent(G: Vectors, M: Matrices) -> tuple:
 
 
 @one_device
-def lstsq_vjp(A, y, gx, method: str = "cgs2", rank_tol: float | None = None, rank_deficient: str = "raise") -> tuple:
+def lstsq_vjp(A, y, gx, method: str = "auto", rank_tol: float | None = None, rank_deficient: str = "raise") -> tuple:
     """(gA, gy) given the cotangent of the least-squares solution x (``rank_deficient`` as in
     ``lstsq``: the basic solution's gradient with the kept columns fixed, zero for those left out)."""
-    program, M, Y, tol, truncate = _least_squares(A, y, method, rank_tol, rank_deficient, scan=False)
+    program, method, M, Y, tol, truncate = _least_squares(A, y, method, rank_tol, rank_deficient, scan=False)
     G = Vectors("gx", gx, M, M.batch + (M.n,), cotangent=True, why="as the cotangent of x it needs the shape of x,",
                 scan=False)
     scanned(M, Y, G)
@@ -423,77 +431,3 @@ def lstsq_vjp(A, y, gx, method: str = "cgs2", rank_tol: float | None = None, ran
     check_result("lstsq_vjp", "gA", gA, M.batch, M.xp)
     check_result("lstsq_vjp", "gy", gy, M.batch, M.xp)
     return M.unflat(gA, M.m, M.n), M.unflat(gy, M.m)
-
-
-class _Dtype:
-    """The dtype the vectors of the sphere functions share (``Vectors`` reads ``like.dtype``)."""
-
-    def __init__(self, *arrays):
-        self.dtype = np.result_type(*(a.dtype for a in arrays))
-
-
-def _normalized(x) -> Vectors:
-    """x checked for the normalisation program: no vector zero (it would have no direction)."""
-    x = as_array("x", x, 1)
-    return Vectors("x", x, _Dtype(x), direction=True)
-
-
-@one_device
-def normalize(x) -> np.ndarray:
-    """x / |x| along the last axis (ValueError for a zero vector, which has no direction)."""
-    X = _normalized(x)
-    if X.empty:
-        return X.xp.zeros(X.shape, X.dtype)
-    return _batched(sphere.normalize)(X.xp.zeros_like(X.flat), X.v, donate=True)[0].reshape(X.shape)
-
-
-@one_device
-def normalize_vjp(x, gy) -> np.ndarray:
-    """The cotangent of x given that of y = x / |x|."""
-    X = _normalized(x)
-    G = Vectors("gy", gy, X, X.shape, cotangent=True, why="as the cotangent of y = x / |x| it needs the shape of x,")
-    if X.empty:
-        return X.xp.zeros(X.shape, X.dtype)
-    _, (_, gx) = _batched(sphere.normalize).vjp((X.xp.zeros_like(X.flat), X.v), (G.v, None), donate=True)
-    gx = X.scaled(gx, negated(X.e), G.e)  # y(x) = y(cx): gx = c gx', linear in gy
-    check_result("normalize_vjp", "gx", gx, X.batch, X.xp)
-    return gx.reshape(X.shape)
-
-
-def _tangent_arguments(g, z) -> tuple:
-    g_array, z_array = as_array("g", g, 1), as_array("z", z, 1)
-    if tuple(g_array.shape) != tuple(z_array.shape):
-        raise ValueError(f"g of shape {tuple(g_array.shape)} and z of shape {tuple(z_array.shape)} differ")
-    like = _Dtype(g_array, z_array)
-    G, Z = Vectors("g", g_array, like), Vectors("z", z_array, like, direction=True)
-    G.given, Z.given = g_array.dtype, z_array.dtype
-    return G, Z
-
-
-@one_device
-def tangent_project(g, z) -> np.ndarray:
-    """g - (z_hat^H g) z_hat along the last axis, z_hat = z / |z| (ValueError for a zero z)."""
-    G, Z = _tangent_arguments(g, z)
-    if Z.empty:
-        return Z.xp.zeros(Z.shape, Z.dtype)
-    out = _batched(sphere.tangent_project)(Z.xp.zeros_like(G.v), G.v, Z.v, donate=True)[0]
-    out = G.scaled(out, G.e)  # linear in g, the same for every scaling of z
-    check_result("tangent_project", "out", out, Z.batch, Z.xp)
-    return out.reshape(Z.shape)
-
-
-@one_device
-def tangent_project_vjp(g, z, gout) -> tuple:
-    """(gg, gz) given the cotangent of the tangent projection."""
-    G, Z = _tangent_arguments(g, z)
-    O = Vectors("gout", gout, Z, Z.shape, cotangent=True,
-                 why="as the cotangent of the projection it needs the shape of g and z,")
-    if Z.empty:
-        return Z.xp.zeros(Z.shape, Z.dtype), Z.xp.zeros(Z.shape, Z.dtype)
-    _, (_, gg, gz) = _batched(sphere.tangent_project).vjp((Z.xp.zeros_like(G.v), G.v, Z.v), (O.v, None, None),
-                                                          donate=True)
-    gg = _as_given(G.scaled(gg, O.e), G.given)
-    gz = _as_given(Z.scaled(gz, negated(Z.e), G.e, O.e), Z.given)
-    for name, value in (("gg", gg), ("gz", gz)):
-        check_result("tangent_project_vjp", name, value, Z.batch, Z.xp)
-    return gg.reshape(Z.shape), gz.reshape(Z.shape)

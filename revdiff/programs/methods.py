@@ -29,6 +29,15 @@ COMPLETE_METHODS = ("householder", "blocked_householder", "givens")
 BLOCKED_MIN_COLUMNS = householder.PANEL
 BLOCKED_MIN_ELEMENTS = 2048
 
+#: ``method="auto"`` (the default of the high-level functions) runs ``householder`` on CPU matrices of
+#: at least this many columns and rows (p = min(m, n)), ``cgs2`` on smaller ones and on GPUs (where
+#: no crossover has been measured), and ``householder`` for the complete Q of a tall matrix, which
+#: cgs2 cannot form. Measured one core, float64 and float32, projection and QR gradients
+#: (``benchmarks/RESULTS.md``): householder's time over cgs2's 0.42-0.93 at p >= 128, 0.95-1.07 at
+#: 128 x 64, and 0.57-1.40 below (cgs2 faster for QR gradients of 32 x 16 to 48 x 24).
+AUTO = "auto"
+AUTO_HOUSEHOLDER_MIN_COLUMNS = 128
+
 
 #: the QR modes, named and shaped as in ``torch.linalg.qr``
 QR_MODES = ("reduced", "complete", "r")
@@ -48,7 +57,7 @@ def q_columns(method: str, mode, shape: tuple) -> int:
     m, n = shape[-2:]
     if mode != "complete" or m <= n:
         return min(m, n)
-    if method not in COMPLETE_METHODS:
+    if resolved(method, shape, mode=mode) not in COMPLETE_METHODS:
         raise ValueError(f"mode='complete' of a tall A (shape {tuple(shape)}) needs a method that completes Q to "
                          f"an orthogonal {m} x {m} matrix: {_choices(COMPLETE_METHODS)}; "
                          f"{method!r} computes the first {n} columns only")
@@ -56,13 +65,24 @@ def q_columns(method: str, mode, shape: tuple) -> int:
 
 
 def check_method(table: dict, method) -> None:
-    """ValueError naming the choices unless ``method`` is one of ``table``'s."""
-    if not isinstance(method, str) or method not in table:
-        raise ValueError(f"unknown method {method!r}; choose one of {', '.join(table)}")
+    """ValueError naming the choices unless ``method`` is "auto" or one of ``table``'s."""
+    if not isinstance(method, str) or method not in table and method != AUTO:
+        raise ValueError(f"unknown method {method!r}; choose one of {', '.join((AUTO, *table))}")
+
+
+def resolved(method: str, shape: tuple, gpu: bool = False, mode: str = "reduced") -> str:
+    """The method that runs for ``method`` on matrices of ``shape`` (..., m, n) in QR ``mode``: itself,
+    or for "auto" ``householder`` or ``cgs2`` (``AUTO_HOUSEHOLDER_MIN_COLUMNS``)."""
+    if method != AUTO:
+        return method
+    m, n = shape[-2:]
+    complete = mode == "complete" and m > n
+    return "householder" if complete or not gpu and min(m, n) >= AUTO_HOUSEHOLDER_MIN_COLUMNS else "cgs2"
 
 
 def chosen_method(method: str, shape: tuple, gpu: bool = False) -> str:
     """The method whose program runs for ``method`` on matrices of ``shape`` (..., m, n)."""
+    method = resolved(method, shape, gpu)
     m, n = shape[-2:]
     if (method == "householder" and not gpu and min(m, n) > BLOCKED_MIN_COLUMNS
             and m * n > BLOCKED_MIN_ELEMENTS):

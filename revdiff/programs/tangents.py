@@ -9,10 +9,11 @@ import numpy as np
 
 from revdiff.programs import sphere
 from revdiff.programs.api import (PROJECT_METHODS, QrCotangents, _as_given, _Kept, _batched, _empty_qr,
-                                  _leading_projection, _least_squares, _normalized, _pivoted, _program, _qr_run,
-                                  _solution_cotangent, _tangent_arguments, _truncating, _with_vector)
+                                  _leading_projection, _least_squares, _pivoted, _program, _qr_run,
+                                  _solution_cotangent, _truncating, _with_vector)
+from revdiff.programs.sphere_functions import _normalized, _tangent_arguments
 from revdiff.programs.arguments import Matrices, Vectors, scanned
-from revdiff.programs.methods import check_method
+from revdiff.programs.methods import check_method, resolved
 from revdiff.programs.ranked import fresh, ranked
 from revdiff.programs.inputs import (as_array, check_rank, check_result, direction_exponents, flat, negated,
                                      one_device, rank_tolerance, require_finite)
@@ -52,13 +53,14 @@ def _kept_direction(D, kept: _Kept, xp):
 
 
 @one_device
-def qr_jvp(A, dA, method: str = "cgs2", rank_tol: float | None = None, mode: str = "reduced",
+def qr_jvp(A, dA, method: str = "auto", rank_tol: float | None = None, mode: str = "reduced",
            pivoting: bool = False) -> tuple:
     """``(qr(A, ...), (dQ, dR))``: the factors and their derivatives along dA (None: zero), in one
     run of the tangent of the QR program; options as in ``qr`` (for mode "r" the tangent is dR
     alone; with ``pivoting`` that of QR of A[..., perm], perm fixed)."""
     M = Matrices(A)
     tol = rank_tolerance(rank_tol, M.dtype)
+    method = resolved(method, M.shape, M.gpu, mode)
     program, outputs, q = _qr_run(method, M, mode)
     D = _matrix_direction(dA, M)
     M, perm = _pivoted(M, pivoting)
@@ -82,7 +84,7 @@ def qr_jvp(A, dA, method: str = "cgs2", rank_tol: float | None = None, mode: str
 
 
 @one_device
-def project_jvp(A, y, dA, dy, method: str = "cgs2", rank_tol: float | None = None,
+def project_jvp(A, y, dA, dy, method: str = "auto", rank_tol: float | None = None,
                 rank_deficient: str = "raise") -> tuple:
     """``(project(A, y, ...), dz)``: the projection and its derivative along (dA, dy) (None: zero),
     in one run of the tangent of the projection program. With ``rank_deficient="truncate"`` the
@@ -91,6 +93,7 @@ def project_jvp(A, y, dA, dy, method: str = "cgs2", rank_tol: float | None = Non
     truncate = _truncating(rank_deficient)
     check_method(PROJECT_METHODS, method)
     M, Y = _with_vector(A, y)
+    method = resolved(method, M.shape, M.gpu)
     program = _program(PROJECT_METHODS, method, M)
     tol = rank_tolerance(rank_tol, M.dtype)
     D, dY = _matrix_direction(dA, M), _vector_direction(dy, M)
@@ -126,7 +129,7 @@ def _scaled_direction(D, M: Matrices, perm):
 
 
 @one_device
-def qr_vjp_jvp(A, gQ, gR, dA, method: str = "cgs2", rank_tol: float | None = None, mode: str = "reduced",
+def qr_vjp_jvp(A, gQ, gR, dA, method: str = "auto", rank_tol: float | None = None, mode: str = "reduced",
                pivoting: bool = False) -> tuple:
     """``(gA, dgA, tangents)``: ``qr_vjp(A, gQ, gR, ...)``, its derivative along dA (the cotangents
     held fixed: the Hessian of <Q, gQ> + <R, gR> times dA) and the derivatives of the factors along
@@ -142,7 +145,8 @@ def qr_vjp_jvp(A, gQ, gR, dA, method: str = "cgs2", rank_tol: float | None = Non
         return zero, zero.copy(), tangents[1] if mode == "r" else tangents
     D, hv = _scaled_direction(D, M, run.perm)
     (outs, grads, douts, dgrads), rows = ranked(lambda rows: run.program.vjp_jvp(
-        run.arguments(rows), run.cotangents_in(rows), (None,) * len(run.outputs) + (rows(D),)), M, run.tol, method)
+        run.arguments(rows), run.cotangents_in(rows), (None,) * len(run.outputs) + (rows(D),)), M, run.tol,
+        run.method)
     check_rank(outs[1], M.batch, run.tol, M.xp, run.perm)
     gA = run.gradient(rows.back(grads[-1]), "qr_vjp_jvp", "gA")
     dgA = run.gradient(rows.back(dgrads[-1]), "qr_vjp_jvp", "dgA", hv)
@@ -153,7 +157,7 @@ def qr_vjp_jvp(A, gQ, gR, dA, method: str = "cgs2", rank_tol: float | None = Non
 
 
 @one_device
-def project_vjp_jvp(A, y, gz, dA, dy, method: str = "cgs2", rank_tol: float | None = None,
+def project_vjp_jvp(A, y, gz, dA, dy, method: str = "auto", rank_tol: float | None = None,
                     rank_deficient: str = "raise") -> tuple:
     """``((gA, gy), (dgA, dgy), dz)``: ``project_vjp(A, y, gz, ...)``, its derivatives along
     (dA, dy) with gz held fixed (the Hessian of <z, gz> times the direction) and ``project_jvp``'s
@@ -162,6 +166,7 @@ def project_vjp_jvp(A, y, gz, dA, dy, method: str = "cgs2", rank_tol: float | No
     truncate = _truncating(rank_deficient)
     check_method(PROJECT_METHODS, method)
     M, Y = _with_vector(A, y, scan=False)
+    method = resolved(method, M.shape, M.gpu)
     program = _program(PROJECT_METHODS, method, M)
     tol = rank_tolerance(rank_tol, M.dtype)
     G = Vectors("gz", gz, M, M.batch + (M.m,), cotangent=True, why="as the cotangent of z it needs the shape of y,",
@@ -202,13 +207,13 @@ def project_vjp_jvp(A, y, gz, dA, dy, method: str = "cgs2", rank_tol: float | No
 
 
 @one_device
-def lstsq_jvp(A, y, dA, dy, method: str = "cgs2", rank_tol: float | None = None,
+def lstsq_jvp(A, y, dA, dy, method: str = "auto", rank_tol: float | None = None,
               rank_deficient: str = "raise") -> tuple:
     """``(lstsq(A, y, ...), dx)``: the least-squares solution and its derivative along (dA, dy)
     (None: zero), in one run of the tangent of the least-squares program. With
     ``rank_deficient="truncate"`` the first entry is (x, rank) and dx the derivative of the basic
     solution on the kept columns (zero on those left out; exact along directions that keep the rank)."""
-    program, M, Y, tol, truncate = _least_squares(A, y, method, rank_tol, rank_deficient)
+    program, method, M, Y, tol, truncate = _least_squares(A, y, method, rank_tol, rank_deficient)
     D, dY = _matrix_direction(dA, M), _vector_direction(dy, M)
     if M.empty:
         x = M.xp.zeros(M.batch + (M.n,), M.dtype)
@@ -233,13 +238,13 @@ def lstsq_jvp(A, y, dA, dy, method: str = "cgs2", rank_tol: float | None = None,
 
 
 @one_device
-def lstsq_vjp_jvp(A, y, gx, dA, dy, method: str = "cgs2", rank_tol: float | None = None,
+def lstsq_vjp_jvp(A, y, gx, dA, dy, method: str = "auto", rank_tol: float | None = None,
                   rank_deficient: str = "raise") -> tuple:
     """``((gA, gy), (dgA, dgy), dx)``: ``lstsq_vjp(A, y, gx, ...)``, its derivatives along (dA, dy)
     with gx held fixed (the Hessian of <x, gx> times the direction) and ``lstsq_jvp``'s dx, in one
     run of the tangent of the fused vjp. What PyTorch's double backward through
     ``revdiff.torch.lstsq`` runs."""
-    program, M, Y, tol, truncate = _least_squares(A, y, method, rank_tol, rank_deficient, scan=False)
+    program, method, M, Y, tol, truncate = _least_squares(A, y, method, rank_tol, rank_deficient, scan=False)
     G = Vectors("gx", gx, M, M.batch + (M.n,), cotangent=True, why="as the cotangent of x it needs the shape of x,",
                 scan=False)
     scanned(M, Y, G)

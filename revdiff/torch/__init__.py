@@ -253,16 +253,16 @@ _normalize_call = _autograd(_NORMALIZE, _NORMALIZE_VJP, 1, _NORMALIZE_JVP, _NORM
 
 # ----------------------------------------------------------------------------- the public functions
 
-def qr(A: torch.Tensor, method: str = "cgs2", rank_tol: float | None = None, mode: str = "reduced") -> tuple:
+def qr(A: torch.Tensor, method: str = "auto", rank_tol: float | None = None, mode: str = "reduced") -> tuple:
     """Q, R of A (..., m, n) with diag(R) real nonnegative (``torch.ops.revdiff.qr``); the gradient
     runs the QR program backwards. ``mode`` as in ``torch.linalg.qr``: "reduced", "complete" (Q
-    m x m; for a tall A with ``householder`` or ``givens``) or "r" (an empty Q and R, and, unlike
-    torch, a gradient). ``rank_tol`` as in ``revdiff.programs.qr``."""
+    m x m; for a tall A with the default "auto", ``householder`` or ``givens``) or "r" (an empty Q
+    and R, and, unlike torch, a gradient). ``method`` and ``rank_tol`` as in ``revdiff.programs.qr``."""
     _checked("A", A)
     return _qr_call(A, method, rank_tol, mode)
 
 
-def project(A: torch.Tensor, y: torch.Tensor, method: str = "cgs2", rank_tol: float | None = None,
+def project(A: torch.Tensor, y: torch.Tensor, method: str = "auto", rank_tol: float | None = None,
             rank_deficient: str = "raise"):
     """Q Q^H y, the orthogonal projection of y (..., m) onto the column space of A (..., m, n).
     ``rank_deficient="truncate"``: onto the numerical column space, returning (z, rank), as
@@ -271,7 +271,7 @@ def project(A: torch.Tensor, y: torch.Tensor, method: str = "cgs2", rank_tol: fl
     return _with_rank(_project_call(A, y, method, rank_tol, rank_deficient), A, y, rank_tol, rank_deficient)
 
 
-def lstsq(A: torch.Tensor, y: torch.Tensor, method: str = "cgs2", rank_tol: float | None = None,
+def lstsq(A: torch.Tensor, y: torch.Tensor, method: str = "auto", rank_tol: float | None = None,
           rank_deficient: str = "raise"):
     """argmin_x |A x - y| for A (..., m, n) of full column rank, through the QR program;
     ``rank_deficient="truncate"``: the basic solution and the rank, as ``revdiff.programs.lstsq``."""
