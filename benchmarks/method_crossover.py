@@ -48,10 +48,11 @@ def main(argv=None) -> None:
     print("|---|---|---|---|---|---|---|")
     for dtype in args.dtypes.split(","):
         for case in args.cases.split(","):
-            b, m, n = map(int, case.split("x"))
+            b, m, n = map(int, case.split("x"))  # B x m x n
+            p = min(m, n)
             A = rng.standard_normal((b, m, n)).astype(dtype)
             y, gz = rng.standard_normal((b, m)).astype(dtype), rng.standard_normal((b, m)).astype(dtype)
-            gQ, gR = rng.standard_normal((b, m, n)).astype(dtype), rng.standard_normal((b, n, n)).astype(dtype)
+            gQ, gR = rng.standard_normal((b, m, p)).astype(dtype), rng.standard_normal((b, p, n)).astype(dtype)
             gradients = {"projection": lambda method: P.project_vjp(A, y, gz, method=method),
                          "qr": lambda method: P.qr_vjp(A, gQ, gR, method=method)}
             for name, gradient in gradients.items():
@@ -62,7 +63,7 @@ def main(argv=None) -> None:
                     for method in times:
                         times[method].append(best_of(lambda: gradient(method), args.rounds))
                 c, h = min(times["cgs2"]), min(times["householder"])
-                print(f"| {case} | {dtype} | {name} | {1e3 * c:.0f} | {1e3 * h:.0f} | {h / c:.2f} | "
+                print(f"| {case} | {dtype} | {name} | {1e3 * c:.1f} | {1e3 * h:.1f} | {h / c:.2f} | "
                       f"{resolved('auto', (m, n))} |", flush=True)
 
 

@@ -567,8 +567,13 @@ def test_auto_runs_householder_on_large_matrices_and_for_complete_q_else_cgs2():
     assert resolved("auto", (P_MIN, P_MIN), gpu=True) == "cgs2"
     assert resolved("auto", (5, 3), mode="complete") == resolved("auto", (5, 3), gpu=True, mode="complete") \
         == "householder"
-    assert resolved("auto", (3, 5), mode="complete") == "cgs2"  # a wide A's Q is square already
+    assert resolved("auto", (3, 5), mode="complete") == resolved("auto", (4, 4), mode="complete") == "cgs2"
+    assert resolved("auto", (5, 3), mode="r") == "cgs2"  # a square Q, or none, needs no completion
     assert resolved("mgs", (500, 500)) == "mgs"
+    from revdiff.programs.methods import chosen_method, q_columns
+    assert q_columns("auto", "complete", (5, 3)) == 5 and q_columns("auto", "reduced", (5, 3)) == 3
+    with pytest.raises(ValueError, match="resolves to"):  # past a call's start, only the method that runs
+        chosen_method("auto", (5, 3))
 
 
 def test_auto_is_the_default_and_equals_the_method_it_chooses_bit_for_bit(monkeypatch):
@@ -580,6 +585,12 @@ def test_auto_is_the_default_and_equals_the_method_it_chooses_bit_for_bit(monkey
     from revdiff.programs import api, tangents
     functions = [P.qr, P.qr_vjp, P.qr_jvp, P.qr_vjp_jvp, P.project, P.project_vjp, P.project_jvp,
                  P.project_vjp_jvp, P.lstsq, P.lstsq_vjp, P.lstsq_jvp, P.lstsq_vjp_jvp]
+    for name in ("torch", "jax", "dask"):  # the wrappers too, where installed
+        try:
+            wrapper = __import__(f"revdiff.{name}", fromlist=["qr"])
+        except ImportError:
+            continue
+        functions += [getattr(wrapper, f) for f in ("qr", "project", "lstsq")]
     assert all(inspect.signature(f).parameters["method"].default == "auto" for f in functions)
     seen = []
     for module in (api, tangents):
@@ -597,7 +608,11 @@ def test_auto_is_the_default_and_equals_the_method_it_chooses_bit_for_bit(monkey
             assert seen == [chosen, chosen]
             for g, w in zip(_leaves(got), _leaves(want)):
                 np.testing.assert_array_equal(g, w)
-    Q, R = P.qr(r.standard_normal((6, 4)), mode="complete")  # the default completes Q: Householder
-    assert Q.shape == (6, 6) and seen[-1] == "householder"
+    A = r.standard_normal((6, 4))  # the default completes Q of a tall A: Householder
+    for call in (lambda: P.qr(A, mode="complete"), lambda: P.qr_vjp(A, None, np.ones((6, 4)), mode="complete"),
+                 lambda: P.qr_jvp(A, A, mode="complete")):
+        seen.clear()
+        call()
+        assert seen == ["householder"]
     with pytest.raises(ValueError, match="choose one of auto, cgs2"):
         P.project(A, y, method="fastest")

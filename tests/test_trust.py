@@ -1121,6 +1121,12 @@ def test_bench_compares_one_core_with_one_core_in_a_pinned_process():
     t = rows[0]["times"]
     fastest = min(v for k, v in t.items() if not k.startswith("revdiff"))
     assert f"| {fastest / t['revdiff cgs2']:.2f} (cgs2) |" in out.getvalue()
+    row = {"loss": "qr", "dtype": "float64", "B": 2, "m": 256, "n": 128, "ran": {},  # from 128 columns: householder
+           "times": {"revdiff cgs2": 4.0, "revdiff householder": 2.0, "numpy formula": 1.0}}
+    out = io.StringIO()
+    bench.report([row], 10.0, {}, out)
+    header, rule, line = out.getvalue().strip().splitlines()[-3:]
+    assert "| 0.50 (householder) |" in line and header.count("|") == rule.count("|") == line.count("|")
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])

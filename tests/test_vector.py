@@ -230,14 +230,15 @@ def _sequential_sum(terms):
 
 
 @pytest.mark.parametrize("cplx", [False, True])
+@pytest.mark.parametrize("m", [1, 4, 7, 40])
 @pytest.mark.parametrize("n", range(10))
-def test_small_products_compute_in_the_documented_order_bit_for_bit(n, cplx):
+def test_small_products_compute_in_the_documented_order_bit_for_bit(n, m, cplx):
     """Small matrices walk A column by column: ``y -= A @ x`` subtracts one column after another, a
-    column sum (``A^H x`` and real gradients) adds four interleaved partial sums combined as
-    (a0 + a1) + (a2 + a3), complex gradients walk the rows. The results and gradients are bit for
-    bit that order evaluated in Python's numbers (no fused multiply-add, which NumPy's complex loops
-    may use), for 0 to 9 columns; an inverse, a lane program or a faster loop shape must keep it."""
-    m = 7
+    column sum (``A^H x``, and real gradients up to 32 rows) adds four interleaved partial sums
+    combined as (a0 + a1) + (a2 + a3); complex gradients, and real ones of more than 32 rows, walk
+    the rows. The results and gradients are bit for bit that order evaluated in Python's numbers (no
+    fused multiply-add, which NumPy's complex loops may use), for 0 to 9 columns and 1 to 40 rows:
+    a faster loop shape must keep it (lanes and inverses are held to one element elsewhere)."""
     A, x, y, gy = rand(m, n, cplx=cplx), rand(n, cplx=cplx), rand(m, cplx=cplx), rand(m, cplx=cplx)
     a, xs, ys, gys = A.tolist(), x.tolist(), y.tolist(), gy.tolist()
     conj = (lambda v: v.conjugate()) if cplx else (lambda v: v)  # noqa: E731
@@ -248,15 +249,17 @@ def test_small_products_compute_in_the_documented_order_bit_for_bit(n, cplx):
     assert z.tolist() == want
     _, gA, gx = pullback(gy, None, None)
     assert gA.tolist() == [[-gys[i] * conj(xs[j]) for j in range(n)] for i in range(m)]
-    column_sum = _sequential_sum if cplx else _four_partial_sums
+    rows_walk = cplx or m > 32
+    column_sum = _sequential_sum if rows_walk else _four_partial_sums
     assert gx.tolist() == [-column_sum([conj(a[i][j]) * gys[i] for i in range(m)]) for j in range(n)]
-    # w[:k] -= A[:, :k]^H y: a sum per column; its adjoint adds A[:, j] gw[j] into gy column after column
+    # w[:k] -= A[:, :k]^H y: a sum per column; its adjoint adds A[:, j] gw[j] into gy column after
+    # column on the column walk, as four partial sums along each row on the row walk
     w, gw = rand(n, cplx=cplx), rand(n, cplx=cplx)
     ws, gws = w.tolist(), gw.tolist()
     (z, _, _, _), pullback = revdiff.vjp(matvec_h, w, A, y, n)
     assert z.tolist() == [ws[j] - _four_partial_sums([conj(a[i][j]) * ys[i] for i in range(m)]) for j in range(n)]
     _, gA, gy_, _ = pullback(gw, None, None, None)
-    row_sum = _four_partial_sums if cplx else _sequential_sum
+    row_sum = _four_partial_sums if rows_walk else _sequential_sum
     assert gy_.tolist() == [row_sum([a[i][j] * -gws[j] for j in range(n)]) for i in range(m)]
     assert gA.tolist() == [[conj(-gws[j]) * ys[i] for j in range(n)] for i in range(m)]
 

@@ -35,20 +35,26 @@ def _batched(program) -> BatchedFunction:
 
 
 def _program(table: dict, method: str, M: Matrices) -> BatchedFunction:
-    """The batched program ``method`` runs on M's matrices (``methods.chosen_method``)."""
+    """The batched program ``method`` (resolved) runs on M's matrices (``methods.chosen_method``)."""
     return _batched(program_for(table, method, M.shape, M.gpu))
 
 
-def last_run(function: str, method: str, shape: tuple) -> str:
+def _resolved_program(table: dict, method: str, M: Matrices) -> tuple:
+    """(the method "auto" or ``method`` names for M's matrices, its batched program)."""
+    method = resolved(method, M.shape, M.gpu)
+    return method, _program(table, method, M)
+
+
+def last_run(function: str, method: str, shape: tuple, mode: str = "reduced") -> str:
     """"program, path" of the last ``function`` call ("qr", "qr_vjp", "project", "project_vjp",
     "lstsq" or "lstsq_vjp", with ``rank_deficient="raise"``) with ``method`` on CPU matrices of
-    ``shape`` (..., m, n): the program the method chose for the shape (``methods.chosen_method``)
-    and how its batch ran (``Batching.last_paths``)."""
+    ``shape`` (..., m, n) (and QR ``mode``, which "auto" reads): the program the method chose for the
+    shape (``methods.chosen_method``) and how its batch ran (``Batching.last_paths``)."""
     tables = {"qr": QR_METHODS, "project": PROJECT_METHODS, "lstsq": LSTSQ_METHODS}
     name, _, kind = function.partition("_")
     if name not in tables or kind not in ("", "vjp"):
         raise ValueError(f"last_run reports qr, project, lstsq and their _vjp, not {function!r}")
-    program = program_for(tables[name], resolved(method, shape), shape)
+    program = program_for(tables[name], resolved(method, shape, mode=mode), shape)
     return f"{program.__name__}, {_batched(program).last_paths.get(kind or 'call', 'not run')}"
 
 
@@ -97,7 +103,8 @@ def qr(A, method: str = "auto", rank_tol: float | None = None, mode: str = "redu
 
     - ``mode="reduced"`` (default): Q (..., m, p), R (..., p, n);
     - ``mode="complete"``: Q (..., m, m) orthogonal (unitary), R (..., m, n), its rows below p zero;
-      for a tall A only ``householder`` and ``givens`` complete Q (others raise ValueError);
+      for a tall A only ``householder``, ``blocked_householder`` and ``givens`` complete Q (which
+      "auto" then runs as ``householder``; others raise ValueError);
     - ``mode="r"``: R (..., p, n) alone (NumPy's and JAX's convention; ``revdiff.torch.qr`` returns
       an empty Q beside it, as ``torch.linalg.qr`` does).
 
@@ -106,8 +113,8 @@ def qr(A, method: str = "auto", rank_tol: float | None = None, mode: str = "redu
     for mode "r". The order is chosen as Businger and Golub choose it (``pivoting.py``), and
     ``method`` factors A[..., perm].
 
-    method: "auto" (default: "householder" where min(m, n) >= 128 on the CPU and for the complete Q
-    of a tall A, where it is the faster, else "cgs2": ``methods.AUTO_HOUSEHOLDER_MIN_COLUMNS``),
+    method: "auto" (default: "householder" where min(m, n) >= 128 on the CPU, where it measured the
+    faster, and for the complete Q of a tall A, else "cgs2": ``methods.AUTO_HOUSEHOLDER_MIN_COLUMNS``),
     "cgs2", "bcgs2", "mgs", "cgs", "householder" or "givens" (real only; the rotation angles are an
     extra output of ``revdiff.programs.givens``). Batches run in parallel.
     Raises RankDeficientError where a column's residual is at most ``rank_tol`` (default 100 eps)
@@ -294,8 +301,7 @@ def project(A, y, method: str = "auto", rank_tol: float | None = None, rank_defi
     truncate = _truncating(rank_deficient)
     check_method(PROJECT_METHODS, method)
     M, Y = _with_vector(A, y)
-    method = resolved(method, M.shape, M.gpu)
-    program = _program(PROJECT_METHODS, method, M)
+    method, program = _resolved_program(PROJECT_METHODS, method, M)
     tol = rank_tolerance(rank_tol, M.dtype)
     if M.empty:
         z = M.unflat(M.xp.zeros_like(Y.flat), M.m)
@@ -326,8 +332,7 @@ def project_vjp(A, y, gz, method: str = "auto", rank_tol: float | None = None, r
     truncate = _truncating(rank_deficient)
     check_method(PROJECT_METHODS, method)
     M, Y = _with_vector(A, y, scan=False)
-    method = resolved(method, M.shape, M.gpu)
-    program = _program(PROJECT_METHODS, method, M)
+    method, program = _resolved_program(PROJECT_METHODS, method, M)
     tol = rank_tolerance(rank_tol, M.dtype)
     G = Vectors("gz", gz, M, M.batch + (M.m,), cotangent=True, why="as the cotangent of z it needs the shape of y,",
                 scan=False)
@@ -358,8 +363,7 @@ def _least_squares(A, y, method: str, rank_tol, rank_deficient, scan: bool = Tru
     truncate = _truncating(rank_deficient)
     check_method(LSTSQ_METHODS, method)
     M, Y = _with_vector(A, y, scan)
-    method = resolved(method, M.shape, M.gpu)
-    program = _program(LSTSQ_METHODS, method, M)
+    method, program = _resolved_program(LSTSQ_METHODS, method, M)
     if M.m < M.n and not truncate:
         raise ValueError(f"lstsq needs a tall or square A (m >= n) of full column rank; A has shape {M.shape}, "
                          "and a wide A's least-squares problem has infinitely many solutions, of which "

@@ -30,11 +30,13 @@ BLOCKED_MIN_COLUMNS = householder.PANEL
 BLOCKED_MIN_ELEMENTS = 2048
 
 #: ``method="auto"`` (the default of the high-level functions) runs ``householder`` on CPU matrices of
-#: at least this many columns and rows (p = min(m, n)), ``cgs2`` on smaller ones and on GPUs (where
-#: no crossover has been measured), and ``householder`` for the complete Q of a tall matrix, which
-#: cgs2 cannot form. Measured one core, float64 and float32, projection and QR gradients
-#: (``benchmarks/RESULTS.md``): householder's time over cgs2's 0.42-0.93 at p >= 128, 0.95-1.07 at
-#: 128 x 64, and 0.57-1.40 below (cgs2 faster for QR gradients of 32 x 16 to 48 x 24).
+#: at least this many columns and rows (p = min(m, n)) and for the complete Q of a tall matrix (which
+#: cgs2 cannot form; on GPUs too), ``cgs2`` on smaller matrices and otherwise on GPUs (where no
+#: crossover has been measured). ``python benchmarks/method_crossover.py`` (``benchmarks/RESULTS.md``,
+#: "The default method"; one core, float64 and float32, projection and QR gradients, m = 2n):
+#: householder's time over cgs2's 0.39-0.97 at p >= 128; below, 0.61-1.32, the faster method
+#: depending on the dtype and the gradient. Complex data, all cores, other aspect ratios and forward
+#: mode follow the same rule unmeasured.
 AUTO = "auto"
 AUTO_HOUSEHOLDER_MIN_COLUMNS = 128
 
@@ -57,9 +59,10 @@ def q_columns(method: str, mode, shape: tuple) -> int:
     m, n = shape[-2:]
     if mode != "complete" or m <= n:
         return min(m, n)
+    check_method(QR_METHODS, method)
     if resolved(method, shape, mode=mode) not in COMPLETE_METHODS:
         raise ValueError(f"mode='complete' of a tall A (shape {tuple(shape)}) needs a method that completes Q to "
-                         f"an orthogonal {m} x {m} matrix: {_choices(COMPLETE_METHODS)}; "
+                         f"an orthogonal {m} x {m} matrix: {_choices((AUTO,) + COMPLETE_METHODS)}; "
                          f"{method!r} computes the first {n} columns only")
     return m
 
@@ -73,7 +76,7 @@ def check_method(table: dict, method) -> None:
 def resolved(method: str, shape: tuple, gpu: bool = False, mode: str = "reduced") -> str:
     """The method that runs for ``method`` on matrices of ``shape`` (..., m, n) in QR ``mode``: itself,
     or for "auto" ``householder`` or ``cgs2`` (``AUTO_HOUSEHOLDER_MIN_COLUMNS``)."""
-    if method != AUTO:
+    if not (isinstance(method, str) and method == AUTO):
         return method
     m, n = shape[-2:]
     complete = mode == "complete" and m > n
@@ -81,8 +84,10 @@ def resolved(method: str, shape: tuple, gpu: bool = False, mode: str = "reduced"
 
 
 def chosen_method(method: str, shape: tuple, gpu: bool = False) -> str:
-    """The method whose program runs for ``method`` on matrices of ``shape`` (..., m, n)."""
-    method = resolved(method, shape, gpu)
+    """The method whose program runs for ``method`` (a resolved one: ``resolved`` turns "auto" into one
+    where a call starts, so that everything after it sees the method that runs) on matrices of ``shape``."""
+    if method == AUTO:
+        raise ValueError("methods.chosen_method takes the method 'auto' resolves to (methods.resolved)")
     m, n = shape[-2:]
     if (method == "householder" and not gpu and min(m, n) > BLOCKED_MIN_COLUMNS
             and m * n > BLOCKED_MIN_ELEMENTS):

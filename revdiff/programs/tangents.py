@@ -9,7 +9,7 @@ import numpy as np
 
 from revdiff.programs import sphere
 from revdiff.programs.api import (PROJECT_METHODS, QrCotangents, _as_given, _Kept, _batched, _empty_qr,
-                                  _leading_projection, _least_squares, _pivoted, _program, _qr_run,
+                                  _leading_projection, _least_squares, _pivoted, _qr_run, _resolved_program,
                                   _solution_cotangent, _truncating, _with_vector)
 from revdiff.programs.sphere_functions import _normalized, _tangent_arguments
 from revdiff.programs.arguments import Matrices, Vectors, scanned
@@ -93,8 +93,7 @@ def project_jvp(A, y, dA, dy, method: str = "auto", rank_tol: float | None = Non
     truncate = _truncating(rank_deficient)
     check_method(PROJECT_METHODS, method)
     M, Y = _with_vector(A, y)
-    method = resolved(method, M.shape, M.gpu)
-    program = _program(PROJECT_METHODS, method, M)
+    method, program = _resolved_program(PROJECT_METHODS, method, M)
     tol = rank_tolerance(rank_tol, M.dtype)
     D, dY = _matrix_direction(dA, M), _vector_direction(dy, M)
     if M.empty:
@@ -166,8 +165,7 @@ def project_vjp_jvp(A, y, gz, dA, dy, method: str = "auto", rank_tol: float | No
     truncate = _truncating(rank_deficient)
     check_method(PROJECT_METHODS, method)
     M, Y = _with_vector(A, y, scan=False)
-    method = resolved(method, M.shape, M.gpu)
-    program = _program(PROJECT_METHODS, method, M)
+    method, program = _resolved_program(PROJECT_METHODS, method, M)
     tol = rank_tolerance(rank_tol, M.dtype)
     G = Vectors("gz", gz, M, M.batch + (M.m,), cotangent=True, why="as the cotangent of z it needs the shape of y,",
                 scan=False)

@@ -149,7 +149,10 @@ def report(rows: list, gemm: float, starts: dict, out=sys.stdout, cores: str = "
     print(f"\n## {cores}: machine {platform.node()}, {os.cpu_count()} CPUs, "
           f"{platform.processor() or platform.machine()}; Python {platform.python_version()}, NumPy {np.__version__}; "
           f"dgemm {gemm:.1f} GFLOP/s on {cores}", file=out)
-    names = list(rows[0]["times"]) if rows else []
+    if not rows:
+        print("\n(no cases)", file=out)
+        return
+    names = list(rows[0]["times"])
     ours = [k for k in names if k.startswith("revdiff")]
     print("\n| loss | dtype | B x m x n | " + " | ".join(names) + " | "
           + " | ".join(f"fastest peer / {k}" for k in ours)
@@ -160,7 +163,8 @@ def report(rows: list, gemm: float, starts: dict, out=sys.stdout, cores: str = "
         peers_t = [v for k, v in t.items() if not k.startswith("revdiff")]
         ratios = " | ".join(f"{min(peers_t) / t[k]:.2f}" if peers_t else "nan" for k in ours)
         chosen = resolved("auto", (r["m"], r["n"]))  # the default runs it, bit for bit
-        default = f"{min(peers_t) / t[f'revdiff {chosen}']:.2f} ({chosen})" if peers_t else "nan"
+        default = (f"{min(peers_t) / t[f'revdiff {chosen}']:.2f} ({chosen})"
+                   if peers_t and f"revdiff {chosen}" in t else f"- ({chosen} not timed)")
         rate = r["B"] * reversible_flops(r["loss"], r["m"], r["n"]) / t["revdiff cgs2"] / 1e9
         cells = " | ".join(f"{t[k] * 1e3:.1f} ms" for k in names)
         print(f"| {r['loss']} | {r['dtype']} | {r['B']}x{r['m']}x{r['n']} | {cells} | {ratios} | {default} | "
