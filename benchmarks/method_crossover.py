@@ -4,7 +4,8 @@ process pinned to one CPU), the two methods alternating, best of ``--rounds`` ru
 measurement behind ``revdiff.programs.methods.AUTO_HOUSEHOLDER_MIN_COLUMNS``, the rule of the
 default ``method="auto"``; its last column says which method the default runs at the shape.
 
-    python benchmarks/method_crossover.py [--cases 10000x32x16,...] [--dtypes float64,float32] [--rounds 3]
+    python benchmarks/method_crossover.py [--cases 10000x32x16,...] [--dtypes float64,float32]
+                                          [--gradients projection,qr] [--rounds 3]
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default=CASES)
     parser.add_argument("--dtypes", default="float64,float32")
+    parser.add_argument("--gradients", default="projection,qr", help="of projection, qr and lstsq")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
     revdiff.set_num_threads(1)
@@ -53,9 +55,12 @@ def main(argv=None) -> None:
             A = rng.standard_normal((b, m, n)).astype(dtype)
             y, gz = rng.standard_normal((b, m)).astype(dtype), rng.standard_normal((b, m)).astype(dtype)
             gQ, gR = rng.standard_normal((b, m, p)).astype(dtype), rng.standard_normal((b, p, n)).astype(dtype)
+            gx = rng.standard_normal((b, n)).astype(dtype)
             gradients = {"projection": lambda method: P.project_vjp(A, y, gz, method=method),
-                         "qr": lambda method: P.qr_vjp(A, gQ, gR, method=method)}
-            for name, gradient in gradients.items():
+                         "qr": lambda method: P.qr_vjp(A, gQ, gR, method=method),
+                         "lstsq": lambda method: P.lstsq_vjp(A, y, gx, method=method)}
+            for name in args.gradients.split(","):
+                gradient = gradients[name]
                 times: dict = {"cgs2": [], "householder": []}
                 for method in times:
                     gradient(method)  # compiled and warm

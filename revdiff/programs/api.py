@@ -41,20 +41,20 @@ def _program(table: dict, method: str, M: Matrices) -> BatchedFunction:
 
 def _resolved_program(table: dict, method: str, M: Matrices) -> tuple:
     """(the method "auto" or ``method`` names for M's matrices, its batched program)."""
-    method = resolved(method, M.shape, M.gpu)
+    method = resolved(method, M.shape, M.gpu, dtype=M.dtype)
     return method, _program(table, method, M)
 
 
-def last_run(function: str, method: str, shape: tuple, mode: str = "reduced") -> str:
+def last_run(function: str, method: str, shape: tuple, mode: str = "reduced", dtype="float64") -> str:
     """"program, path" of the last ``function`` call ("qr", "qr_vjp", "project", "project_vjp",
     "lstsq" or "lstsq_vjp", with ``rank_deficient="raise"``) with ``method`` on CPU matrices of
-    ``shape`` (..., m, n) (and QR ``mode``, which "auto" reads): the program the method chose for the
+    ``shape`` (..., m, n) (and QR ``mode`` and ``dtype``, which "auto" reads): the program the method chose for the
     shape (``methods.chosen_method``) and how its batch ran (``Batching.last_paths``)."""
     tables = {"qr": QR_METHODS, "project": PROJECT_METHODS, "lstsq": LSTSQ_METHODS}
     name, _, kind = function.partition("_")
     if name not in tables or kind not in ("", "vjp"):
         raise ValueError(f"last_run reports qr, project, lstsq and their _vjp, not {function!r}")
-    program = program_for(tables[name], resolved(method, shape, mode=mode), shape)
+    program = program_for(tables[name], resolved(method, shape, mode=mode, dtype=dtype), shape)
     return f"{program.__name__}, {_batched(program).last_paths.get(kind or 'call', 'not run')}"
 
 
@@ -113,15 +113,15 @@ def qr(A, method: str = "auto", rank_tol: float | None = None, mode: str = "redu
     for mode "r". The order is chosen as Businger and Golub choose it (``pivoting.py``), and
     ``method`` factors A[..., perm].
 
-    method: "auto" (default: "householder" where min(m, n) >= 128 on the CPU, where it measured the
-    faster, and for the complete Q of a tall A, else "cgs2": ``methods.AUTO_HOUSEHOLDER_MIN_COLUMNS``),
+    method: "auto" (default: "householder" for real A with min(m, n) >= 128 on the CPU, where it
+    measured the faster, and for the complete Q of a tall A, else "cgs2": ``methods.resolved``),
     "cgs2", "bcgs2", "mgs", "cgs", "householder" or "givens" (real only; the rotation angles are an
     extra output of ``revdiff.programs.givens``). Batches run in parallel.
     Raises RankDeficientError where a column's residual is at most ``rank_tol`` (default 100 eps)
     of its norm: Q is not determined by A there."""
     M = Matrices(A)
     tol = rank_tolerance(rank_tol, M.dtype)
-    method = resolved(method, M.shape, M.gpu, mode)
+    method = resolved(method, M.shape, M.gpu, mode, M.dtype)
     program, outputs, q = _qr_run(method, M, mode)
     M, perm = _pivoted(M, pivoting)
     if M.empty:
@@ -172,7 +172,7 @@ class QrCotangents:
     def __init__(self, A, gQ, gR, method, rank_tol, mode, pivoting):
         M = Matrices(A)
         self.tol = rank_tolerance(rank_tol, M.dtype)
-        self.method = resolved(method, M.shape, M.gpu, mode)
+        self.method = resolved(method, M.shape, M.gpu, mode, M.dtype)
         self.program, self.outputs, q = _qr_run(self.method, M, mode)
         self.M, self.perm = _pivoted(M, pivoting)
         if mode == "r" and gQ is not None:

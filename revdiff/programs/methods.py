@@ -1,8 +1,10 @@
-"""The methods and QR modes of the high-level functions, the programs the methods name, and the
-choice among a method's programs: ``householder`` runs one of two programs of the same
+"""The methods and QR modes of the high-level functions, the programs the methods name, the method
+the default "auto" runs (``resolved``), and the choice among a method's programs: ``householder`` runs one of two programs of the same
 factorisation, the one measured faster for the shape (as LAPACK's geqrf runs its unblocked geqr2
 on narrow matrices)."""
 from __future__ import annotations
+
+import numpy as np
 
 from revdiff.programs import givens, gram_schmidt, householder, projection
 
@@ -29,14 +31,15 @@ COMPLETE_METHODS = ("householder", "blocked_householder", "givens")
 BLOCKED_MIN_COLUMNS = householder.PANEL
 BLOCKED_MIN_ELEMENTS = 2048
 
-#: ``method="auto"`` (the default of the high-level functions) runs ``householder`` on CPU matrices of
-#: at least this many columns and rows (p = min(m, n)) and for the complete Q of a tall matrix (which
-#: cgs2 cannot form; on GPUs too), ``cgs2`` on smaller matrices and otherwise on GPUs (where no
-#: crossover has been measured). ``python benchmarks/method_crossover.py`` (``benchmarks/RESULTS.md``,
-#: "The default method"; one core, float64 and float32, projection and QR gradients, m = 2n):
-#: householder's time over cgs2's 0.39-0.97 at p >= 128; below, 0.61-1.32, the faster method
-#: depending on the dtype and the gradient. Complex data, all cores, other aspect ratios and forward
-#: mode follow the same rule unmeasured.
+#: ``method="auto"`` (the default of the high-level functions) runs ``householder`` on real CPU
+#: matrices of at least this many columns and rows (p = min(m, n)) and for the complete Q of a tall
+#: matrix (which cgs2 cannot form; on GPUs too), ``cgs2`` on smaller matrices, on complex ones and
+#: otherwise on GPUs (where no crossover has been measured). ``python benchmarks/method_crossover.py``
+#: (``benchmarks/RESULTS.md``, "The default method"; one core, m = 2n, projection and QR gradients):
+#: householder's time over cgs2's, float64 and float32, 0.39-0.97 at p >= 128; below, 0.61-1.32, the
+#: faster method depending on the dtype and the gradient; complex, 1.78-3.28 for QR gradients at
+#: p = 128 to 250 and 1.1-1.7 for projections below. All cores, other aspect ratios and forward mode
+#: follow the rule unmeasured.
 AUTO = "auto"
 AUTO_HOUSEHOLDER_MIN_COLUMNS = 128
 
@@ -73,14 +76,15 @@ def check_method(table: dict, method) -> None:
         raise ValueError(f"unknown method {method!r}; choose one of {', '.join((AUTO, *table))}")
 
 
-def resolved(method: str, shape: tuple, gpu: bool = False, mode: str = "reduced") -> str:
-    """The method that runs for ``method`` on matrices of ``shape`` (..., m, n) in QR ``mode``: itself,
-    or for "auto" ``householder`` or ``cgs2`` (``AUTO_HOUSEHOLDER_MIN_COLUMNS``)."""
+def resolved(method: str, shape: tuple, gpu: bool = False, mode: str = "reduced", dtype="float64") -> str:
+    """The method that runs for ``method`` on matrices of ``shape`` (..., m, n) and ``dtype`` in QR
+    ``mode``: itself, or for "auto" ``householder`` or ``cgs2`` (``AUTO_HOUSEHOLDER_MIN_COLUMNS``)."""
     if not (isinstance(method, str) and method == AUTO):
         return method
     m, n = shape[-2:]
     complete = mode == "complete" and m > n
-    return "householder" if complete or not gpu and min(m, n) >= AUTO_HOUSEHOLDER_MIN_COLUMNS else "cgs2"
+    large = not gpu and np.dtype(dtype).kind == "f" and min(m, n) >= AUTO_HOUSEHOLDER_MIN_COLUMNS
+    return "householder" if complete or large else "cgs2"
 
 
 def chosen_method(method: str, shape: tuple, gpu: bool = False) -> str:

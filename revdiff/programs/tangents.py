@@ -60,7 +60,7 @@ def qr_jvp(A, dA, method: str = "auto", rank_tol: float | None = None, mode: str
     alone; with ``pivoting`` that of QR of A[..., perm], perm fixed)."""
     M = Matrices(A)
     tol = rank_tolerance(rank_tol, M.dtype)
-    method = resolved(method, M.shape, M.gpu, mode)
+    method = resolved(method, M.shape, M.gpu, mode, M.dtype)
     program, outputs, q = _qr_run(method, M, mode)
     D = _matrix_direction(dA, M)
     M, perm = _pivoted(M, pivoting)
