@@ -559,8 +559,9 @@ def test_complex_householder_with_a_small_or_zero_leading_entry(method, leading)
 
 def test_auto_runs_householder_on_large_matrices_and_for_complete_q_else_cgs2():
     """The rule, at its edges: Householder on real matrices from min(m, n) = 128 on (also for a wide
-    A), and for the complete Q of a tall A at any size and dtype (cgs2 cannot complete Q); cgs2
-    below, on complex matrices (whose Householder QR gradients measured 1.8-3.3× slower) and on GPUs."""
+    A), for projections and least squares also on real tall matrices of 24 columns to 2048 entries,
+    and for the complete Q of a tall A at any size and dtype (cgs2 cannot complete Q); cgs2
+    elsewhere, on complex matrices (whose Householder QR gradients measured 1.8-3.3× slower) and on GPUs."""
     from revdiff.programs.methods import AUTO_HOUSEHOLDER_MIN_COLUMNS as P_MIN
     from revdiff.programs.methods import resolved
     assert resolved("auto", (P_MIN, P_MIN)) == resolved("auto", (3, P_MIN, 500)) == "householder"
@@ -570,6 +571,16 @@ def test_auto_runs_householder_on_large_matrices_and_for_complete_q_else_cgs2():
     assert resolved("auto", (P_MIN, P_MIN), dtype=np.complex128) == resolved("auto", (500, 500), dtype="complex64") \
         == "cgs2"
     assert resolved("auto", (5, 3), mode="complete", dtype=np.complex64) == "householder"
+    from revdiff.programs.methods import AUTO_PROJECTION_MAX_ELEMENTS as E_MAX
+    from revdiff.programs.methods import AUTO_PROJECTION_MIN_COLUMNS as Q_MIN
+    # projections and least squares: also tall lane-sized real matrices from Q_MIN columns
+    assert resolved("auto", (2 * Q_MIN, Q_MIN), projection=True) == resolved("auto", (64, 32), projection=True) \
+        == resolved("auto", (E_MAX // Q_MIN, Q_MIN), dtype=np.float32, projection=True) == "householder"
+    assert resolved("auto", (64, 32)) == "cgs2"  # QR gradients form Q: cgs2 there
+    for shape in ((2 * Q_MIN, Q_MIN - 1), (E_MAX // Q_MIN + 1, Q_MIN), (Q_MIN, 2 * Q_MIN), (96, 48)):
+        assert resolved("auto", shape, projection=True) == "cgs2", shape
+    assert resolved("auto", (64, 32), dtype=np.complex128, projection=True) == "cgs2"
+    assert resolved("auto", (64, 32), gpu=True, projection=True) == "cgs2"
     assert resolved("auto", (5, 3), mode="complete") == resolved("auto", (5, 3), gpu=True, mode="complete") \
         == "householder"
     assert resolved("auto", (3, 5), mode="complete") == resolved("auto", (4, 4), mode="complete") == "cgs2"
@@ -603,11 +614,14 @@ def test_auto_is_the_default_and_equals_the_method_it_chooses_bit_for_bit(monkey
         monkeypatch.setattr(module, "ranked", lambda call, M, tol, method, *a, _o=original, **k:
                             seen.append(method) or _o(call, M, tol, method, *a, **k))
     r = np.random.default_rng(5)
-    for shape, chosen in (((140, 128), "householder"), ((20, 9), "cgs2")):
+    for shape, for_qr, for_projection in (((140, 128), "householder", "householder"), ((20, 9), "cgs2", "cgs2"),
+                                          ((64, 32), "cgs2", "householder")):
         A, y, gz = r.standard_normal(shape), r.standard_normal(shape[0]), r.standard_normal(shape[0])
         dA, dy = r.standard_normal(shape), r.standard_normal(shape[0])
-        for call in (lambda m: P.qr(A, method=m), lambda m: P.project_vjp(A, y, gz, method=m),
-                     lambda m: P.lstsq(A, y, method=m), lambda m: P.project_jvp(A, y, dA, dy, method=m)):
+        for call, chosen in ((lambda m: P.qr(A, method=m), for_qr),
+                             (lambda m: P.project_vjp(A, y, gz, method=m), for_projection),
+                             (lambda m: P.lstsq(A, y, method=m), for_projection),
+                             (lambda m: P.project_jvp(A, y, dA, dy, method=m), for_projection)):
             seen.clear()
             got, want = call("auto"), call(chosen)
             assert seen == [chosen, chosen]

@@ -40,8 +40,9 @@ def _program(table: dict, method: str, M: Matrices) -> BatchedFunction:
 
 
 def _resolved_program(table: dict, method: str, M: Matrices) -> tuple:
-    """(the method "auto" or ``method`` names for M's matrices, its batched program)."""
-    method = resolved(method, M.shape, M.gpu, dtype=M.dtype)
+    """(the method "auto" or ``method`` names for M's matrices, its batched program): of ``table``,
+    the projections' or the least squares' programs."""
+    method = resolved(method, M.shape, M.gpu, dtype=M.dtype, projection=True)
     return method, _program(table, method, M)
 
 
@@ -54,7 +55,8 @@ def last_run(function: str, method: str, shape: tuple, mode: str = "reduced", dt
     name, _, kind = function.partition("_")
     if name not in tables or kind not in ("", "vjp"):
         raise ValueError(f"last_run reports qr, project, lstsq and their _vjp, not {function!r}")
-    program = program_for(tables[name], resolved(method, shape, mode=mode, dtype=dtype), shape)
+    program = program_for(tables[name], resolved(method, shape, mode=mode, dtype=dtype, projection=name != "qr"),
+                          shape)
     return f"{program.__name__}, {_batched(program).last_paths.get(kind or 'call', 'not run')}"
 
 

@@ -1,7 +1,7 @@
 """The methods and QR modes of the high-level functions, the programs the methods name, the method
-the default "auto" runs (``resolved``), and the choice among a method's programs: ``householder`` runs one of two programs of the same
-factorisation, the one measured faster for the shape (as LAPACK's geqrf runs its unblocked geqr2
-on narrow matrices)."""
+the default "auto" runs (``resolved``), and the choice among a method's programs: ``householder``
+runs one of two programs of the same factorisation, the one measured faster for the shape (as
+LAPACK's geqrf runs its unblocked geqr2 on narrow matrices)."""
 from __future__ import annotations
 
 import numpy as np
@@ -42,6 +42,13 @@ BLOCKED_MIN_ELEMENTS = 2048
 #: follow the rule unmeasured.
 AUTO = "auto"
 AUTO_HOUSEHOLDER_MIN_COLUMNS = 128
+#: ... and, for projections and least squares (which form no Q with ``householder``), on real tall
+#: CPU matrices of at least this many columns and at most ``AUTO_PROJECTION_MAX_ELEMENTS`` entries,
+#: where householder's projection and least-squares gradients took 0.55-0.99 of cgs2's time in float64
+#: and 0.59-0.93 in float32 (48 x 24 and 64 x 32, one matrix to batches of 2000), against 0.86-1.11 at
+#: 96 x 48 and 128 x 64 and 0.91-1.14 below 24 columns (one matrix of 32 x 16: 0.99-1.04).
+AUTO_PROJECTION_MIN_COLUMNS = 24
+AUTO_PROJECTION_MAX_ELEMENTS = 2048
 
 
 #: the QR modes, named and shaped as in ``torch.linalg.qr``
@@ -76,15 +83,20 @@ def check_method(table: dict, method) -> None:
         raise ValueError(f"unknown method {method!r}; choose one of {', '.join((AUTO, *table))}")
 
 
-def resolved(method: str, shape: tuple, gpu: bool = False, mode: str = "reduced", dtype="float64") -> str:
+def resolved(method: str, shape: tuple, gpu: bool = False, mode: str = "reduced", dtype="float64",
+             projection: bool = False) -> str:
     """The method that runs for ``method`` on matrices of ``shape`` (..., m, n) and ``dtype`` in QR
-    ``mode``: itself, or for "auto" ``householder`` or ``cgs2`` (``AUTO_HOUSEHOLDER_MIN_COLUMNS``)."""
+    ``mode`` (``projection``: for a projection or least squares): itself, or for "auto"
+    ``householder`` or ``cgs2`` (``AUTO_HOUSEHOLDER_MIN_COLUMNS``, ``AUTO_PROJECTION_MIN_COLUMNS``)."""
     if not (isinstance(method, str) and method == AUTO):
         return method
     m, n = shape[-2:]
     complete = mode == "complete" and m > n
-    large = not gpu and np.dtype(dtype).kind == "f" and min(m, n) >= AUTO_HOUSEHOLDER_MIN_COLUMNS
-    return "householder" if complete or large else "cgs2"
+    real_cpu = not gpu and np.dtype(dtype).kind == "f"
+    large = real_cpu and min(m, n) >= AUTO_HOUSEHOLDER_MIN_COLUMNS
+    small_projection = (projection and real_cpu and m >= n >= AUTO_PROJECTION_MIN_COLUMNS
+                        and m * n <= AUTO_PROJECTION_MAX_ELEMENTS)
+    return "householder" if complete or large or small_projection else "cgs2"
 
 
 def chosen_method(method: str, shape: tuple, gpu: bool = False) -> str:
