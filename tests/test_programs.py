@@ -260,8 +260,9 @@ def test_a_refused_rank_deficient_matrix_is_named_by_its_batch_index():
 @pytest.mark.parametrize("method, attempts", [("householder", 3), ("cgs2", 1)])
 def test_a_refusal_is_retried_in_the_other_row_orders_then_raised(method, attempts):
     """Only Householder's refusals are retried, each refused matrix in its own orders (reversed,
-    then reversed and rotated by one), the others kept; then the last refusal is raised. (The error
-    here names its element only, as a GPU batch's does.)"""
+    then reversed and rotated by half: each leads with another row), the others kept; then the last
+    refusal is raised, marked as refused in every order. (The error here names its element only, as
+    a GPU batch's does.)"""
     from revdiff.programs.arguments import Matrices
     from revdiff.programs.ranked import ranked
     M = Matrices(np.random.default_rng(0).standard_normal((3, 4, 2)))
@@ -276,10 +277,89 @@ def test_a_refusal_is_retried_in_the_other_row_orders_then_raised(method, attemp
     with pytest.raises(revdiff.ReversibilityError, match="'V' is not zero") as caught:
         ranked(refuse_element_1, M, 1e-12, method)
     assert ("with its rows reversed" in str(caught.value)) == (method == "householder")
+    assert getattr(caught.value, "refused_in_every_order", False) == (method == "householder")
     assert len(orders) == attempts
     for order in orders:
         np.testing.assert_array_equal(order[[0, 2]], [[0, 1, 2, 3]] * 2)
-    assert [list(order[1]) for order in orders] == [[0, 1, 2, 3], [3, 2, 1, 0], [0, 3, 2, 1]][:attempts]
+    assert [list(order[1]) for order in orders] == [[0, 1, 2, 3], [3, 2, 1, 0], [1, 0, 3, 2]][:attempts]
+
+
+def _refused_everywhere(seed: int, m: int = 64, n: int = 32) -> tuple:
+    """(A, y): a well-conditioned A whose first column's leading entry sits at Householder's sign
+    threshold (-|x| / 1000) in rows 0, m - 1 and m // 2 - 1, the leading rows of all three orders
+    (whether rounding puts it on the refused side depends on the matrix and the machine's BLAS)."""
+    r = np.random.default_rng(seed)
+    A, y = r.standard_normal((m, n)), r.standard_normal(m)
+    rows, t = [0, m - 1, m // 2 - 1], 1 / 1000
+    A[rows, 0] = -t * (np.linalg.norm(np.delete(A[:, 0], rows)) / np.sqrt(1 - len(rows) * t * t))
+    return A, y
+
+
+def test_auto_runs_cgs2_where_householder_refuses_a_matrix_in_every_order(monkeypatch):
+    """Where Householder refuses a full-rank matrix in all three row orders, an explicit
+    "householder" raises and the default ("auto", Householder at 64 x 32 for projections and least
+    squares) answers with cgs2, bit for bit, in every function that takes a method: with the
+    refusal forced, and on a matrix that Householder refuses (found among a few crafted ones)."""
+    from revdiff.programs import api, tangents
+    r = np.random.default_rng(8)
+    A, y = r.standard_normal((64, 32)), r.standard_normal(64)
+    g, dA, gQ = np.ones(32), np.ones((64, 32)), np.ones((64, 32))
+    calls = (lambda **k: P.project(A, y, **k), lambda **k: P.project_vjp(A, y, y, **k),
+             lambda **k: P.lstsq(A, y, **k), lambda **k: P.lstsq_vjp(A, y, g, **k),
+             lambda **k: P.project_jvp(A, y, dA, y, **k), lambda **k: P.project_vjp_jvp(A, y, y, dA, y, **k),
+             lambda **k: P.lstsq_jvp(A, y, dA, y, **k), lambda **k: P.lstsq_vjp_jvp(A, y, g, dA, y, **k),
+             lambda **k: P.qr(A, **k), lambda **k: P.qr_vjp(A, gQ, None, **k), lambda **k: P.qr_jvp(A, dA, **k),
+             lambda **k: P.qr_vjp_jvp(A, gQ, None, dA, **k))
+    wants = [call(method="cgs2") for call in calls]
+    for module in (api, tangents):
+        original = module.ranked
+
+        def refusing(call, M, tol, method, *a, _original=original, **k):
+            if method == "householder":
+                error = revdiff.ReversibilityError("refused")
+                error.refused_in_every_order = True
+                raise error
+            return _original(call, M, tol, method, *a, **k)
+        monkeypatch.setattr(module, "ranked", refusing)
+    monkeypatch.setattr(revdiff.programs.methods, "AUTO_HOUSEHOLDER_MIN_COLUMNS", 1)  # QR too: Householder
+    for call, want in zip(calls, wants):
+        for got, w in zip(_leaves(call()), _leaves(want)):
+            np.testing.assert_array_equal(got, w)
+        with pytest.raises(revdiff.ReversibilityError, match="refused"):
+            call(method="householder")
+    monkeypatch.undo()
+    for seed in range(40):
+        A, y = _refused_everywhere(seed)
+        try:
+            P.project(A, y, method="householder")
+        except revdiff.ReversibilityError as exc:
+            assert exc.refused_in_every_order and np.linalg.cond(A) < 10
+            break
+    else:
+        pytest.skip("none of the crafted matrices was refused in every order on this machine")
+    np.testing.assert_array_equal(P.project(A, y), P.project(A, y, method="cgs2"))
+    np.testing.assert_allclose(P.project(A, y), A @ np.linalg.lstsq(A, y, rcond=None)[0], atol=1e-13)
+
+
+def test_the_cgs2_fallback_keeps_other_errors_and_a_complete_q():
+    """``cgs2_where_refused`` reruns only a refusal in every order under "auto" (not one of another
+    kind, nor with an explicit method, nor for a complete Q, which cgs2 cannot form)."""
+    from revdiff.programs.ranked import cgs2_where_refused
+    calls = []
+
+    def refuses(A, method="auto", mode="reduced", everywhere=True):
+        calls.append(method)
+        if method == "cgs2":
+            return "cgs2"
+        error = revdiff.ReversibilityError("refused")
+        error.refused_in_every_order = everywhere
+        raise error
+
+    f = cgs2_where_refused(refuses)
+    assert f(None) == f(None, "auto") == "cgs2" and calls == ["auto", "cgs2"] * 2
+    for kwargs in ({"method": "householder"}, {"mode": "complete"}, {"everywhere": False}):
+        with pytest.raises(revdiff.ReversibilityError):
+            f(None, **kwargs)
 
 
 def test_row_orders_put_rows_in_order_and_back():

@@ -15,7 +15,7 @@ from revdiff.programs.methods import (COMPLETE_METHODS, LSTSQ_METHODS, PROJECT_M
 from revdiff.programs.inputs import (DTYPES, array_module, as_array, check_rank, check_result, flat,
                                      negated, one_device, rank_tolerance, require_finite, scale_exponents)
 from revdiff.programs.pivoting import column_pivots
-from revdiff.programs.ranked import fresh, numerical_rank, ranked
+from revdiff.programs.ranked import cgs2_where_refused, fresh, numerical_rank, ranked
 from revdiff.programs.scan import largest_per_element
 
 __all__ = ["DTYPES", "QR_METHODS", "QR_MODES", "COMPLETE_METHODS", "RANK_DEFICIENT",
@@ -100,6 +100,7 @@ def _largest(*arrays):
 
 
 @one_device
+@cgs2_where_refused
 def qr(A, method: str = "auto", rank_tol: float | None = None, mode: str = "reduced", pivoting: bool = False):
     """Q, R of A (..., m, n) with diag(R) real nonnegative, p = min(m, n):
 
@@ -149,6 +150,7 @@ def _empty_qr(M: Matrices, q: int, outputs: tuple) -> tuple:
 
 
 @one_device
+@cgs2_where_refused
 def qr_vjp(A, gQ, gR, method: str = "auto", rank_tol: float | None = None, mode: str = "reduced",
            pivoting: bool = False) -> np.ndarray:
     """Cotangent of A given those of Q and R (None: zero), by running the QR program backwards.
@@ -291,6 +293,7 @@ def rank(A, rank_tol: float | None = None):
 
 
 @one_device
+@cgs2_where_refused
 def project(A, y, method: str = "auto", rank_tol: float | None = None, rank_deficient: str = "raise"):
     """z = Q Q^H y, the orthogonal projection of y (..., m) onto the column space of A (..., m, n);
     a matrix without columns projects onto {0}.
@@ -325,6 +328,7 @@ def project(A, y, method: str = "auto", rank_tol: float | None = None, rank_defi
 
 
 @one_device
+@cgs2_where_refused
 def project_vjp(A, y, gz, method: str = "auto", rank_tol: float | None = None, rank_deficient: str = "raise") -> tuple:
     """(gA, gy): cotangents of A and y given that of z = Q Q^H y. With ``rank_deficient="truncate"``
     (see ``project``), the gradient of the projection onto the kept columns, zero for the columns
@@ -374,6 +378,7 @@ def _least_squares(A, y, method: str, rank_tol, rank_deficient, scan: bool = Tru
 
 
 @one_device
+@cgs2_where_refused
 def lstsq(A, y, method: str = "auto", rank_tol: float | None = None, rank_deficient: str = "raise"):
     """x minimising |A x - y| for A (..., m, n), through the QR program.
 
@@ -409,6 +414,7 @@ def _solution_cotangent(G: Vectors, M: Matrices) -> tuple:
 
 
 @one_device
+@cgs2_where_refused
 def lstsq_vjp(A, y, gx, method: str = "auto", rank_tol: float | None = None, rank_deficient: str = "raise") -> tuple:
     """(gA, gy) given the cotangent of the least-squares solution x (``rank_deficient`` as in
     ``lstsq``: the basic solution's gradient with the kept columns fixed, zero for those left out)."""

@@ -13,16 +13,20 @@ full-rank A, so the same R comes out, and Q, z and the gradients of A and y go b
 """
 from __future__ import annotations
 
+import functools
+import inspect
+
 import numpy as np
 
 from revdiff.errors import RankDeficientError, ReversibilityError
 from revdiff.programs.arguments import Matrices
 from revdiff.programs.inputs import batch_index
+from revdiff.programs.methods import AUTO
 from revdiff.programs.pivoting import column_pivots
 
 #: the methods whose programs choose each reflector's sign by a threshold on its column's leading entry
 THRESHOLD_METHODS = ("householder", "blocked_householder")
-#: how many orders of a refused matrix's rows are tried: its own, reversed, reversed and rotated by one
+#: how many orders of a refused matrix's rows are tried: its own, reversed, reversed and rotated by half
 ROW_ORDERS = 3
 
 
@@ -59,10 +63,11 @@ class Rows:
 
     def reordered(self, element: int, attempt: int, batch: int, m: int) -> "Rows":
         """These orders with ``element``'s the ``attempt``-th other one (``batch`` elements of ``m``
-        rows): reversed (1), then reversed and rotated by one (2)."""
+        rows): reversed (1), then reversed and rotated by half (2), so that each order leads with
+        another row (m - 1, then m // 2 - 1; of three rows or more) than A's own (row 0)."""
         xp = self.xp
         order = xp.tile(xp.arange(m), (batch, 1)) if self.order is None else self.order.copy()
-        order[element] = xp.roll(xp.arange(m)[::-1], attempt - 1)
+        order[element] = xp.roll(xp.arange(m)[::-1], 0 if attempt == 1 else max(2, m // 2))
         return Rows(xp, order)
 
 
@@ -93,8 +98,10 @@ def ranked(call, M: Matrices, tol: float, method: str, truncated: bool = False) 
             if method not in THRESHOLD_METHODS or not refused:
                 raise
             if any(attempts.get(b, 1) >= ROW_ORDERS for b in refused):
-                raise ReversibilityError(f"{exc.message}; the matrix was refused with its rows reversed, and "
-                                         "reversed and rotated, too", exc.loc, written=True) from exc
+                error = ReversibilityError(f"{exc.message}; the matrix was refused with its rows reversed, and "
+                                           "reversed and rotated, too", exc.loc, written=True)
+                error.refused_in_every_order = True  # method="auto" then runs cgs2 (``cgs2_where_refused``)
+                raise error from exc
             for b in refused:
                 attempts[b] = attempts.get(b, 1) + 1
                 rows = rows.reordered(b, attempts[b] - 1, M.b, M.m)
@@ -122,3 +129,28 @@ def _raise_if_rank_deficient(M: Matrices, tol: float, exc: Exception, elements) 
                                  f"{int(rank[k])} < {M.p} (QR with column pivoting: residuals at most {tol:.1e} of "
                                  "the largest); rank_deficient='truncate' projects onto its numerical column space"
                                  ) from exc
+
+
+def cgs2_where_refused(function):
+    """``function`` (a high-level function with ``method`` and ``mode`` parameters) called again with
+    method="cgs2" where ``method="auto"`` chose Householder and a matrix was refused in every row
+    order (``ranked``): the default answers every matrix of full rank, an explicit "householder"
+    raises. A complete Q, which cgs2 cannot form, keeps the refusal. Nothing is bound on a call that
+    succeeds."""
+    signature = inspect.signature(function)
+
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except ReversibilityError as exc:
+            if not getattr(exc, "refused_in_every_order", False):
+                raise
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            if bound.arguments["method"] != AUTO or bound.arguments.get("mode") == "complete":
+                raise
+            bound.arguments["method"] = "cgs2"
+        return function(*bound.args, **bound.kwargs)
+    return call
+

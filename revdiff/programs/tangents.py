@@ -14,7 +14,7 @@ from revdiff.programs.api import (PROJECT_METHODS, QrCotangents, _as_given, _Kep
 from revdiff.programs.sphere_functions import _normalized, _tangent_arguments
 from revdiff.programs.arguments import Matrices, Vectors, scanned
 from revdiff.programs.methods import check_method, resolved
-from revdiff.programs.ranked import fresh, ranked
+from revdiff.programs.ranked import cgs2_where_refused, fresh, ranked
 from revdiff.programs.inputs import (as_array, check_rank, check_result, direction_exponents, flat, negated,
                                      one_device, rank_tolerance, require_finite)
 
@@ -53,6 +53,7 @@ def _kept_direction(D, kept: _Kept, xp):
 
 
 @one_device
+@cgs2_where_refused
 def qr_jvp(A, dA, method: str = "auto", rank_tol: float | None = None, mode: str = "reduced",
            pivoting: bool = False) -> tuple:
     """``(qr(A, ...), (dQ, dR))``: the factors and their derivatives along dA (None: zero), in one
@@ -84,6 +85,7 @@ def qr_jvp(A, dA, method: str = "auto", rank_tol: float | None = None, mode: str
 
 
 @one_device
+@cgs2_where_refused
 def project_jvp(A, y, dA, dy, method: str = "auto", rank_tol: float | None = None,
                 rank_deficient: str = "raise") -> tuple:
     """``(project(A, y, ...), dz)``: the projection and its derivative along (dA, dy) (None: zero),
@@ -128,6 +130,7 @@ def _scaled_direction(D, M: Matrices, perm):
 
 
 @one_device
+@cgs2_where_refused
 def qr_vjp_jvp(A, gQ, gR, dA, method: str = "auto", rank_tol: float | None = None, mode: str = "reduced",
                pivoting: bool = False) -> tuple:
     """``(gA, dgA, tangents)``: ``qr_vjp(A, gQ, gR, ...)``, its derivative along dA (the cotangents
@@ -156,6 +159,7 @@ def qr_vjp_jvp(A, gQ, gR, dA, method: str = "auto", rank_tol: float | None = Non
 
 
 @one_device
+@cgs2_where_refused
 def project_vjp_jvp(A, y, gz, dA, dy, method: str = "auto", rank_tol: float | None = None,
                     rank_deficient: str = "raise") -> tuple:
     """``((gA, gy), (dgA, dgy), dz)``: ``project_vjp(A, y, gz, ...)``, its derivatives along
@@ -205,6 +209,7 @@ def project_vjp_jvp(A, y, gz, dA, dy, method: str = "auto", rank_tol: float | No
 
 
 @one_device
+@cgs2_where_refused
 def lstsq_jvp(A, y, dA, dy, method: str = "auto", rank_tol: float | None = None,
               rank_deficient: str = "raise") -> tuple:
     """``(lstsq(A, y, ...), dx)``: the least-squares solution and its derivative along (dA, dy)
@@ -236,6 +241,7 @@ def lstsq_jvp(A, y, dA, dy, method: str = "auto", rank_tol: float | None = None,
 
 
 @one_device
+@cgs2_where_refused
 def lstsq_vjp_jvp(A, y, gx, dA, dy, method: str = "auto", rank_tol: float | None = None,
                   rank_deficient: str = "raise") -> tuple:
     """``((gA, gy), (dgA, dgy), dx)``: ``lstsq_vjp(A, y, gx, ...)``, its derivatives along (dA, dy)
