@@ -19,7 +19,7 @@ if __name__ == "__main__":
     print("projection loss gradient: equal to torch.linalg.qr's on well-conditioned A")
 
     Q, R = rt.qr(A)                             # thin
-    Qc, Rc = rt.qr(A, "householder", mode="complete")
+    Qc, Rc = rt.qr(A, mode="complete")          # the default runs householder, which completes Q
     assert Q.shape == (8, 6, 4) and R.shape == (8, 4, 4) and Qc.shape == (8, 6, 6) and Rc.shape == (8, 6, 4)
     A.grad = None
     Qc.sum().backward()                         # complete Q has a gradient of its own shape
