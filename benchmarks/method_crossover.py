@@ -68,7 +68,7 @@ def main(argv=None) -> None:
                     for method in times:
                         times[method].append(best_of(lambda: gradient(method), args.rounds))
                 c, h = min(times["cgs2"]), min(times["householder"])
-                chosen = resolved("auto", (m, n), dtype=dtype, projection=name != "qr", batch=b)
+                chosen = resolved("auto", (m, n), dtype=dtype, projection=name != "qr")
                 print(f"| {case} | {dtype} | {name} | {1e3 * c:.1f} | {1e3 * h:.1f} | {h / c:.2f} | {chosen} |",
                       flush=True)
 

@@ -5,8 +5,6 @@ element and column) and overflowing results are refused; extreme magnitudes are 
 of two; empty matrices and batches give empty results, as in NumPy."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from revdiff.batch import BatchedFunction
@@ -44,7 +42,7 @@ def _program(table: dict, method: str, M: Matrices) -> BatchedFunction:
 def _resolved_program(table: dict, method: str, M: Matrices) -> tuple:
     """(the method "auto" or ``method`` names for M's matrices, its batched program): of ``table``,
     the projections' or the least squares' programs."""
-    method = resolved(method, M.shape, M.gpu, dtype=M.dtype, projection=True, batch=M.b)
+    method = resolved(method, M.shape, M.gpu, dtype=M.dtype, projection=True)
     return method, _program(table, method, M)
 
 
@@ -57,8 +55,8 @@ def last_run(function: str, method: str, shape: tuple, mode: str = "reduced", dt
     name, _, kind = function.partition("_")
     if name not in tables or kind not in ("", "vjp"):
         raise ValueError(f"last_run reports qr, project, lstsq and their _vjp, not {function!r}")
-    chosen = resolved(method, shape, mode=mode, dtype=dtype, projection=name != "qr", batch=math.prod(shape[:-2]))
-    program = program_for(tables[name], chosen, shape)
+    program = program_for(tables[name], resolved(method, shape, mode=mode, dtype=dtype, projection=name != "qr"),
+                          shape)
     return f"{program.__name__}, {_batched(program).last_paths.get(kind or 'call', 'not run')}"
 
 

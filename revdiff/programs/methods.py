@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 
 from revdiff.programs import givens, gram_schmidt, householder, projection
-from revdiff.targets.lanes.modules import LANE_MIN_BATCH
 
 QR_METHODS = {"cgs2": gram_schmidt.cgs2, "bcgs2": gram_schmidt.bcgs2, "mgs": gram_schmidt.mgs,
               "cgs": gram_schmidt.cgs, "householder": householder.householder,
@@ -50,11 +49,10 @@ AUTO_HOUSEHOLDER_MIN_COLUMNS = 128
 #: 96 x 48 and 128 x 64 and 0.91-1.14 below 24 columns (one matrix of 32 x 16: 0.99-1.04).
 AUTO_PROJECTION_MIN_COLUMNS = 24
 AUTO_PROJECTION_MAX_ELEMENTS = 2048
-#: ... and from this many columns in float64 batches that run in SIMD lanes (``LANE_MIN_BATCH``
-#: matrices or more): householder/cgs2 0.84-1.02 on one core at 32 x 16 to 40 x 20 (batches of 256
-#: to 10000), and 0.58-0.68 on both cores at 10000 x 32 x 16 (``revdiff bench``); float32 batches
-#: there took 1.04-1.17 on one core.
-AUTO_LANES_PROJECTION_MIN_COLUMNS = 16
+#: The rule reads each matrix's shape, the dtype, the QR mode and the device, never the batch size:
+#: a batch equals its elements called one by one bit for bit, and ``revdiff.dask``'s chunks a single
+#: call (float64 batches in SIMD lanes from 16 columns measured 0.84-1.02 of cgs2's time with
+#: householder on one core, but a single 32 x 16 matrix 1.04: taking it there would split the two).
 
 
 #: the QR modes, named and shaped as in ``torch.linalg.qr``
@@ -90,20 +88,18 @@ def check_method(table: dict, method) -> None:
 
 
 def resolved(method: str, shape: tuple, gpu: bool = False, mode: str = "reduced", dtype="float64",
-             projection: bool = False, batch: int = 1) -> str:
-    """The method that runs for ``method`` on ``batch`` matrices of ``shape`` (..., m, n) and ``dtype``
-    in QR ``mode`` (``projection``: for a projection or least squares): itself, or for "auto"
-    ``householder`` or ``cgs2`` (``AUTO_HOUSEHOLDER_MIN_COLUMNS``, ``AUTO_PROJECTION_MIN_COLUMNS``,
-    ``AUTO_LANES_PROJECTION_MIN_COLUMNS``)."""
+             projection: bool = False) -> str:
+    """The method that runs for ``method`` on matrices of ``shape`` (..., m, n) and ``dtype`` in QR
+    ``mode`` (``projection``: for a projection or least squares): itself, or for "auto"
+    ``householder`` or ``cgs2`` (``AUTO_HOUSEHOLDER_MIN_COLUMNS``, ``AUTO_PROJECTION_MIN_COLUMNS``)."""
     if not (isinstance(method, str) and method == AUTO):
         return method
     m, n = shape[-2:]
     complete = mode == "complete" and m > n
     real_cpu = not gpu and np.dtype(dtype).kind == "f"
     large = real_cpu and min(m, n) >= AUTO_HOUSEHOLDER_MIN_COLUMNS
-    lanes = np.dtype(dtype) == np.float64 and batch >= LANE_MIN_BATCH
-    least = AUTO_LANES_PROJECTION_MIN_COLUMNS if lanes else AUTO_PROJECTION_MIN_COLUMNS
-    small_projection = projection and real_cpu and m >= n >= least and m * n <= AUTO_PROJECTION_MAX_ELEMENTS
+    small_projection = (projection and real_cpu and m >= n >= AUTO_PROJECTION_MIN_COLUMNS
+                        and m * n <= AUTO_PROJECTION_MAX_ELEMENTS)
     return "householder" if complete or large or small_projection else "cgs2"
 
 

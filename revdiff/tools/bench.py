@@ -162,8 +162,7 @@ def report(rows: list, gemm: float, starts: dict, out=sys.stdout, cores: str = "
         t = r["times"]
         peers_t = [v for k, v in t.items() if not k.startswith("revdiff")]
         ratios = " | ".join(f"{min(peers_t) / t[k]:.2f}" if peers_t else "nan" for k in ours)
-        chosen = resolved("auto", (r["m"], r["n"]), dtype=r["dtype"], projection=r["loss"] == "projection",
-                          batch=r["B"])
+        chosen = resolved("auto", (r["m"], r["n"]), dtype=r["dtype"], projection=r["loss"] == "projection")
         default = (f"{min(peers_t) / t[f'revdiff {chosen}']:.2f} ({chosen})"
                    if peers_t and f"revdiff {chosen}" in t else f"- ({chosen} not timed)")
         rate = r["B"] * reversible_flops(r["loss"], r["m"], r["n"]) / t["revdiff cgs2"] / 1e9
