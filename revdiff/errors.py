@@ -27,6 +27,9 @@ class ReversibilityError(Exception):
     #: element whose check failed (``calls.raise_failure``; ``programs/ranked.py`` reruns them)
     batch_element: "int | None" = None
     failed_elements: tuple = ()
+    #: a matrix Householder's programs refused in every row order (``programs/ranked.py``; "auto"
+    #: then runs cgs2)
+    refused_in_every_order: bool = False
 
     def __init__(self, message: str, loc: SourceLocation | None = None, written: bool = False):
         """``written``: ``message`` names everything as the user wrote it already (else the names of

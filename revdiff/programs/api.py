@@ -49,8 +49,8 @@ def _resolved_program(table: dict, method: str, M: Matrices) -> tuple:
 def last_run(function: str, method: str, shape: tuple, mode: str = "reduced", dtype="float64") -> str:
     """"program, path" of the last ``function`` call ("qr", "qr_vjp", "project", "project_vjp",
     "lstsq" or "lstsq_vjp", with ``rank_deficient="raise"``) with ``method`` on CPU matrices of
-    ``shape`` (..., m, n) (and QR ``mode`` and ``dtype``, which "auto" reads): the program the method chose for the
-    shape (``methods.chosen_method``) and how its batch ran (``Batching.last_paths``)."""
+    ``shape`` (..., m, n) (and QR ``mode`` and ``dtype``, which "auto" reads): the program the method
+    chose for the shape (``methods.chosen_method``) and how its batch ran (``Batching.last_paths``)."""
     tables = {"qr": QR_METHODS, "project": PROJECT_METHODS, "lstsq": LSTSQ_METHODS}
     name, _, kind = function.partition("_")
     if name not in tables or kind not in ("", "vjp"):

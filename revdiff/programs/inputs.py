@@ -20,8 +20,8 @@ import numpy as np
 
 from revdiff.errors import RankDeficientError, ResultOverflowError
 from revdiff.runtime.device import any_on_device, cupy_module, on_device
-from revdiff.programs.scan import (in_range, largest, largest_per_column, largest_per_element, rank_ratios, safe_exponent,
-                                   smallest)
+from revdiff.programs.scan import (in_range, largest, largest_per_column, largest_per_element, rank_ratios,
+                                   safe_exponent, smallest)
 
 DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
 

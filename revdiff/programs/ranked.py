@@ -107,12 +107,11 @@ def ranked(call, M: Matrices, tol: float, method: str, truncated: bool = False) 
                 rows = rows.reordered(b, attempts[b] - 1, M.b, M.m)
 
 
-def _failed_elements(exc: Exception) -> tuple:
+def _failed_elements(exc: ReversibilityError) -> tuple:
     """The batch elements ``exc`` reports: on the CPU every one whose error record is set (a batch's
     entries run every element, each with its own record: ``calls.run``), on a GPU the one whose
     failure was recorded first."""
-    failed = getattr(exc, "failed_elements", ())
-    b = getattr(exc, "batch_element", None)
+    failed, b = exc.failed_elements, exc.batch_element
     return tuple(int(e) for e in failed) if failed else (() if b is None else (int(b),))
 
 
@@ -144,7 +143,7 @@ def cgs2_where_refused(function):
         try:
             return function(*args, **kwargs)
         except ReversibilityError as exc:
-            if not getattr(exc, "refused_in_every_order", False):
+            if not exc.refused_in_every_order:
                 raise
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
