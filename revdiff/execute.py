@@ -17,9 +17,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from revdiff.batching import Batching, OneElement, is_array
-from revdiff.calls import (Compiled, Reversible, argument_kinds, check_array_cotangent, check_count, checked_tangents,
-                           compiled, copy_value, cotangent, cotangent_value, in_dtype_of, run, scalar_expected,
-                           zero_like)
+from revdiff.calls import (ERROR_RECORD, Compiled, Reversible, argument_kinds, check_array_cotangent, check_count,
+                           checked_tangents, compiled, copy_value, cotangent, cotangent_value, in_dtype_of, run,
+                           scalar_expected, zero_like)
 from revdiff.ir.signature import TANGENTS
 from revdiff.runtime.device import any_on_device, cupy_module, on_device
 
@@ -273,6 +273,35 @@ def _one_element(bf: Batching, one: OneElement, kind: str, args: tuple, cotangen
             outs[k] = buffer
         else:
             grads[k] = _gradient(bf, f.params[k], copies[k], buffer)
+    return tuple(outs), tuple(grads)
+
+
+def run_owned(bf: Batching, one: OneElement, kind: str, args: tuple, cotangents: tuple = ()) -> "tuple | None":
+    """``_one_element`` for a caller that owns every array the program writes (fresh outputs; inputs
+    the program does not write) and found ``one`` by these arguments' kinds, without their batch
+    axis (``revdiff.programs.plans``): the compiled single-call program on the arrays themselves, with
+    no copies, aliasing checks or batch axes around it. Returns the final arguments (a call) or
+    (outs, grads) (a vjp, from ``cotangents``, None for zero, copied as its seeds), or None where the
+    program's own checks failed: the caller then runs its checked path, which raises the error."""
+    bf.last_paths[kind] = "one element"
+    n = len(args)
+    arguments = list(args)
+    for role, k, _ in one.extra_slots:  # arrays only (the plans take no program with scalar parameters)
+        c = cotangents[k] if role == "gradient" else None
+        arguments.append(c.copy() if c is not None else
+                         np.zeros(args[k].shape, args[k].dtype) if role == "gradient" else np.empty_like(args[k]))
+    record = np.zeros(ERROR_RECORD)
+    one.program.program.call_typed(*arguments, record)
+    if record[0]:
+        return None
+    if kind == "call":
+        return tuple(arguments)
+    outs, grads = list(args), [None] * n
+    for (role, k, _), buffer in zip(one.extra_slots, arguments[n:]):
+        if role == "saved":
+            outs[k] = buffer
+        else:
+            grads[k] = buffer
     return tuple(outs), tuple(grads)
 
 

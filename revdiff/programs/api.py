@@ -15,6 +15,7 @@ from revdiff.programs.methods import (COMPLETE_METHODS, LSTSQ_METHODS, PROJECT_M
 from revdiff.programs.inputs import (DTYPES, array_module, as_array, check_rank, check_result, flat,
                                      negated, one_device, rank_tolerance, require_finite, scale_exponents)
 from revdiff.programs.pivoting import column_pivots
+from revdiff.programs.plans import record, run_plan
 from revdiff.programs.ranked import cgs2_where_refused, fresh, numerical_rank, ranked
 from revdiff.programs.scan import largest_per_element
 
@@ -122,6 +123,10 @@ def qr(A, method: str = "auto", rank_tol: float | None = None, mode: str = "redu
     extra output of ``revdiff.programs.givens``). Batches run in parallel.
     Raises RankDeficientError where a column's residual is at most ``rank_tol`` (default 100 eps)
     of its norm: Q is not determined by A there."""
+    options = (method, rank_tol, mode, pivoting)
+    planned = run_plan("qr", options, (A,))
+    if planned is not None:
+        return planned
     M = Matrices(A)
     tol = rank_tolerance(rank_tol, M.dtype)
     method = resolved(method, M.shape, M.gpu, mode, M.dtype)
@@ -135,6 +140,10 @@ def qr(A, method: str = "auto", rank_tol: float | None = None, mode: str = "redu
         check_rank(R, M.batch, tol, M.xp, perm)
         R = M.scaled(R, M.e)  # A D = Q R' for the column scaling D: R = R' D^-1
         check_result("qr", "R", R, M.batch, M.xp)
+        if not pivoting and _usual(M, rows):
+            record("qr", options, (A,), (), program, "call", (options[0], mode, False),
+                   tuple(o.shape[1:] for o in outputs), tol, ((("out", 1),) if mode == "r" else (("out", 0), ("out", 1))),
+                   single=mode == "r")
     out = (M.unflat(R, q, M.n),) if mode == "r" else (M.unflat(Q, M.m, q), M.unflat(R, q, M.n))
     if pivoting:
         out += (M.unflat(perm, M.n),)
@@ -158,6 +167,10 @@ def qr_vjp(A, gQ, gR, method: str = "auto", rank_tol: float | None = None, mode:
     constant zeros: their cotangents contribute nothing); gQ must be None for "r". With
     ``pivoting=True`` the cotangents are those of the pivoted factors, and the gradient is that of
     QR of A[..., perm] with perm fixed (the permutation has none)."""
+    options = (method, rank_tol, mode, pivoting)
+    planned = run_plan("qr_vjp", options, (A,), (gQ, gR))
+    if planned is not None:
+        return planned
     run = QrCotangents(A, gQ, gR, method, rank_tol, mode, pivoting)
     if run.M.empty:
         return run.M.xp.zeros(run.M.shape, run.M.dtype)
@@ -165,7 +178,12 @@ def qr_vjp(A, gQ, gR, method: str = "auto", rank_tol: float | None = None, mode:
         lambda rows: run.program.vjp(run.arguments(rows), run.cotangents_in(rows), donate=True), run.M, run.tol,
         run.method)
     check_rank(outs[1], run.M.batch, run.tol, run.M.xp, run.perm)  # outs: (Q, R, [angles,] A)
-    return run.gradient(rows.back(grads[-1]), "qr_vjp", "gA")
+    gA = run.gradient(rows.back(grads[-1]), "qr_vjp", "gA")
+    if not pivoting and _usual(run.M, rows, run.h):
+        outputs = len(run.outputs)
+        record("qr_vjp", options, (A,), (gQ, gR), run.program, "vjp", (options[0], mode, False),
+               tuple(o.shape[1:] for o in run.outputs), run.tol, (("grad", outputs),))
+    return gA
 
 
 class QrCotangents:
@@ -226,7 +244,8 @@ def _with_vector(A, y, scan: bool = True) -> tuple:
     A_array, y_array = as_array("A", A, 2, core=" (..., m, n)"), as_array("y", y, 1)
     M = Matrices(A_array, A_array.dtype if A_array.dtype is y_array.dtype else
                  np.result_type(A_array.dtype, y_array.dtype), scan=False)
-    Y = Vectors("y", y_array, M, M.batch + (M.m,), why=f"for A of shape {M.shape} it needs", scan=False)
+    Y = Vectors("y", y_array, M, M.batch + (M.m,), why="for A of shape {like} it needs",
+                scan=False)
     M.given, Y.given = A_array.dtype, y_array.dtype
     return scanned(M, Y) if scan else (M, Y)
 
@@ -237,6 +256,12 @@ def _as_given(g, given):
         return g
     real = np.iscomplexobj(g) and not np.issubdtype(given, np.complexfloating)
     return (g.real if real else g).astype(given, copy=False)
+
+
+def _usual(M: Matrices, rows, *scaled) -> bool:
+    """Whether a call ran as a plan replays it (``plans.py``): one host matrix, A's own row order, and
+    no argument scaled (``scaled``: the arguments' and cotangents' exponents beside A's)."""
+    return M.batch == () and not M.gpu and rows.order is None and M.e is None and all(e is None for e in scaled)
 
 
 #: what project and lstsq do with a (numerically) rank-deficient A
@@ -303,6 +328,10 @@ def project(A, y, method: str = "auto", rank_tol: float | None = None, rank_defi
     column space, the span of the columns that QR with column pivoting keeps (those left out have
     |R[k, k]| <= rank_tol |R[0, 0]|); returns (z, rank), rank (...) int64. Its gradient
     (``project_vjp``) is exact along directions that keep the rank."""
+    options = (method, rank_tol, rank_deficient)
+    planned = run_plan("project", options, (A, y))
+    if planned is not None:
+        return planned
     truncate = _truncating(rank_deficient)
     check_method(PROJECT_METHODS, method)
     M, Y = _with_vector(A, y)
@@ -324,6 +353,9 @@ def project(A, y, method: str = "auto", rank_tol: float | None = None, rank_defi
         check_rank(R, M.batch, tol, M.xp)
     z = Y.scaled(z, Y.e)  # z is linear in y and the same for every column scaling of A
     check_result("project", "z", z, M.batch, M.xp)
+    if not truncate and _usual(M, rows, Y.e):
+        record("project", options, (A, y), (), program, "call", (options[0], "reduced", True), ((M.m,), (M.p, M.n)),
+               tol, (("out", 0),))
     return (M.unflat(z, M.m), kept.rank.reshape(M.batch)) if truncate else M.unflat(z, M.m)
 
 
@@ -335,6 +367,10 @@ def project_vjp(A, y, gz, method: str = "auto", rank_tol: float | None = None, r
     left out: its inner product with a direction that keeps the rank (dA = A X + Y A) is the
     derivative along it; components across the rank-r matrices are not determined by A and differ
     from the Golub-Pereyra formula's."""
+    options = (method, rank_tol, rank_deficient)
+    planned = run_plan("project_vjp", options, (A, y), (gz,))
+    if planned is not None:
+        return planned
     truncate = _truncating(rank_deficient)
     check_method(PROJECT_METHODS, method)
     M, Y = _with_vector(A, y, scan=False)
@@ -362,6 +398,9 @@ def project_vjp(A, y, gz, method: str = "auto", rank_tol: float | None = None, r
     gy = _as_given(G.scaled(gy, G.e), Y.given)
     check_result("project_vjp", "gA", gA, M.batch, M.xp)
     check_result("project_vjp", "gy", gy, M.batch, M.xp)
+    if not truncate and _usual(M, rows, Y.e, G.e):
+        record("project_vjp", options, (A, y), (gz,), program, "vjp", (options[0], "reduced", True),
+               ((M.m,), (M.p, M.n)), tol, (("grad", 2), ("grad", 3)), single=False)
     return M.unflat(gA, M.m, M.n), M.unflat(gy, M.m)
 
 
@@ -387,6 +426,10 @@ def lstsq(A, y, method: str = "auto", rank_tol: float | None = None, rank_defici
     ``"truncate"``: the basic solution, any shape: the columns that QR with column pivoting keeps
     (as in ``project``) get the least-squares solution on their span, the columns left out zero
     (not the minimum-norm solution, which ``np.linalg.lstsq`` returns); returns (x, rank)."""
+    options = (method, rank_tol, rank_deficient)
+    planned = run_plan("lstsq", options, (A, y))
+    if planned is not None:
+        return planned
     program, method, M, Y, tol, truncate = _least_squares(A, y, method, rank_tol, rank_deficient)
     if M.empty:
         x = M.xp.zeros(M.batch + (M.n,), M.dtype)
@@ -397,11 +440,14 @@ def lstsq(A, y, method: str = "auto", rank_tol: float | None = None, rank_defici
                       M, tol, method, truncated=True)
         x = kept.scatter(x, M.xp)
     else:
-        (x, R), _ = ranked(lambda rows: program(M.zeros(M.n), M.zeros(M.n, M.n), rows(M.A), rows(Y.v),
-                                                donate=True)[:2], M, tol, method)
+        (x, R), rows = ranked(lambda rows: program(M.zeros(M.n), M.zeros(M.n, M.n), rows(M.A), rows(Y.v),
+                                                   donate=True)[:2], M, tol, method)
         check_rank(R, M.batch, tol, M.xp)
     x = M.scaled(x, negated(M.e), Y.e)  # (A D) x' = y: x = D x', linear in y
     check_result("lstsq", "x", x, M.batch, M.xp)
+    if not truncate and _usual(M, rows, Y.e):
+        record("lstsq", options, (A, y), (), program, "call", (options[0], "reduced", True), ((M.n,), (M.n, M.n)),
+               tol, (("out", 0),))
     return (M.unflat(x, M.n), kept.rank.reshape(M.batch)) if truncate else M.unflat(x, M.n)
 
 
@@ -418,6 +464,10 @@ def _solution_cotangent(G: Vectors, M: Matrices) -> tuple:
 def lstsq_vjp(A, y, gx, method: str = "auto", rank_tol: float | None = None, rank_deficient: str = "raise") -> tuple:
     """(gA, gy) given the cotangent of the least-squares solution x (``rank_deficient`` as in
     ``lstsq``: the basic solution's gradient with the kept columns fixed, zero for those left out)."""
+    options = (method, rank_tol, rank_deficient)
+    planned = run_plan("lstsq_vjp", options, (A, y), (gx,))
+    if planned is not None:
+        return planned
     program, method, M, Y, tol, truncate = _least_squares(A, y, method, rank_tol, rank_deficient, scan=False)
     G = Vectors("gx", gx, M, M.batch + (M.n,), cotangent=True, why="as the cotangent of x it needs the shape of x,",
                 scan=False)
@@ -442,4 +492,7 @@ def lstsq_vjp(A, y, gx, method: str = "auto", rank_tol: float | None = None, ran
     gy = _as_given(M.scaled(gy, h), Y.given)
     check_result("lstsq_vjp", "gA", gA, M.batch, M.xp)
     check_result("lstsq_vjp", "gy", gy, M.batch, M.xp)
+    if not truncate and _usual(M, rows, Y.e, G.e, h):
+        record("lstsq_vjp", options, (A, y), (gx,), program, "vjp", (options[0], "reduced", True),
+               ((M.n,), (M.n, M.n)), tol, (("grad", 2), ("grad", 3)), single=False)
     return M.unflat(gA, M.m, M.n), M.unflat(gy, M.m)

@@ -85,6 +85,7 @@ class Vectors(Batch):
     """A checked batch of vectors (..., n), scaled by a power of two per element where its magnitude
     is extreme (``v = scaled * 2**e``). ``direction``: none may be zero (it is normalised).
     ``cotangent``/``tangent``: it takes the dtype of ``like``, a complex one for a real ``like`` refused.
+    ``why``: what the shape error says it needs the shape for ("{like}": the shape of ``like``).
     ``scan=False``: checked and scaled later, with other arguments (``scanned``)."""
 
     def __init__(self, name: str, value, like: Batch, shape: tuple | None = None, cotangent: bool = False,
@@ -92,7 +93,7 @@ class Vectors(Batch):
         v = as_array(name, value, 1, **({"cotangent_of": like.dtype, "role": "tangent" if tangent else "cotangent"}
                                         if cotangent or tangent else {"dtype": like.dtype}))
         if shape is not None and tuple(v.shape) != shape:
-            raise ValueError(f"'{name}' has shape {tuple(v.shape)}; {why} {shape}")
+            raise ValueError(f"'{name}' has shape {tuple(v.shape)}; {why.format(like=like.shape)} {shape}")
         super().__init__(v, 1)
         self.name, self.direction = name, direction
         if scan:

@@ -116,9 +116,15 @@ def in_range(arrays: list) -> tuple:
     inside = np.empty((b, len(arrays)))
     values.append(inside)
     values = tuple(values)
-    run(kernel("in_range", _in_range, _in_range_names(len(arrays)), values), b, values)
+    run(in_range_kernel(values), b, values)
     every = inside[0] if b == 1 else np.minimum.reduce(inside, axis=0)
     return bigs, [v == 1.0 for v in every.tolist()]
+
+
+def in_range_kernel(values: tuple):
+    """The compiled kernel of ``in_range`` for ``values``, its arguments (x0, big0, x1, big1, ...,
+    inside), found by their dtypes and ranks."""
+    return kernel("in_range", _in_range, _in_range_names((len(values) - 1) // 2), values)
 
 
 @functools.cache
@@ -187,14 +193,25 @@ def _rank_ratios(types: dict) -> list:
         Assign((Index("lowest", (e,)),), (low,))])]
 
 
+def rank_ratio_arrays(R) -> tuple:
+    """The arguments of the ``rank_ratios`` kernel for host R (b, p, n): R, then the ratios
+    (b, min(p, n)) and the smallest ratio of each factor (b) it writes."""
+    return R, np.empty((R.shape[0], min(R.shape[1], R.shape[2]))), np.empty(R.shape[0])
+
+
+def rank_ratios_kernel(values: tuple):
+    """The compiled kernel of ``rank_ratios`` for ``values`` (``rank_ratio_arrays``)."""
+    return kernel("rank_ratios", _rank_ratios, ("R", "out", "lowest"), values)
+
+
 def rank_ratios(R, xp=np) -> tuple:
     """(ratios, lowest): |R[k, k]| / ||R[:, k]|| for the leading square block of each triangular
     factor in R (b, p, n), p > 0: how far column k of A = Q R is from the span of the earlier ones
     (0 for a zero column; with Q orthonormal, ||R[:, k]|| = ||A[:, k]||), and the smallest ratio of
     each factor (NaN where one is NaN)."""
     if xp is np and R.ndim == 3:  # compiled at every size: one call where NumPy makes a dozen
-        values = (R, np.empty((R.shape[0], min(R.shape[1], R.shape[2]))), np.empty(R.shape[0]))
-        run(kernel("rank_ratios", _rank_ratios, ("R", "out", "lowest"), values), R.shape[0], values)
+        values = rank_ratio_arrays(R)
+        run(rank_ratios_kernel(values), R.shape[0], values)
         return values[1:]
     p = min(R.shape[-2:])
     square = R[..., :p, :p]

@@ -9,12 +9,13 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
+from torch._functorch.utils import unwrap_dead_wrappers
 from torch.autograd import forward_ad
 
 from revdiff.runtime.device import cupy_module, on_device
 
-_SUPPORTED = (torch.float32, torch.float64, torch.complex64, torch.complex128, torch.bool, torch.uint8, torch.int8,
-              torch.int16, torch.int32, torch.int64)
+_SUPPORTED = frozenset((torch.float32, torch.float64, torch.complex64, torch.complex128, torch.bool, torch.uint8,
+                        torch.int8, torch.int16, torch.int32, torch.int64))
 _THRICE = ("revdiff.torch: a second derivative of a revdiff operation is not differentiable (third derivatives are "
            "not supported)")
 
@@ -41,6 +42,9 @@ def _numpy(t: Any, name: str) -> Any:
     """A NumPy view of a CPU tensor, a CuPy view of a CUDA tensor (0-d tensors become scalars)."""
     if not isinstance(t, torch.Tensor):
         return t
+    if t.is_cpu and t.layout == torch.strided and t.dtype in _SUPPORTED:  # the usual case, checked at once
+        array = t.numpy(force=True)  # detached, with a conjugate or negative view resolved
+        return array[()] if array.ndim == 0 else array
     _check(t, name)
     t = t.detach().resolve_conj().resolve_neg()
     if t.device.type == "cuda":
@@ -59,7 +63,7 @@ def _tensor(a: Any, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
         out = torch.as_tensor(a, device=device)
     else:
         out = torch.from_numpy(np.array(a, copy=True, order="C"))  # an operation's result aliases nothing
-    return out.to(dtype)
+    return out if out.dtype == dtype else out.to(dtype)
 
 
 def _computed(*tensors: torch.Tensor) -> torch.dtype:
@@ -131,34 +135,43 @@ def _operation(name: str, schema: str, impl: Callable, fake: Callable, vmap: Cal
 
     op.register_vmap(vmap or batch_first)
     packet = getattr(torch.ops.revdiff, name)  # what torch.compile traces (it cannot wrap the definition)
-    _IMPLEMENTATIONS[packet] = _on_torch_stream(impl)
+    _IMPLEMENTATIONS[packet] = (impl, _on_torch_stream(impl))
     return packet
 
 
-#: each operation's implementation, which an eager call on plain tensors runs without PyTorch's
-#: dispatch of custom operations (tens of microseconds per call, comparable to a small program's run)
+#: each operation's implementation, as CPU tensors and as CUDA tensors run it (``_on_torch_stream``),
+#: which an eager call on plain tensors runs without PyTorch's dispatch of custom operations (tens of
+#: microseconds per call, comparable to a small program's run)
 _IMPLEMENTATIONS: dict = {}
 
 
-def _eager(args: tuple) -> bool:
-    """Whether ``args`` reach an operation in plain eager mode: no compiler tracing, no ``torch.func``
-    transform, only plain CPU or CUDA tensors (no fake, meta or subclassed ones); then its
-    implementation may run directly, as the dispatcher would run it."""
+def _eager(args: tuple) -> "str | None":
+    """Where ``args`` reach an operation in plain eager mode, "cpu" or "cuda" (where any tensor is a
+    CUDA tensor): no compiler tracing, no ``torch.func`` transform, only plain CPU or CUDA tensors (no
+    fake, meta or subclassed ones); then its implementation may run directly, as the dispatcher would
+    run it. None otherwise."""
     if torch.compiler.is_compiling() or torch._C._functorch.maybe_current_level() is not None:
-        return False
+        return None
+    where = "cpu"
     for a in args:
         for t in (a if isinstance(a, (list, tuple)) else (a,)):
-            if isinstance(t, torch.Tensor) and (type(t) is not torch.Tensor or t.device.type not in ("cpu", "cuda")):
-                return False
-    return True
+            if isinstance(t, torch.Tensor):
+                if type(t) is not torch.Tensor:
+                    return None
+                if not t.is_cpu:
+                    if not t.is_cuda:
+                        return None
+                    where = "cuda"
+    return where
 
 
 def _direct(op):
     """``op``, called through its implementation where the call is plain eager (``_eager``)."""
-    impl = _IMPLEMENTATIONS[op]
+    on_host, on_stream = _IMPLEMENTATIONS[op]
 
     def call(*args):
-        return impl(*args) if _eager(args) else op(*args)
+        where = _eager(args)
+        return op(*args) if where is None else on_host(*args) if where == "cpu" else on_stream(*args)
     return call
 
 
@@ -254,6 +267,8 @@ def _forward_mode(tensors: tuple) -> bool:
         return False
     if torch._C._functorch.maybe_current_level() is not None:
         return True
+    if forward_ad._current_level < 0:  # outside every ``dual_level``: no tensor carries a tangent
+        return False
     return any(isinstance(t, torch.Tensor) and forward_ad.unpack_dual(t).tangent is not None for t in tensors)
 
 
@@ -312,14 +327,30 @@ def _autograd(forward_op, vjp_op, tensors: int, jvp_op, vjp_jvp_op) -> Callable:
     class CallWithTangent(Call):
         jvp = staticmethod(push_forward)
 
+    apply = _plain_apply(Call)
+
     def call(*inputs):
         """Through ``Call`` where autograd records (``CallWithTangent`` where forward mode may),
         else the operation itself: ``torch.compile`` cannot trace ``Call`` where nothing requires a
         gradient (its ``forward`` takes ``*args``), nor any ``jvp``."""
         if _forward_mode(inputs):
             return CallWithTangent.apply(*inputs)
-        return Call.apply(*inputs) if _recorded(inputs) else direct_forward(*inputs)
+        return apply(*inputs) if _recorded(inputs) else direct_forward(*inputs)
 
+    return call
+
+
+def _plain_apply(function: type) -> Callable:
+    """``function.apply`` (an ``autograd.Function`` whose ``forward`` takes ``*inputs``) without its
+    Python wrapper in plain eager mode (no ``torch.func`` transform, no compiler tracing): the wrapper
+    binds the arguments to ``forward``'s signature (nothing to bind here) and unwraps dead
+    ``torch.func`` wrappers, as this does, before PyTorch's own ``apply`` (half of its time)."""
+    apply = super(torch.autograd.Function, function).apply
+
+    def call(*inputs):
+        if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
+            return function.apply(*inputs)  # what Dynamo traces, and torch.func's path
+        return apply(*unwrap_dead_wrappers(inputs))
     return call
 
 

@@ -13,8 +13,7 @@ from revdiff.forward_mode import jvp, vjp_jvp
 from revdiff.batch import BatchedFunction
 from revdiff.function import ReversibleFunction
 from revdiff.torch.operations import (_batch_front, _check, _differentiable, _forward_mode, _numpy, _operation,
-                                      _recorded, _Static, _tensor, _Vjp,
-                                      _VjpWithTangent)
+                                      _plain_apply, _recorded, _Static, _tensor, _Vjp, _VjpWithTangent)
 
 _FUNCTIONS: dict = {}
 
@@ -199,11 +198,13 @@ def _function_call(ops: _FunctionOps) -> Callable:
         def jvp(ctx, *directions):
             return tangents(ctx.saved_tensors, directions, 0)
 
+    apply = _plain_apply(Call)
+
     def call(*args):
         """As ``_autograd``'s call: ``CallWithTangent`` or ``Call`` where autograd records, else the operation."""
         if _forward_mode(args):
             return CallWithTangent.apply(*args)
-        return Call.apply(*args) if _recorded(args) else tuple(call_op(list(args), 0))
+        return apply(*args) if _recorded(args) else tuple(call_op(list(args), 0))
 
     return call
 
