@@ -35,6 +35,16 @@ class BatchedFunction(Batching):
         its own error record, and the first failed one is raised)."""
         return execute(self.f, "call", self.f.bind(args, kwargs), batch=self, donate=donate)
 
+    def value(self, *args: Any, donate: bool = False) -> tuple:
+        """The final values of ``__call__``, from the forward half of the fused vjp: the ancillas a
+        call uncomputes (and checks to return to zero) are freed where they are, since only a
+        gradient reads them again (it recomputes and uncomputes them, checked). Bit for bit the
+        call's values wherever the call answers; where it refuses in an uncompute (a Householder
+        reflector's sign at its threshold, ``programs/ranked.py``), the values the forward computed.
+        For functions whose only job is their results (``revdiff.programs`` runs its forward calls
+        so); ``~f`` runs its call."""
+        return execute(self.f, "value", self.f.bind(tuple(args)), batch=self, donate=donate)
+
     def vjp(self, args: Sequence, cotangents: Sequence, donate: bool = False) -> tuple:
         """``(outs, grads)``: final values and, from ``cotangents`` of the final values (None: zero),
         the cotangents of the initial values (None for integer and bool parameters). ``donate``: the

@@ -192,7 +192,7 @@ def _one(bf: Batching, args: tuple, values, what: str):
 # ---------------------------------------------------------------- batches
 
 #: the kind of a batched call -> the kind of the entry it runs
-_ENTRY_KINDS = {"call": "call", "vjp": "vjp", "jvp": "jvp", "vjp_jvp": "hvp"}
+_ENTRY_KINDS = {"call": "call", "value": "value", "vjp": "vjp", "jvp": "jvp", "vjp_jvp": "hvp"}
 
 
 def _batched(bf: Batching, kind: str, args: tuple, cotangents, tangents, donate: bool):
@@ -200,14 +200,14 @@ def _batched(bf: Batching, kind: str, args: tuple, cotangents, tangents, donate:
     ``Batching.run``, and the per-parameter results read back by role (a shared parameter's
     gradients summed over the batch)."""
     xp, args = _array_module(args)
-    if xp is np and kind in ("call", "vjp"):
+    if xp is np and kind in ("call", "value", "vjp"):
         one = bf.one_element(kind, args)
         if one is not None:
             return _one_element(bf, one, kind, args, cotangents, donate)
     types = bf._element_types(args)
     f = bf.f
-    if kind == "call":
-        return bf.run("call", types, _copies(args, donate), xp)
+    if kind in ("call", "value"):
+        return bf.run(kind, types, _copies(args, donate), xp)
     if kind in ("vjp", "vjp_jvp"):
         check_count(f, kind, cotangents)
     copies = _copies(args, donate and kind == "vjp")
@@ -240,8 +240,8 @@ def _batched(bf: Batching, kind: str, args: tuple, cotangents, tangents, donate:
 
 
 def _one_element(bf: Batching, one: OneElement, kind: str, args: tuple, cotangents, donate: bool) -> tuple:
-    """A batch of one on the CPU ("call" or "vjp"): the single-call program (the call, or the fused
-    vjp: ``Batching.one_element``) on element 0 of the batched arrays, slot by slot as its signature
+    """A batch of one on the CPU ("call", "value" or "vjp"): the single-call program (the call, its
+    value, or the fused vjp: ``Batching.one_element``) on element 0 of the batched arrays, slot by slot as its signature
     lays them out, with no batched entry to compile; the results are the batch-shaped arrays whose
     element-0 views it updated (scalars travel by value and are written back)."""
     f = bf.f
@@ -264,7 +264,7 @@ def _one_element(bf: Batching, one: OneElement, kind: str, args: tuple, cotangen
     result = run(one.program.program, tuple(arguments), element=0, typed=one.typed)
     for i in one.written_back:  # scalars come back by value: final values, gradients, restored inputs
         buffers[i][0] = result[i]
-    if kind == "call":
+    if kind != "vjp":
         return tuple(buffers)
     outs = buffers[:n]
     grads: list = [None] * n
@@ -294,7 +294,7 @@ def run_owned(bf: Batching, one: OneElement, kind: str, args: tuple, cotangents:
     one.program.program.call_typed(*arguments, record)
     if record[0]:
         return None
-    if kind == "call":
+    if kind != "vjp":
         return tuple(arguments)
     outs, grads = list(args), [None] * n
     for (role, k, _), buffer in zip(one.extra_slots, arguments[n:]):

@@ -135,13 +135,14 @@ def qr(A, method: str = "auto", rank_tol: float | None = None, mode: str = "redu
     if M.empty:
         Q, R = _empty_qr(M, q, outputs)
     else:
-        (Q, R), rows = ranked(lambda rows: program(*fresh(outputs, rows), rows(M.A), donate=True)[:2], M, tol, method)
+        (Q, R), rows = ranked(lambda rows: program.value(*fresh(outputs, rows), rows(M.A), donate=True)[:2], M, tol,
+                              method)
         Q = rows.back(Q)
         check_rank(R, M.batch, tol, M.xp, perm)
         R = M.scaled(R, M.e)  # A D = Q R' for the column scaling D: R = R' D^-1
         check_result("qr", "R", R, M.batch, M.xp)
         if not pivoting and _usual(M, rows):
-            record("qr", options, (A,), (), program, "call", (options[0], mode, False),
+            record("qr", options, (A,), (), program, "value", (options[0], mode, False),
                    tuple(o.shape[1:] for o in outputs), tol, ((("out", 1),) if mode == "r" else (("out", 0), ("out", 1))),
                    single=mode == "r")
     out = (M.unflat(R, q, M.n),) if mode == "r" else (M.unflat(Q, M.m, q), M.unflat(R, q, M.n))
@@ -343,18 +344,18 @@ def project(A, y, method: str = "auto", rank_tol: float | None = None, rank_defi
     if truncate:
         kept = _Kept(M, tol)
         leading = _leading_projection(method, M)
-        z, rows = ranked(lambda rows: leading(M.zeros(M.m), M.zeros(M.p, M.p), rows(kept.A), rows(Y.v), kept.rank,
-                                              donate=True)[0], M, tol, method, truncated=True)
+        z, rows = ranked(lambda rows: leading.value(M.zeros(M.m), M.zeros(M.p, M.p), rows(kept.A), rows(Y.v),
+                                                    kept.rank, donate=True)[0], M, tol, method, truncated=True)
         z = rows.back(z)
     else:
-        (z, R), rows = ranked(lambda rows: program(M.zeros(M.m), M.zeros(M.p, M.n), rows(M.A), rows(Y.v),
-                                                   donate=True)[:2], M, tol, method)
+        (z, R), rows = ranked(lambda rows: program.value(M.zeros(M.m), M.zeros(M.p, M.n), rows(M.A), rows(Y.v),
+                                                         donate=True)[:2], M, tol, method)
         z = rows.back(z)
         check_rank(R, M.batch, tol, M.xp)
     z = Y.scaled(z, Y.e)  # z is linear in y and the same for every column scaling of A
     check_result("project", "z", z, M.batch, M.xp)
     if not truncate and _usual(M, rows, Y.e):
-        record("project", options, (A, y), (), program, "call", (options[0], "reduced", True), ((M.m,), (M.p, M.n)),
+        record("project", options, (A, y), (), program, "value", (options[0], "reduced", True), ((M.m,), (M.p, M.n)),
                tol, (("out", 0),))
     return (M.unflat(z, M.m), kept.rank.reshape(M.batch)) if truncate else M.unflat(z, M.m)
 
@@ -436,17 +437,17 @@ def lstsq(A, y, method: str = "auto", rank_tol: float | None = None, rank_defici
         return (x, M.xp.zeros(M.batch, np.int64)) if truncate else x
     if truncate:
         kept = _Kept(M, tol)
-        x, _ = ranked(lambda rows: program(M.zeros(M.p), M.zeros(M.p, M.p), rows(kept.A), rows(Y.v), donate=True)[0],
-                      M, tol, method, truncated=True)
+        x, _ = ranked(lambda rows: program.value(M.zeros(M.p), M.zeros(M.p, M.p), rows(kept.A), rows(Y.v),
+                                                 donate=True)[0], M, tol, method, truncated=True)
         x = kept.scatter(x, M.xp)
     else:
-        (x, R), rows = ranked(lambda rows: program(M.zeros(M.n), M.zeros(M.n, M.n), rows(M.A), rows(Y.v),
-                                                   donate=True)[:2], M, tol, method)
+        (x, R), rows = ranked(lambda rows: program.value(M.zeros(M.n), M.zeros(M.n, M.n), rows(M.A), rows(Y.v),
+                                                         donate=True)[:2], M, tol, method)
         check_rank(R, M.batch, tol, M.xp)
     x = M.scaled(x, negated(M.e), Y.e)  # (A D) x' = y: x = D x', linear in y
     check_result("lstsq", "x", x, M.batch, M.xp)
     if not truncate and _usual(M, rows, Y.e):
-        record("lstsq", options, (A, y), (), program, "call", (options[0], "reduced", True), ((M.n,), (M.n, M.n)),
+        record("lstsq", options, (A, y), (), program, "value", (options[0], "reduced", True), ((M.n,), (M.n, M.n)),
                tol, (("out", 0),))
     return (M.unflat(x, M.n), kept.rank.reshape(M.batch)) if truncate else M.unflat(x, M.n)
 

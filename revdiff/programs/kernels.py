@@ -11,7 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-from revdiff.calls import ERROR_RECORD, run_batch
+from revdiff.calls import ERROR_RECORD, raise_failure, run_batch
 from revdiff.ir.high import Const, Index
 from revdiff.ir.low import Local, LowFunction
 from revdiff.ir.types import VarType, kind_of_dtype
@@ -49,7 +49,23 @@ def run(fn, units: int, arrays: tuple) -> None:
     """Run kernel ``fn`` (``kernel``'s, found by these arrays' dtypes and ranks, so called without
     checking them again) over ``[0, units)`` on ``arrays``, updated in place, split among threads
     where there are several units (``calls.run_batch``)."""
-    run_batch(fn, arrays, np.zeros((1, ERROR_RECORD)), units, kernel=True)
+    if units == 1:
+        run_one(fn, arrays)
+    else:
+        run_batch(fn, arrays, np.zeros((1, ERROR_RECORD)), units, kernel=True)
+
+
+#: the bounds of a kernel run over one unit (read, never written, by every such run at once)
+_ONE_UNIT = np.array([0, 1], np.int64)
+_ONE_UNIT.flags.writeable = False
+
+
+def run_one(fn, arrays: tuple) -> None:
+    """``run`` over the single unit [0, 1), called here (a warm call's scans: ``plans.py``)."""
+    record = np.zeros(ERROR_RECORD)
+    fn.call_typed(_ONE_UNIT, *arrays, np.zeros((1, ERROR_RECORD)), record)
+    if record[0]:
+        raise_failure(record)
 
 
 def run_kernel(name: str, make: Callable, units: int, **arrays) -> None:

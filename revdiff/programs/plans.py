@@ -25,7 +25,7 @@ from revdiff.calls import current
 from revdiff.execute import run_owned
 from revdiff.programs.inputs import DTYPES
 from revdiff.programs.methods import chosen_method, resolved
-from revdiff.programs.kernels import run
+from revdiff.programs.kernels import run_one
 from revdiff.programs.scan import in_range_kernel, rank_ratio_arrays, rank_ratios_kernel
 from revdiff.targets.llvm.entry_calls import NativeProgram
 
@@ -72,7 +72,7 @@ def _key(function: str, options: tuple, arrays: tuple) -> tuple | None:
             shapes.append(a.shape)
         else:
             return None
-    return (function, tuple(type(o) for o in options), options, dtype, tuple(shapes))
+    return (function, tuple(map(type, options)), options, dtype, tuple(shapes))
 
 
 def run_plan(function: str, options: tuple, inputs: tuple, cotangents: tuple = ()):
@@ -100,14 +100,14 @@ def run_plan(function: str, options: tuple, inputs: tuple, cotangents: tuple = (
                      cotangents + (None,) * (len(outputs) + len(inputs) - len(cotangents)))
     if done is None:
         return None
-    finals, grads = (done, None) if plan.kind == "call" else done
+    finals, grads = (done, None) if plan.kind != "vjp" else done
     values = rank_ratio_arrays(finals[1][None])
-    run(plan.rank, 1, values)
+    run_one(plan.rank, values)
     if not float(values[2][0]) > plan.tol:  # a dependent column (NaN fails)
         return None
     results = tuple(finals[k] if role == "out" else grads[k] for role, k in plan.returns)
-    for r in results:
-        if not np.logical_and.reduce(np.isfinite(r), axis=None):
+    for r in results:  # a sum is finite only where every term is (an overflowing sum goes back, too)
+        if not np.isfinite(np.add.reduce(r, axis=None)):
             return None
     return results[0] if plan.single else results
 
@@ -127,7 +127,7 @@ def _scanned(arrays: tuple) -> tuple:
 def _inside(kernel, arrays: tuple) -> bool:
     """Whether every value of ``arrays`` is finite and in range: the checked path then scales none."""
     values = _scanned(arrays)
-    run(kernel, 1, values)
+    run_one(kernel, values)
     return bool(np.minimum.reduce(values[-1], axis=None) == 1.0)
 
 

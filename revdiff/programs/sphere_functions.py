@@ -32,7 +32,7 @@ def normalize(x) -> np.ndarray:
     X = _normalized(x)
     if X.empty:
         return X.xp.zeros(X.shape, X.dtype)
-    return _batched(sphere.normalize)(X.xp.zeros_like(X.flat), X.v, donate=True)[0].reshape(X.shape)
+    return _batched(sphere.normalize).value(X.xp.zeros_like(X.flat), X.v, donate=True)[0].reshape(X.shape)
 
 
 @one_device
@@ -64,7 +64,7 @@ def tangent_project(g, z) -> np.ndarray:
     G, Z = _tangent_arguments(g, z)
     if Z.empty:
         return Z.xp.zeros(Z.shape, Z.dtype)
-    out = _batched(sphere.tangent_project)(Z.xp.zeros_like(G.v), G.v, Z.v, donate=True)[0]
+    out = _batched(sphere.tangent_project).value(Z.xp.zeros_like(G.v), G.v, Z.v, donate=True)[0]
     out = G.scaled(out, G.e)  # linear in g, the same for every scaling of z
     check_result("tangent_project", "out", out, Z.batch, Z.xp)
     return out.reshape(Z.shape)

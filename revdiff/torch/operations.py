@@ -16,6 +16,7 @@ from revdiff.runtime.device import cupy_module, on_device
 
 _SUPPORTED = frozenset((torch.float32, torch.float64, torch.complex64, torch.complex128, torch.bool, torch.uint8,
                         torch.int8, torch.int16, torch.int32, torch.int64))
+_FLOATING = frozenset((torch.float32, torch.float64, torch.complex64, torch.complex128))
 _THRICE = ("revdiff.torch: a second derivative of a revdiff operation is not differentiable (third derivatives are "
            "not supported)")
 
@@ -62,12 +63,16 @@ def _tensor(a: Any, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     if on_device(a):
         out = torch.as_tensor(a, device=device)
     else:
-        out = torch.from_numpy(np.array(a, copy=True, order="C"))  # an operation's result aliases nothing
+        fresh = isinstance(a, np.ndarray) and a.flags.owndata and a.flags.c_contiguous and a.flags.writeable
+        out = torch.from_numpy(a if fresh else np.array(a, copy=True, order="C"))  # a result aliases no input
     return out if out.dtype == dtype else out.to(dtype)
 
 
 def _computed(*tensors: torch.Tensor) -> torch.dtype:
     """The dtype the high-level programs compute in: the promoted dtype, integers and bools as float64."""
+    first = tensors[0].dtype
+    if first in _FLOATING and all(t.dtype is first for t in tensors):  # the usual case
+        return first
     dtypes = [t.dtype if _differentiable(t) else torch.float64 for t in tensors]
     out = dtypes[0]
     for d in dtypes[1:]:
@@ -154,14 +159,13 @@ def _eager(args: tuple) -> "str | None":
         return None
     where = "cpu"
     for a in args:
-        for t in (a if isinstance(a, (list, tuple)) else (a,)):
-            if isinstance(t, torch.Tensor):
-                if type(t) is not torch.Tensor:
+        for t in ((a,) if isinstance(a, torch.Tensor) else a if isinstance(a, (list, tuple)) else ()):
+            if type(t) is not torch.Tensor and isinstance(t, torch.Tensor):
+                return None
+            if isinstance(t, torch.Tensor) and not t.is_cpu:
+                if not t.is_cuda:
                     return None
-                if not t.is_cpu:
-                    if not t.is_cuda:
-                        return None
-                    where = "cuda"
+                where = "cuda"
     return where
 
 
