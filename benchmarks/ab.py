@@ -5,8 +5,9 @@ each cell's median over the rounds and its ratio to the first checkout.
 
     python benchmarks/ab.py --trees /tmp/before,. --cases 10000x32x16,100x500x250 --rounds 3
 
-Only the public high-level functions are timed (``project_vjp``, ``qr_vjp``), so any two commits
-that have them compare.
+Only the public high-level functions are timed (``--loss``: "projection" times ``project_vjp``,
+"qr" ``qr_vjp``, "forward" the projection itself, ``project``), so any two commits that have them
+compare.
 """
 from __future__ import annotations
 
@@ -37,8 +38,9 @@ for case in cases:
         gR = rng.standard_normal((B, n, n)).astype(dtype)
         for loss in losses:
             for method in methods:
-                call = (lambda: P.project_vjp(A, y, gz, method=method)) if loss == "projection" else \
-                    (lambda: P.qr_vjp(A, gQ, gR, method=method))
+                call = {"projection": lambda: P.project_vjp(A, y, gz, method=method),
+                        "qr": lambda: P.qr_vjp(A, gQ, gR, method=method),
+                        "forward": lambda: P.project(A, y, method=method)}[loss]
                 call()
                 times = []
                 for _ in range(repeats):

@@ -11,7 +11,8 @@ falls on both sides alike.
 
 ``--parts`` also splits the projection gradient's time: the compiled fused vjp alone, the same
 through ``revdiff.batched(...).vjp`` on a batch of one (the call driver around it), and the whole
-``project_vjp`` (the driver, and the checks, scaling and rank check of ``revdiff.programs``).
+warm ``project_vjp`` (its plan, ``revdiff/programs/plans.py``: the input scan, the program, the rank
+scan and the results' check, without the driver).
 """
 from __future__ import annotations
 
