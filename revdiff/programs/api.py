@@ -15,7 +15,7 @@ from revdiff.programs.methods import (COMPLETE_METHODS, LSTSQ_METHODS, PROJECT_M
 from revdiff.programs.inputs import (DTYPES, array_module, as_array, check_rank, check_result, flat,
                                      negated, one_device, rank_tolerance, require_finite, scale_exponents)
 from revdiff.programs.pivoting import column_pivots
-from revdiff.programs.plans import record, run_plan
+from revdiff.programs.plans import record, run_plan, usual
 from revdiff.programs.ranked import cgs2_where_refused, fresh, numerical_rank, ranked
 from revdiff.programs.scan import largest_per_element
 
@@ -141,10 +141,10 @@ def qr(A, method: str = "auto", rank_tol: float | None = None, mode: str = "redu
         check_rank(R, M.batch, tol, M.xp, perm)
         R = M.scaled(R, M.e)  # A D = Q R' for the column scaling D: R = R' D^-1
         check_result("qr", "R", R, M.batch, M.xp)
-        if not pivoting and _usual(M, rows):
+        if not pivoting and usual(M, rows):
+            returned = (("out", 1),) if mode == "r" else (("out", 0), ("out", 1))  # R alone, or Q and R
             record("qr", options, (A,), (), program, "value", (options[0], mode, False),
-                   tuple(o.shape[1:] for o in outputs), tol, ((("out", 1),) if mode == "r" else (("out", 0), ("out", 1))),
-                   single=mode == "r")
+                   tuple(o.shape[1:] for o in outputs), tol, returned, single=mode == "r")
     out = (M.unflat(R, q, M.n),) if mode == "r" else (M.unflat(Q, M.m, q), M.unflat(R, q, M.n))
     if pivoting:
         out += (M.unflat(perm, M.n),)
@@ -180,10 +180,9 @@ def qr_vjp(A, gQ, gR, method: str = "auto", rank_tol: float | None = None, mode:
         run.method)
     check_rank(outs[1], run.M.batch, run.tol, run.M.xp, run.perm)  # outs: (Q, R, [angles,] A)
     gA = run.gradient(rows.back(grads[-1]), "qr_vjp", "gA")
-    if not pivoting and _usual(run.M, rows, run.h):
-        outputs = len(run.outputs)
+    if not pivoting and usual(run.M, rows, run.h):
         record("qr_vjp", options, (A,), (gQ, gR), run.program, "vjp", (options[0], mode, False),
-               tuple(o.shape[1:] for o in run.outputs), run.tol, (("grad", outputs),))
+               tuple(o.shape[1:] for o in run.outputs), run.tol, (("grad", len(run.outputs)),))
     return gA
 
 
@@ -257,12 +256,6 @@ def _as_given(g, given):
         return g
     real = np.iscomplexobj(g) and not np.issubdtype(given, np.complexfloating)
     return (g.real if real else g).astype(given, copy=False)
-
-
-def _usual(M: Matrices, rows, *scaled) -> bool:
-    """Whether a call ran as a plan replays it (``plans.py``): one host matrix, A's own row order, and
-    no argument scaled (``scaled``: the arguments' and cotangents' exponents beside A's)."""
-    return M.batch == () and not M.gpu and rows.order is None and M.e is None and all(e is None for e in scaled)
 
 
 #: what project and lstsq do with a (numerically) rank-deficient A
@@ -354,7 +347,7 @@ def project(A, y, method: str = "auto", rank_tol: float | None = None, rank_defi
         check_rank(R, M.batch, tol, M.xp)
     z = Y.scaled(z, Y.e)  # z is linear in y and the same for every column scaling of A
     check_result("project", "z", z, M.batch, M.xp)
-    if not truncate and _usual(M, rows, Y.e):
+    if not truncate and usual(M, rows, Y.e):
         record("project", options, (A, y), (), program, "value", (options[0], "reduced", True), ((M.m,), (M.p, M.n)),
                tol, (("out", 0),))
     return (M.unflat(z, M.m), kept.rank.reshape(M.batch)) if truncate else M.unflat(z, M.m)
@@ -399,7 +392,7 @@ def project_vjp(A, y, gz, method: str = "auto", rank_tol: float | None = None, r
     gy = _as_given(G.scaled(gy, G.e), Y.given)
     check_result("project_vjp", "gA", gA, M.batch, M.xp)
     check_result("project_vjp", "gy", gy, M.batch, M.xp)
-    if not truncate and _usual(M, rows, Y.e, G.e):
+    if not truncate and usual(M, rows, Y.e, G.e):
         record("project_vjp", options, (A, y), (gz,), program, "vjp", (options[0], "reduced", True),
                ((M.m,), (M.p, M.n)), tol, (("grad", 2), ("grad", 3)), single=False)
     return M.unflat(gA, M.m, M.n), M.unflat(gy, M.m)
@@ -446,7 +439,7 @@ def lstsq(A, y, method: str = "auto", rank_tol: float | None = None, rank_defici
         check_rank(R, M.batch, tol, M.xp)
     x = M.scaled(x, negated(M.e), Y.e)  # (A D) x' = y: x = D x', linear in y
     check_result("lstsq", "x", x, M.batch, M.xp)
-    if not truncate and _usual(M, rows, Y.e):
+    if not truncate and usual(M, rows, Y.e):
         record("lstsq", options, (A, y), (), program, "value", (options[0], "reduced", True), ((M.n,), (M.n, M.n)),
                tol, (("out", 0),))
     return (M.unflat(x, M.n), kept.rank.reshape(M.batch)) if truncate else M.unflat(x, M.n)
@@ -493,7 +486,7 @@ def lstsq_vjp(A, y, gx, method: str = "auto", rank_tol: float | None = None, ran
     gy = _as_given(M.scaled(gy, h), Y.given)
     check_result("lstsq_vjp", "gA", gA, M.batch, M.xp)
     check_result("lstsq_vjp", "gy", gy, M.batch, M.xp)
-    if not truncate and _usual(M, rows, Y.e, G.e, h):
+    if not truncate and usual(M, rows, Y.e, G.e, h):
         record("lstsq_vjp", options, (A, y), (gx,), program, "vjp", (options[0], "reduced", True),
                ((M.n,), (M.n, M.n)), tol, (("grad", 2), ("grad", 3)), single=False)
     return M.unflat(gA, M.m, M.n), M.unflat(gy, M.m)

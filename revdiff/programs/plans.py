@@ -23,9 +23,11 @@ from revdiff.batch import BatchedFunction
 from revdiff.batching import OneElement
 from revdiff.calls import current
 from revdiff.execute import run_owned
+from revdiff.programs.arguments import Matrices
 from revdiff.programs.inputs import DTYPES
 from revdiff.programs.methods import chosen_method, resolved
 from revdiff.programs.kernels import run_one
+from revdiff.programs.ranked import Rows
 from revdiff.programs.scan import in_range_kernel, rank_ratio_arrays, rank_ratios_kernel
 from revdiff.targets.llvm.entry_calls import NativeProgram
 
@@ -157,6 +159,13 @@ def record(function: str, options: tuple, inputs: tuple, cotangents: tuple, batc
         if key not in _PLANS and len(_PLANS) >= MAX_PLANS:
             _PLANS.pop(next(iter(_PLANS)))
         _PLANS[key] = plan
+
+
+def usual(M: Matrices, rows: Rows, *exponents) -> bool:
+    """Whether a checked call ran as a plan would run it: one host matrix in its own row order
+    (``ranked.Rows``), nothing scaled (``exponents``: those of the other arguments and of the
+    cotangents, beside A's own)."""
+    return M.batch == () and not M.gpu and rows.order is None and M.e is None and all(e is None for e in exponents)
 
 
 def clear() -> None:
