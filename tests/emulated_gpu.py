@@ -10,6 +10,7 @@ import types
 
 import numpy as np
 
+from revdiff.ir.signature import ENTRY_KINDS
 from revdiff.targets.cuda import launch
 from revdiff.targets.cuda import programs as kernels
 
@@ -155,7 +156,7 @@ def host_run_on_device(modules: dict):
     def run(bf, kind, arrays, types_):
         key = (bf, types_)
         if key not in modules:  # one module for every kind: a g++ run costs seconds
-            entries = [(bf, k, types_) for k in ("call", "vjp", "jvp", "hvp")]
+            entries = [(bf, k, types_) for k in ENTRY_KINDS]
             source = kernels.module_source(entries, check=bf.f.forward_function.options.check, host=True)
             modules[key] = launch.HostModule(source, "emulated_" + bf.f.__name__)
         for a in arrays:

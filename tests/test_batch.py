@@ -355,3 +355,30 @@ def test_an_entry_calling_a_program_of_many_arguments():
     args[13][3] = 0.0
     with pytest.raises(revdiff.ReversibilityError, match="division by zero.* in batch element 3"):
         bf.vjp(args, [np.ones(B)] * len(params))
+
+
+@pytest.mark.parametrize("B, m, n", [(1, 32, 16), (7, 12, 5), (300, 32, 16), (2, 90, 70)],
+                         ids=["one element", "elements", "lanes", "blas"])
+def test_value_is_the_calls_final_values_bit_for_bit(B, m, n):
+    """``BatchedFunction.value`` runs the fused vjp's forward half (ancillas freed, not uncomputed):
+    the call's final values bit for bit in every path, on the path the call takes; ``~f``'s value is
+    its call."""
+    from revdiff import programs as P
+    r = np.random.default_rng(m * n)
+    A, y = r.standard_normal((B, m, n)), r.standard_normal((B, m))
+    p = min(m, n)
+    for f in (P.project_cgs2, P.project_householder, P.lstsq_mgs, P.cgs2):
+        bf = revdiff.batched(f, f.params)
+        first = (np.zeros((B, m)), np.zeros((B, p, n))) if f.params[0] == "z" else \
+            (np.zeros((B, n)), np.zeros((B, n, n))) if f.params[0] == "x" else (np.zeros((B, m, p)), np.zeros((B, p, n)))
+        args = first + ((A, y) if len(f.params) == 4 else (A,))
+        if f is P.lstsq_mgs and m < n:
+            continue
+        want, got = bf(*args), bf.value(*args)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+        assert bf.last_paths["value"] == bf.last_paths["call"]
+    inverse = revdiff.batched(~P.cgs2, ("Q", "R", "A"))
+    Q, R, _ = revdiff.batched(P.cgs2, ("Q", "R", "A"))(np.zeros((B, m, p)), np.zeros((B, p, n)), A)
+    for g, w in zip(inverse.value(Q, R, A), inverse(Q, R, A)):
+        np.testing.assert_array_equal(g, w)

@@ -115,7 +115,7 @@ def _entries(program, batched, args, run=True):
     for bf, inputs in ((forward, args), (revdiff.batched(~program, batched), inverse_inputs)):
         inputs = tuple(inputs)
         types = bf._element_types(inputs)
-        out += [(bf, "call", types, inputs), (bf, "vjp", types, inputs)]
+        out += [(bf, "call", types, inputs), (bf, "value", types, inputs), (bf, "vjp", types, inputs)]
     return out
 
 
@@ -135,10 +135,11 @@ def _in_both_layouts(module, bf, kind, arrays, types):
             np.testing.assert_array_equal(a, c, err_msg=f"argument {k} of {kind} in the two layouts")
 
 
-def _check_call(module, bf, types, args, tol):
+def _check_call(module, bf, types, args, tol, kind="call"):
+    """The ``kind`` entry ("call", or "value": the fused vjp's forward half) against per-element calls."""
     want = _per_element_call(bf, args)
     got = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
-    _in_both_layouts(module, bf, "call", got, types)
+    _in_both_layouts(module, bf, kind, got, types)
     for w, g in zip(want, got):
         if isinstance(w, np.ndarray):
             np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
@@ -182,7 +183,10 @@ def test_host_emulation_of_kernel_source_matches_the_cpu(case):
     module = launch.HostModule(kernels.module_source([e[:3] for e in entries], host=True), "test_" + program.__name__)
     tol = _tolerance(args)
     for bf, kind, types, inputs in entries:
-        (_check_call if kind == "call" else _check_vjp)(module, bf, types, inputs, tol)
+        if kind == "vjp":
+            _check_vjp(module, bf, types, inputs, tol)
+        else:
+            _check_call(module, bf, types, inputs, tol, kind)
 
 
 SCRATCH_PROBE = r"""

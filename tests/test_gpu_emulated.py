@@ -75,6 +75,7 @@ def test_batched_derivatives_on_the_gpu_match_the_cpu(gpu):
                 bf.vjp_jvp(args, cotangents, directions), gpu)
     assert_same(bf.hvp("loss", _on(gpu, args), _on(gpu, directions)), bf.hvp("loss", args, directions), gpu)
     assert_same(bf.vjp(_on(gpu, args), _on(gpu, cotangents)), bf.vjp(args, cotangents), gpu)
+    assert_same(bf.value(*_on(gpu, args)), bf(*args), gpu)
 
 
 def test_batched_gradients_and_their_tangents_are_the_single_calls(gpu):
@@ -158,11 +159,29 @@ PROGRAM_TANGENTS = {  # the shapes of the PyTorch operation tests, whose CPU pro
 }
 
 
+PROGRAM_VALUES = {  # the forward calls, which run the fused vjp's forward half (the "value" kernels)
+    "qr": lambda: (_normal(2, 5, 3),),
+    "project": lambda: (_normal(6, 3), _normal(6)),
+    "lstsq": lambda: (_normal(2, 6, 3), _normal(2, 6)),
+    "normalize": lambda: (_normal(4, 5),),
+    "tangent_project": lambda: (_normal(3, 4), _normal(3, 4)),
+}
+
+
+@pytest.mark.parametrize("name", PROGRAM_VALUES)
+def test_the_programs_forward_calls_on_the_gpu_are_the_cpus(gpu, name):
+    args = PROGRAM_VALUES[name]()
+    program = getattr(P, name)
+    got, want = program(*_on(gpu, args)), program(*args)
+    assert_same(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,), gpu)
+
+
 @pytest.mark.parametrize("name", PROGRAM_TANGENTS)
 def test_the_programs_run_their_tangents_on_the_gpu(gpu, name):
     args = PROGRAM_TANGENTS[name]()
     program = getattr(P, name)
-    assert_same(program(*_on(gpu, args)), program(*args), gpu)
+    got, want = program(*_on(gpu, args)), program(*args)
+    assert_same(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,), gpu)
 
 
 BAD_TANGENTS = [  # (tangents or cotangents of the batch of 3 x 4, error)
