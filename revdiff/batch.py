@@ -35,15 +35,11 @@ class BatchedFunction(Batching):
         its own error record, and the first failed one is raised)."""
         return execute(self.f, "call", self.f.bind(args, kwargs), batch=self, donate=donate)
 
-    def value(self, *args: Any, donate: bool = False) -> tuple:
-        """The final values of ``__call__``, from the forward half of the fused vjp: the ancillas a
-        call uncomputes (and checks to return to zero) are freed where they are, since only a
-        gradient reads them again (it recomputes and uncomputes them, checked). Bit for bit the
-        call's values wherever the call answers; where it refuses in an uncompute (a Householder
-        reflector's sign at its threshold, ``programs/ranked.py``), the values the forward computed.
-        For functions whose only job is their results (``revdiff.programs`` runs its forward calls
-        so); ``~f`` runs its call."""
-        return execute(self.f, "value", self.f.bind(tuple(args)), batch=self, donate=donate)
+    def value(self, *args: Any, donate: bool = False, **kwargs: Any) -> tuple:
+        """``__call__``'s final values from the fused vjp's forward half, which frees the ancillas the
+        call uncomputes and checks (a gradient recomputes and uncomputes them, checked): the same
+        bits, in less time, and no refusal from an uncompute. For the inverse ``~f``, its call."""
+        return execute(self.f, "value", self.f.bind(args, kwargs), batch=self, donate=donate)
 
     def vjp(self, args: Sequence, cotangents: Sequence, donate: bool = False) -> tuple:
         """``(outs, grads)``: final values and, from ``cotangents`` of the final values (None: zero),

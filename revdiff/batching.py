@@ -1,9 +1,9 @@
 """How a batch runs: a reversible function mapped over the leading axis of some of its parameters
-(``revdiff.batched``), each kind of call ("call", "vjp", "jvp", "hvp") as one generated entry that loops
-over a range of the batch, split among threads: no Python work per element. Small real elements run
-in SIMD lanes (``revdiff/targets/lanes/rewrite.py``: groups of 8 float64 or float32 elements side by
-side, bit-identical to one element at a time); a call or vjp of a batch of one on the CPU runs the
-ordinary single-call program (``one_element``); GPU arrays run as CUDA kernels
+(``revdiff.batched``), each kind of call ("call", "value", "vjp", "jvp", "hvp") as one generated
+entry that loops over a range of the batch, split among threads: no Python work per element. Small
+real elements run in SIMD lanes (``revdiff/targets/lanes/rewrite.py``: groups of 8 float64 or float32
+elements side by side, bit-identical to one element at a time); a call, value or vjp of a batch of
+one on the CPU runs the ordinary single-call program (``one_element``); GPU arrays run as CUDA kernels
 (``targets/cuda/programs.py``). The call driver (``execute.py``) checks the arguments and builds the
 entry's argument list; ``Batching.run`` picks the target and runs it.
 """
@@ -116,8 +116,9 @@ class Batching:
         return tuple(types)
 
     def one_element(self, kind: str, args: tuple) -> "OneElement | None":
-        """How a ``kind`` ("call" or "vjp") of a batch of one runs on element 0 of the batched arrays:
-        the single-call program (the call, or the fused vjp) and its slots (``OneElement``); None for
+        """How a ``kind`` ("call", "value" or "vjp") of a batch of one runs on element 0 of the batched
+        arrays: the single-call program (the call, the fused vjp's forward half, or the fused vjp) and
+        its slots (``OneElement``); None for
         a batch of another size. TypeError or ValueError, as the batch's checks raise them, for
         arguments a batch cannot take. A batch of one whose arguments have the kinds of an earlier
         one's is answered with one lookup; other sizes are checked anew on every call."""

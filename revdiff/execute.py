@@ -1,10 +1,11 @@
 """The call driver: every call of a reversible function takes this one path from the API (``f(*args)``,
-``revdiff.vjp``, ``jvp``, ``vjp_jvp``, ``revdiff.batched``) to a target.
+``revdiff.vjp``, ``jvp``, ``vjp_jvp``, ``revdiff.batched``) to a target; beside it, ``run_owned`` runs
+a single-call program found here for the warm calls of ``revdiff.programs``' plans.
 
 ``execute(f, kind, args, cotangents, tangents, batch=...)`` checks the arguments, finds what runs them
 and runs it: one call on the CPU runs a compiled program (found with one dictionary lookup on the kinds
-of its arguments, ``calls.compiled``); one call on GPU arrays runs as a batch of one; a call or vjp of
-a batch of one on the CPU runs the single-call program on its element (``Batching.one_element``, one
+of its arguments, ``calls.compiled``); one call on GPU arrays runs as a batch of one; a call, value or
+vjp of a batch of one on the CPU runs the single-call program on its element (``Batching.one_element``, one
 lookup too); other batches run the entry ``Batching.run`` picks (one element per iteration, SIMD lanes,
 CUDA kernels). Each program's parameters are laid out by ``ir/signature.py``: results are read from
 it, never counted here.
@@ -22,9 +23,11 @@ from revdiff.calls import (ERROR_RECORD, Compiled, Reversible, argument_kinds, c
                            scalar_expected, zero_like)
 from revdiff.ir.signature import TANGENTS
 from revdiff.runtime.device import any_on_device, cupy_module, on_device
+from revdiff.targets.llvm.entry_calls import NativeProgram
 
 #: the kinds of call: "call" runs the function, "vjp" also its adjoint (one call: returns a pullback;
-#: a batch: takes the cotangents), "jvp" its tangent program, "vjp_jvp" the tangent of the fused vjp
+#: a batch: takes the cotangents), "jvp" its tangent program, "vjp_jvp" the tangent of the fused vjp;
+#: batches also take "value" (``BatchedFunction.value``: the fused vjp's forward half)
 KINDS = ("call", "vjp", "jvp", "vjp_jvp")
 
 
@@ -266,27 +269,40 @@ def _one_element(bf: Batching, one: OneElement, kind: str, args: tuple, cotangen
         buffers[i][0] = result[i]
     if kind != "vjp":
         return tuple(buffers)
-    outs = buffers[:n]
-    grads: list = [None] * n
+    return _by_role(one, buffers, lambda k, g: _gradient(bf, f.params[k], copies[k], g))
+
+
+def _by_role(one: OneElement, buffers: list, gradient) -> tuple:
+    """(outs, grads) of a fused vjp's single-call run from its slots' ``buffers``: the parameters'
+    own, then a saved final value or a gradient (``gradient(k, buffer)``) per extra slot."""
+    n = len(buffers) - len(one.extra_slots)
+    outs, grads = list(buffers[:n]), [None] * n
     for (role, k, _), buffer in zip(one.extra_slots, buffers[n:]):
         if role == "saved":
             outs[k] = buffer
         else:
-            grads[k] = _gradient(bf, f.params[k], copies[k], buffer)
+            grads[k] = gradient(k, buffer)
     return tuple(outs), tuple(grads)
 
 
-def run_owned(bf: Batching, one: OneElement, kind: str, args: tuple, cotangents: tuple = ()) -> "tuple | None":
+def runs_owned(one: OneElement) -> bool:
+    """Whether ``run_owned`` can run ``one``: compiled machine code found by its arguments' kinds,
+    with arrays for every parameter and slot and no while loop (which runs where Ctrl-C can stop it)."""
+    program = one.program.program
+    return (one.typed and isinstance(program, NativeProgram) and not program.revdiff_loops
+            and all(t.ndim for t in one.program.types) and not any(scalar for _, _, scalar in one.extra_slots))
+
+
+def run_owned(bf: Batching, one: OneElement, kind: str, args: tuple, cotangents: tuple) -> "tuple | None":
     """``_one_element`` for a caller that owns every array the program writes (fresh outputs; inputs
-    the program does not write) and found ``one`` by these arguments' kinds, without their batch
-    axis (``revdiff.programs.plans``): the compiled single-call program on the arrays themselves, with
-    no copies, aliasing checks or batch axes around it. Returns the final arguments (a call) or
-    (outs, grads) (a vjp, from ``cotangents``, None for zero, copied as its seeds), or None where the
-    program's own checks failed: the caller then runs its checked path, which raises the error."""
+    it does not write), without their batch axis, for a ``one`` that ``runs_owned`` (the plans of
+    ``revdiff.programs``): no copies, aliasing checks or batch axes around the program. Returns the
+    final arguments ("call", "value") or (outs, grads) ("vjp": ``cotangents``, one per parameter,
+    None for zero, copied as its seeds), or None where the program's checks failed: the caller's
+    checked path then raises the error."""
     bf.last_paths[kind] = "one element"
-    n = len(args)
     arguments = list(args)
-    for role, k, _ in one.extra_slots:  # arrays only (the plans take no program with scalar parameters)
+    for role, k, _ in one.extra_slots:
         c = cotangents[k] if role == "gradient" else None
         arguments.append(c.copy() if c is not None else
                          np.zeros(args[k].shape, args[k].dtype) if role == "gradient" else np.empty_like(args[k]))
@@ -294,15 +310,7 @@ def run_owned(bf: Batching, one: OneElement, kind: str, args: tuple, cotangents:
     one.program.program.call_typed(*arguments, record)
     if record[0]:
         return None
-    if kind != "vjp":
-        return tuple(arguments)
-    outs, grads = list(args), [None] * n
-    for (role, k, _), buffer in zip(one.extra_slots, arguments[n:]):
-        if role == "saved":
-            outs[k] = buffer
-        else:
-            grads[k] = buffer
-    return tuple(outs), tuple(grads)
+    return tuple(arguments) if kind != "vjp" else _by_role(one, arguments, lambda k, g: g)
 
 
 def _gradient(bf: Batching, p: str, a, g):

@@ -74,8 +74,7 @@ def test_a_plan_gives_the_checked_paths_results_bit_for_bit(replays, shape, dtyp
 def test_a_plan_for_each_method(replays, method):
     r = np.random.default_rng(3)
     A, y, g = r.standard_normal((12, 6)), r.standard_normal(12), r.standard_normal(12)
-    calls = [lambda: P.qr(A, method=method), lambda: P.qr_vjp(A, r.standard_normal((12, 6)) * 0 + 1, None,
-                                                                 method=method)]
+    calls = [lambda: P.qr(A, method=method), lambda: P.qr_vjp(A, np.ones((12, 6)), None, method=method)]
     if method != "givens":
         calls += [lambda: P.project_vjp(A, y, g, method=method), lambda: P.lstsq(A, y, method=method)]
     for call in calls:
@@ -196,3 +195,20 @@ def test_a_plan_follows_the_rule_that_chooses_the_method(replays, monkeypatch):
     np.testing.assert_array_equal(P.qr(A)[0], P.qr(A, method="householder")[0])
     monkeypatch.undo()
     np.testing.assert_array_equal(P.qr(A)[0], Q)
+
+
+def test_zero_arguments_and_cotangents_are_planned_and_the_last_run_is_reported(replays):
+    """A zero cotangent (what PyTorch passes for an unused output) or a zero y is left unscaled by
+    the checked path, so its plan runs it; ``last_run`` names the path a planned call took."""
+    r = np.random.default_rng(10)
+    A, gQ = r.standard_normal((20, 8)), r.standard_normal((20, 8))
+    zero = np.zeros((8, 8))
+    for call in (lambda: P.qr_vjp(A, gQ, zero), lambda: P.project(A, np.zeros(20)), lambda: P.qr_vjp(A, 0 * gQ, zero)):
+        want = call()
+        runs = replays["runs"]
+        for got, w in zip(_leaves(call()), _leaves(want)):
+            np.testing.assert_array_equal(got, w)
+        assert replays["runs"] == runs + 1
+    P.qr(A)
+    P.qr(A)
+    assert api.last_run("qr", "auto", A.shape) == "cgs2, one element"

@@ -15,7 +15,7 @@ from revdiff.programs.methods import (COMPLETE_METHODS, LSTSQ_METHODS, PROJECT_M
 from revdiff.programs.inputs import (DTYPES, array_module, as_array, check_rank, check_result, flat,
                                      negated, one_device, rank_tolerance, require_finite, scale_exponents)
 from revdiff.programs.pivoting import column_pivots
-from revdiff.programs.plans import record, run_plan, usual
+from revdiff.programs.plans import Rule, record, run_plan, usual
 from revdiff.programs.ranked import cgs2_where_refused, fresh, numerical_rank, ranked
 from revdiff.programs.scan import largest_per_element
 
@@ -58,7 +58,7 @@ def last_run(function: str, method: str, shape: tuple, mode: str = "reduced", dt
         raise ValueError(f"last_run reports qr, project, lstsq and their _vjp, not {function!r}")
     program = program_for(tables[name], resolved(method, shape, mode=mode, dtype=dtype, projection=name != "qr"),
                           shape)
-    return f"{program.__name__}, {_batched(program).last_paths.get(kind or 'call', 'not run')}"
+    return f"{program.__name__}, {_batched(program).last_paths.get(kind or 'value', 'not run')}"
 
 
 def _leading_projection(method: str, M: Matrices) -> BatchedFunction:
@@ -143,8 +143,8 @@ def qr(A, method: str = "auto", rank_tol: float | None = None, mode: str = "redu
         check_result("qr", "R", R, M.batch, M.xp)
         if not pivoting and usual(M, rows):
             returned = (("out", 1),) if mode == "r" else (("out", 0), ("out", 1))  # R alone, or Q and R
-            record("qr", options, (A,), (), program, "value", (options[0], mode, False),
-                   tuple(o.shape[1:] for o in outputs), tol, returned, single=mode == "r")
+            record("qr", options, (A,), (), program, "value", Rule(options[0], mode, False, QR_METHODS),
+                   tuple(o.shape[1:] for o in outputs), tol, returned)
     out = (M.unflat(R, q, M.n),) if mode == "r" else (M.unflat(Q, M.m, q), M.unflat(R, q, M.n))
     if pivoting:
         out += (M.unflat(perm, M.n),)
@@ -181,7 +181,7 @@ def qr_vjp(A, gQ, gR, method: str = "auto", rank_tol: float | None = None, mode:
     check_rank(outs[1], run.M.batch, run.tol, run.M.xp, run.perm)  # outs: (Q, R, [angles,] A)
     gA = run.gradient(rows.back(grads[-1]), "qr_vjp", "gA")
     if not pivoting and usual(run.M, rows, run.h):
-        record("qr_vjp", options, (A,), (gQ, gR), run.program, "vjp", (options[0], mode, False),
+        record("qr_vjp", options, (A,), (gQ, gR), run.program, "vjp", Rule(options[0], mode, False, QR_METHODS),
                tuple(o.shape[1:] for o in run.outputs), run.tol, (("grad", len(run.outputs)),))
     return gA
 
@@ -348,8 +348,8 @@ def project(A, y, method: str = "auto", rank_tol: float | None = None, rank_defi
     z = Y.scaled(z, Y.e)  # z is linear in y and the same for every column scaling of A
     check_result("project", "z", z, M.batch, M.xp)
     if not truncate and usual(M, rows, Y.e):
-        record("project", options, (A, y), (), program, "value", (options[0], "reduced", True), ((M.m,), (M.p, M.n)),
-               tol, (("out", 0),))
+        record("project", options, (A, y), (), program, "value", Rule(options[0], "reduced", True, PROJECT_METHODS),
+               ((M.m,), (M.p, M.n)), tol, (("out", 0),))
     return (M.unflat(z, M.m), kept.rank.reshape(M.batch)) if truncate else M.unflat(z, M.m)
 
 
@@ -393,8 +393,8 @@ def project_vjp(A, y, gz, method: str = "auto", rank_tol: float | None = None, r
     check_result("project_vjp", "gA", gA, M.batch, M.xp)
     check_result("project_vjp", "gy", gy, M.batch, M.xp)
     if not truncate and usual(M, rows, Y.e, G.e):
-        record("project_vjp", options, (A, y), (gz,), program, "vjp", (options[0], "reduced", True),
-               ((M.m,), (M.p, M.n)), tol, (("grad", 2), ("grad", 3)), single=False)
+        record("project_vjp", options, (A, y), (gz,), program, "vjp", Rule(options[0], "reduced", True,
+               PROJECT_METHODS), ((M.m,), (M.p, M.n)), tol, (("grad", 2), ("grad", 3)))
     return M.unflat(gA, M.m, M.n), M.unflat(gy, M.m)
 
 
@@ -440,8 +440,8 @@ def lstsq(A, y, method: str = "auto", rank_tol: float | None = None, rank_defici
     x = M.scaled(x, negated(M.e), Y.e)  # (A D) x' = y: x = D x', linear in y
     check_result("lstsq", "x", x, M.batch, M.xp)
     if not truncate and usual(M, rows, Y.e):
-        record("lstsq", options, (A, y), (), program, "value", (options[0], "reduced", True), ((M.n,), (M.n, M.n)),
-               tol, (("out", 0),))
+        record("lstsq", options, (A, y), (), program, "value", Rule(options[0], "reduced", True, LSTSQ_METHODS),
+               ((M.n,), (M.n, M.n)), tol, (("out", 0),))
     return (M.unflat(x, M.n), kept.rank.reshape(M.batch)) if truncate else M.unflat(x, M.n)
 
 
@@ -487,6 +487,6 @@ def lstsq_vjp(A, y, gx, method: str = "auto", rank_tol: float | None = None, ran
     check_result("lstsq_vjp", "gA", gA, M.batch, M.xp)
     check_result("lstsq_vjp", "gy", gy, M.batch, M.xp)
     if not truncate and usual(M, rows, Y.e, G.e, h):
-        record("lstsq_vjp", options, (A, y), (gx,), program, "vjp", (options[0], "reduced", True),
-               ((M.n,), (M.n, M.n)), tol, (("grad", 2), ("grad", 3)), single=False)
+        record("lstsq_vjp", options, (A, y), (gx,), program, "vjp",
+               Rule(options[0], "reduced", True, LSTSQ_METHODS), ((M.n,), (M.n, M.n)), tol, (("grad", 2), ("grad", 3)))
     return M.unflat(gA, M.m, M.n), M.unflat(gy, M.m)

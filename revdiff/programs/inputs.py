@@ -255,10 +255,16 @@ def check_rank(R, batch_shape: tuple, tol: float, xp, perm=None) -> None:
                                  f"(residual norm / column norm = {float(ratios[b, k]):.3e} <= {tol:.1e})")
 
 
+def all_finite(a) -> bool:
+    """Whether host array ``a`` has no NaN or infinity, by its sum (a NaN or an infinity makes the sum
+    one; so does a sum that overflows, for which the caller looks closer), without a temporary."""
+    return bool(np.isfinite(np.add.reduce(a, axis=None)))
+
+
 def check_result(function: str, name: str, a, batch_shape: tuple, xp) -> None:
     """ResultOverflowError naming the first batch element where result ``name`` is not finite
     although the inputs were: the exact value overflows its dtype, or an intermediate does."""
-    if a.size == 0 or (xp is np and bool(np.logical_and.reduce(np.isfinite(a), axis=None))):  # the usual case
+    if a.size == 0 or (xp is np and all_finite(a)):  # the usual case
         return
     big = largest_per_element(a, xp)
     bad = ~xp.isfinite(big)

@@ -1,10 +1,10 @@
 """Plans: warm calls of the high-level functions on one host matrix, in a few steps. After a call in
-the usual case, the checked path (``api.py``) records what it ran for the call's argument kinds
-(shapes, dtype, options): the program's single-call form, the shapes of its fresh outputs, the rank
-tolerance, the results it returned. A later call of the same kinds makes the same compiled calls
-on fresh arrays, with nothing else around them: the scan of its inputs (``scan.in_range``), the
-program (``execute.run_owned``), the rank scan of R (``scan.rank_ratios``) and the finiteness of
-the results.
+the usual case, the checked path (``api.py``) records what it ran for the call's shapes, dtype and
+options: the program's single-call form, the shapes of its fresh outputs, the rank tolerance, the
+results it returned. A later call with the same shapes, dtype and options (C-ordered NumPy arrays
+of one dtype) makes the same compiled calls on fresh arrays, with nothing else around them: the
+scan of its inputs (``scan.in_range``), the program (``execute.run_owned``, beside the call driver
+rather than through it), the rank scan of R (``scan.rank_ratios``) and the finiteness of the results.
 
 A plan answers the usual case only: every input in range (nothing to scale), the program's own
 checks and the rank check passed, finite results. For anything else it returns None, and the
@@ -22,36 +22,44 @@ import numpy as np
 from revdiff.batch import BatchedFunction
 from revdiff.batching import OneElement
 from revdiff.calls import current
-from revdiff.execute import run_owned
+from revdiff.execute import run_owned, runs_owned
 from revdiff.programs.arguments import Matrices
-from revdiff.programs.inputs import DTYPES
-from revdiff.programs.methods import chosen_method, resolved
+from revdiff.programs.inputs import DTYPES, all_finite
 from revdiff.programs.kernels import run_one
+from revdiff.programs.methods import chosen_method, resolved
 from revdiff.programs.ranked import Rows
-from revdiff.programs.scan import in_range_kernel, rank_ratio_arrays, rank_ratios_kernel
-from revdiff.targets.llvm.entry_calls import NativeProgram
+from revdiff.programs.scan import in_range_kernel, rank_ratio_arrays, rank_ratios_kernel, safe_exponent
 
-#: plans kept at once (one per function, options, shapes and dtype); the oldest goes first
+#: plans kept at once (one per function, options, shapes and dtype); the first recorded goes first
 MAX_PLANS = 256
+#: the position of R among the outputs of every QR, projection and least-squares program
+R_OUTPUT = 1
 _PLANS: dict = {}
 _LOCK = threading.Lock()
 
 
-class Plan(NamedTuple):
-    """What a warm call runs. ``method``: the method the options resolve to, and ``chosen``: the one
-    whose program runs (both checked again on every call, as the rules read module constants);
-    ``outputs``: the shapes of the program's fresh outputs (its first parameters); ``returns``:
-    ("out", i) for output i's final value or ("grad", k) for parameter k's gradient, per result;
-    ``scan`` and ``rank``: the compiled kernels of the input scan and the rank scan."""
+class Rule(NamedTuple):
+    """What picks a call's program: the ``method`` option, the QR ``mode``, whether a projection (or
+    least squares), and the table of programs by method (``methods.py``)."""
+    method: str
+    mode: str
+    projection: bool
+    table: dict
+
+
+class CallPlan(NamedTuple):
+    """What a warm call runs: ``batched``'s single-call program ``one`` (a "value" or a "vjp") on
+    fresh outputs of ``output_shapes`` (its first parameters) and the inputs; ``rule``, checked
+    again on every call (the rules read module constants); ``returns``: ("out", i) for output i's
+    final value or ("grad", k) for parameter k's gradient, per result; ``scan`` and ``rank``: the
+    compiled kernels of the input scan and the rank scan."""
     batched: BatchedFunction
     one: OneElement
     kind: str
-    method: tuple
-    chosen: str
-    outputs: tuple
+    rule: Rule
+    output_shapes: tuple
     tol: float
     returns: tuple
-    single: bool
     scan: object
     rank: object
 
@@ -77,7 +85,7 @@ def _key(function: str, options: tuple, arrays: tuple) -> tuple | None:
     return (function, tuple(map(type, options)), options, dtype, tuple(shapes))
 
 
-def run_plan(function: str, options: tuple, inputs: tuple, cotangents: tuple = ()):
+def run_plan(function: str, options: tuple, inputs: tuple, cotangents: tuple = ()) -> "np.ndarray | tuple | None":
     """The results of a warm call of ``function`` (the ``options`` that key it: method, rank_tol,
     mode...) on ``inputs`` (the matrix, then vectors) with ``cotangents`` (of the program's outputs,
     None for zero) through its plan, or None: no plan, or not the usual case (see the module)."""
@@ -88,33 +96,35 @@ def run_plan(function: str, options: tuple, inputs: tuple, cotangents: tuple = (
         plan = _PLANS.get(key)
     except TypeError:  # an unhashable option: the checked path names it
         return None
-    if plan is None or not current(plan.batched.f, plan.one.program):
+    if plan is None or not current(plan.batched.f, plan.one.program) or not _still_chosen(plan, inputs[0]):
         return None
-    A = inputs[0]
-    method, mode, projection = plan.method
-    now = resolved(method, A.shape, False, mode, A.dtype, projection)
-    if chosen_method(now, A.shape) != plan.chosen:
+    if not _unscaled(plan.scan, inputs + cotangents):  # NaN, Inf or a magnitude to scale
         return None
-    if not _inside(plan.scan, inputs + cotangents):  # NaN, Inf or a magnitude to scale
-        return None
-    outputs = tuple(np.zeros(shape, A.dtype) for shape in plan.outputs)
-    done = run_owned(plan.batched, plan.one, plan.kind, outputs + inputs,
-                     cotangents + (None,) * (len(outputs) + len(inputs) - len(cotangents)))
+    outputs = tuple(np.zeros(shape, inputs[0].dtype) for shape in plan.output_shapes)
+    arguments = outputs + inputs
+    done = run_owned(plan.batched, plan.one, plan.kind, arguments,
+                     cotangents + (None,) * (len(arguments) - len(cotangents)))
     if done is None:
         return None
     finals, grads = (done, None) if plan.kind != "vjp" else done
-    values = rank_ratio_arrays(finals[1][None])
+    _, _, lowest = values = rank_ratio_arrays(finals[R_OUTPUT][None])
     run_one(plan.rank, values)
-    if not float(values[2][0]) > plan.tol:  # a dependent column (NaN fails)
+    if not float(lowest[0]) > plan.tol:  # a dependent column (NaN fails)
         return None
     results = tuple(finals[k] if role == "out" else grads[k] for role, k in plan.returns)
-    for r in results:  # a sum is finite only where every term is (an overflowing sum goes back, too)
-        if not np.isfinite(np.add.reduce(r, axis=None)):
-            return None
-    return results[0] if plan.single else results
+    if not all(all_finite(r) for r in results):
+        return None
+    return results[0] if len(results) == 1 else results
 
 
-def _scanned(arrays: tuple) -> tuple:
+def _still_chosen(plan: CallPlan, A) -> bool:
+    """Whether the rule still picks the plan's program for A (the rule's constants unchanged)."""
+    rule = plan.rule
+    method = resolved(rule.method, A.shape, False, rule.mode, A.dtype, rule.projection)
+    return rule.table.get(chosen_method(method, A.shape)) is plan.batched.f
+
+
+def _scan_arguments(arrays: tuple) -> tuple:
     """The arguments of the ``in_range`` kernel (``scan.in_range``) for the matrix (per column) and
     the other arrays of ``arrays`` (whole; None: a cotangent left out)."""
     A = arrays[0]
@@ -126,35 +136,44 @@ def _scanned(arrays: tuple) -> tuple:
     return tuple(values)
 
 
-def _inside(kernel, arrays: tuple) -> bool:
-    """Whether every value of ``arrays`` is finite and in range: the checked path then scales none."""
-    values = _scanned(arrays)
+def _unscaled(kernel, arrays: tuple) -> bool:
+    """Whether the checked path would scale none of ``arrays`` and refuse none as NaN or Inf: every
+    largest magnitude (per column of the matrix, whole for the others) finite and in range, or 0
+    (``inputs.scale_exponents`` leaves zeros as they are: a zero cotangent, a zero column that the
+    rank check then names)."""
+    values = _scan_arguments(arrays)
     run_one(kernel, values)
-    return bool(np.minimum.reduce(values[-1], axis=None) == 1.0)
+    if np.minimum.reduce(values[-1], axis=None) == 1.0:  # every one in range (the usual case)
+        return True
+    s = 2.0 ** safe_exponent(arrays[0].dtype)
+    for big in values[1:-1:2]:
+        if not np.all(np.isfinite(big) & ~((big > s) | ((big < 1 / s) & (big > 0)))):
+            return False
+    return True
 
 
 def record(function: str, options: tuple, inputs: tuple, cotangents: tuple, batched: BatchedFunction, kind: str,
-           method: tuple, outputs: tuple, tol: float, returns: tuple, single: bool = True) -> None:
-    """Keep the plan of a call the checked path answered in the usual case (one host matrix, nothing
-    scaled, A's own row order, no truncation or pivoting): ``method`` (the method option, QR mode,
-    whether a projection) resolved as it ran, the program ``batched`` over its ``outputs`` (shapes)
-    and ``inputs``, and what it returned (``Plan``). Nothing is kept for arguments the plans do
-    not take (``_key``), or for programs with scalar parameters or loops to interrupt."""
+           rule: Rule, output_shapes: tuple, tol: float, returns: tuple) -> None:
+    """Keep the plan of a call the checked path answered in the usual case (``usual``; no
+    truncation or pivoting): its ``rule``, the program ``batched`` on fresh outputs of
+    ``output_shapes`` and the ``inputs``, and what it returned (``CallPlan``). Nothing is kept for
+    arguments the plans do not take (``_key``), for a program that writes an input (a plan passes
+    the caller's arrays) or that ``execute.run_owned`` cannot run; a plan kept already for the
+    same program stays."""
     key = _key(function, options, inputs + cotangents)
-    if key is None:
+    if key is None or batched.f.forward_function.modified_positions() - set(range(len(output_shapes))):
         return
     dtype = inputs[0].dtype
-    args = tuple(np.zeros((1,) + shape, dtype) for shape in outputs) + tuple(a[None] for a in inputs)
+    args = tuple(np.zeros((1,) + shape, dtype) for shape in output_shapes) + tuple(a[None] for a in inputs)
     one = batched.one_element(kind, args)
-    program = one.program.program if one is not None else None
-    if not (one is not None and one.typed and isinstance(program, NativeProgram) and not program.revdiff_loops
-            and all(t.ndim for t in one.program.types) and not any(scalar for _, _, scalar in one.extra_slots)):
+    if one is None or not runs_owned(one):
         return
-    now = resolved(method[0], inputs[0].shape, False, method[1], dtype, method[2])
-    scan = in_range_kernel(_scanned(inputs + cotangents))
-    rank = rank_ratios_kernel(rank_ratio_arrays(args[1]))
-    plan = Plan(batched, one, kind, method, chosen_method(now, inputs[0].shape), outputs, tol, returns, single, scan,
-                rank)
+    kept = _PLANS.get(key)
+    if kept is not None and kept.one is one and kept.rule == rule:
+        return
+    scan = in_range_kernel(_scan_arguments(inputs + cotangents))
+    plan = CallPlan(batched, one, kind, rule, output_shapes, tol, returns, scan,
+                    rank_ratios_kernel(rank_ratio_arrays(args[R_OUTPUT])))
     with _LOCK:
         if key not in _PLANS and len(_PLANS) >= MAX_PLANS:
             _PLANS.pop(next(iter(_PLANS)))

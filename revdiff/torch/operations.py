@@ -9,8 +9,12 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
-from torch._functorch.utils import unwrap_dead_wrappers
 from torch.autograd import forward_ad
+
+try:  # PyTorch's own step before a Function's C++ apply (private: without it, every apply is PyTorch's)
+    from torch._functorch.utils import unwrap_dead_wrappers
+except ImportError:
+    unwrap_dead_wrappers = None
 
 from revdiff.runtime.device import cupy_module, on_device
 
@@ -271,7 +275,7 @@ def _forward_mode(tensors: tuple) -> bool:
         return False
     if torch._C._functorch.maybe_current_level() is not None:
         return True
-    if forward_ad._current_level < 0:  # outside every ``dual_level``: no tensor carries a tangent
+    if getattr(forward_ad, "_current_level", 0) < 0:  # outside every ``dual_level``: no tensor carries a tangent
         return False
     return any(isinstance(t, torch.Tensor) and forward_ad.unpack_dual(t).tangent is not None for t in tensors)
 
@@ -349,7 +353,9 @@ def _plain_apply(function: type) -> Callable:
     Python wrapper in plain eager mode (no ``torch.func`` transform, no compiler tracing): the wrapper
     binds the arguments to ``forward``'s signature (nothing to bind here) and unwraps dead
     ``torch.func`` wrappers, as this does, before PyTorch's own ``apply`` (half of its time)."""
-    apply = super(torch.autograd.Function, function).apply
+    apply = getattr(super(torch.autograd.Function, function), "apply", None)
+    if apply is None or unwrap_dead_wrappers is None:
+        return function.apply
 
     def call(*inputs):
         if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
