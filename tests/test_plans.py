@@ -212,3 +212,18 @@ def test_zero_arguments_and_cotangents_are_planned_and_the_last_run_is_reported(
     P.qr(A)
     P.qr(A)
     assert api.last_run("qr", "auto", A.shape) == "cgs2, one element"
+
+
+def test_results_near_the_overflow_threshold_under_raising_floating_point_errors(replays):
+    """A finite result whose sum would overflow, and a result that overflows, under
+    ``np.seterr(all="raise")``: the result, and the named ResultOverflowError, warm and cold."""
+    A, y, gx = np.eye(3) * 2.0 ** -250, np.full(3, 2.0 ** 261), np.full(3, 2.0 ** 260)
+    r = np.random.default_rng(0)
+    B = r.standard_normal((6, 4))
+    B[:, 2] *= 2.0 ** -600
+    with np.errstate(all="raise"):
+        for _ in range(2):
+            gA, _ = P.lstsq_vjp(A, y, gx)
+            assert np.all(np.isfinite(gA)) and np.all(np.abs(gA) > 1e307)
+            with pytest.raises(revdiff.ResultOverflowError):
+                P.lstsq_vjp(B, r.standard_normal(6), r.standard_normal(4))

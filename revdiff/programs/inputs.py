@@ -256,9 +256,9 @@ def check_rank(R, batch_shape: tuple, tol: float, xp, perm=None) -> None:
 
 
 def all_finite(a) -> bool:
-    """Whether host array ``a`` has no NaN or infinity, by its sum (a NaN or an infinity makes the sum
-    one; so does a sum that overflows, for which the caller looks closer), without a temporary."""
-    return bool(np.isfinite(np.add.reduce(a, axis=None)))
+    """Whether host array ``a`` has no NaN or infinity (element by element: a sum would overflow or
+    meet inf - inf, and warn, under ``np.seterr(all="raise")`` raise, where the values are fine)."""
+    return bool(np.logical_and.reduce(np.isfinite(a), axis=None))
 
 
 def check_result(function: str, name: str, a, batch_shape: tuple, xp) -> None:
