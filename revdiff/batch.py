@@ -38,7 +38,8 @@ class BatchedFunction(Batching):
     def value(self, *args: Any, donate: bool = False, **kwargs: Any) -> tuple:
         """``__call__``'s final values from the fused vjp's forward half, which frees the ancillas the
         call uncomputes and checks (a gradient recomputes and uncomputes them, checked): the same
-        bits, in less time, and no refusal from an uncompute. For the inverse ``~f``, its call."""
+        bits, in less time, and no refusal from an uncompute (nor its check: a NaN the call meets
+        there comes out in the values). For the inverse ``~f``, its call."""
         return execute(self.f, "value", self.f.bind(args, kwargs), batch=self, donate=donate)
 
     def vjp(self, args: Sequence, cotangents: Sequence, donate: bool = False) -> tuple:
