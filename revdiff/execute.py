@@ -254,7 +254,6 @@ def _one_element(bf: Batching, one: OneElement, kind: str, args: tuple, cotangen
     if donate:  # donated arrays are the caller's and may overlap; fresh copies cannot
         f.validate(copies)
     bf.last_paths[kind] = "one element"
-    n = len(copies)
     buffers = list(copies)  # per slot, the batch-shaped array (or shared value) it is element 0 of
     arguments = [a[0] if b else a for a, b in zip(copies, one.batched)]
     seeds = _seeds(bf, np, copies, cotangents, one.program.types) if kind == "vjp" else {}

@@ -49,8 +49,8 @@ def test_a_plan_gives_the_checked_paths_results_bit_for_bit(replays, shape, dtyp
     r = np.random.default_rng(shape[0] * shape[1])
     m, n = shape
     p = min(m, n)
-    draw = lambda *s: (r.standard_normal(s) + (1j * r.standard_normal(s) if np.dtype(dtype).kind == "c" else 0)
-                       ).astype(dtype)  # noqa: E731
+    def draw(*s):
+        return (r.standard_normal(s) + (1j * r.standard_normal(s) if np.dtype(dtype).kind == "c" else 0)).astype(dtype)
     A, y, gz, gx, gQ, gR = draw(m, n), draw(m), draw(m), draw(n), draw(m, p), draw(p, n)
     given = [a.copy() for a in (A, y, gz, gx, gQ, gR)]
     for name, call in _calls(A, y, gz, gx, gQ, gR).items():
