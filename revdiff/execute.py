@@ -5,9 +5,9 @@ a single-call program found here for the warm calls of ``revdiff.programs``' pla
 ``execute(f, kind, args, cotangents, tangents, batch=...)`` checks the arguments, finds what runs them
 and runs it: one call on the CPU runs a compiled program (found with one dictionary lookup on the kinds
 of its arguments, ``calls.compiled``); one call on GPU arrays runs as a batch of one; a call, value or
-vjp of a batch of one on the CPU runs the single-call program on its element (``Batching.one_element``, one
-lookup too); other batches run the entry ``Batching.run`` picks (one element per iteration, SIMD lanes,
-CUDA kernels). Each program's parameters are laid out by ``ir/signature.py``: results are read from
+vjp of a batch of one on the CPU runs the single-call program on its element (``Batching.one_element``,
+one lookup too); other batches run the entry ``Batching.run`` picks (one element per iteration, SIMD
+lanes, CUDA kernels). Each program's parameters are laid out by ``ir/signature.py``: results are read from
 it, never counted here.
 """
 from __future__ import annotations
@@ -243,10 +243,11 @@ def _batched(bf: Batching, kind: str, args: tuple, cotangents, tangents, donate:
 
 
 def _one_element(bf: Batching, one: OneElement, kind: str, args: tuple, cotangents, donate: bool) -> tuple:
-    """A batch of one on the CPU ("call", "value" or "vjp"): the single-call program (the call, its
-    value, or the fused vjp: ``Batching.one_element``) on element 0 of the batched arrays, slot by slot as its signature
-    lays them out, with no batched entry to compile; the results are the batch-shaped arrays whose
-    element-0 views it updated (scalars travel by value and are written back)."""
+    """A batch of one on the CPU ("call", "value" or "vjp"): the single-call program (the call, the
+    fused vjp's forward half, or the fused vjp: ``Batching.one_element``) on element 0 of the batched
+    arrays, slot by slot as its signature lays them out, with no batched entry to compile; the results
+    are the batch-shaped arrays whose element-0 views it updated (scalars travel by value and are
+    written back)."""
     f = bf.f
     if kind == "vjp":
         check_count(f, kind, cotangents)

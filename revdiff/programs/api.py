@@ -244,8 +244,7 @@ def _with_vector(A, y, scan: bool = True) -> tuple:
     A_array, y_array = as_array("A", A, 2, core=" (..., m, n)"), as_array("y", y, 1)
     M = Matrices(A_array, A_array.dtype if A_array.dtype is y_array.dtype else
                  np.result_type(A_array.dtype, y_array.dtype), scan=False)
-    Y = Vectors("y", y_array, M, M.batch + (M.m,), why="for A of shape {like} it needs",
-                scan=False)
+    Y = Vectors("y", y_array, M, M.batch + (M.m,), why="for A of shape {like} it needs", scan=False)
     M.given, Y.given = A_array.dtype, y_array.dtype
     return scanned(M, Y) if scan else (M, Y)
 

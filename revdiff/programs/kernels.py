@@ -61,7 +61,8 @@ _ONE_UNIT.flags.writeable = False
 
 
 def run_one(fn, arrays: tuple) -> None:
-    """``run`` over the single unit [0, 1), called here (a warm call's scans: ``plans.py``)."""
+    """``run`` over the single unit [0, 1), in this thread and with nothing to split (the scans of a
+    single matrix, a plan's among them: ``plans.py``)."""
     record = np.zeros(ERROR_RECORD)
     fn.call_typed(_ONE_UNIT, *arrays, np.zeros((1, ERROR_RECORD)), record)
     if record[0]:
