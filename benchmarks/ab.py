@@ -6,8 +6,8 @@ each cell's median over the rounds and its ratio to the first checkout.
     python benchmarks/ab.py --trees /tmp/before,. --cases 10000x32x16,100x500x250 --rounds 3
 
 Only the public high-level functions are timed (``--loss``: "projection" times ``project_vjp``,
-"qr" ``qr_vjp``, "forward" the projection itself, ``project``), so any two commits that have them
-compare.
+"qr" ``qr_vjp``, "forward" the projection itself, ``project``, "jvp" its ``project_jvp``), so any
+two commits that have them compare.
 """
 from __future__ import annotations
 
@@ -40,7 +40,8 @@ for case in cases:
             for method in methods:
                 call = {"projection": lambda: P.project_vjp(A, y, gz, method=method),
                         "qr": lambda: P.qr_vjp(A, gQ, gR, method=method),
-                        "forward": lambda: P.project(A, y, method=method)}[loss]
+                        "forward": lambda: P.project(A, y, method=method),
+                        "jvp": lambda: P.project_jvp(A, y, gQ, gz, method=method)}[loss]
                 call()
                 times = []
                 for _ in range(repeats):

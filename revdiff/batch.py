@@ -57,6 +57,11 @@ class BatchedFunction(Batching):
         arrays as CUDA kernels."""
         return execute(self.f, "jvp", self.f.bind(tuple(args)), None, tangents, batch=self)
 
+    def value_jvp(self, args: Sequence, tangents: Sequence) -> tuple:
+        """``jvp``'s outs and out_tangents from the tangent of the fused vjp's forward half (``value``):
+        the same bits, without the tangents of the uncomputes (nor their checks)."""
+        return execute(self.f, "value_jvp", self.f.bind(tuple(args)), None, tangents, batch=self)
+
     def vjp_jvp(self, args: Sequence, cotangents: Sequence, tangents: Sequence) -> tuple:
         """``(outs, grads, out_tangents, grad_tangents)``: ``vjp(args, cotangents)``, and the
         derivatives of the final values and of the gradients along ``tangents`` (the cotangents held

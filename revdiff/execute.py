@@ -27,7 +27,8 @@ from revdiff.targets.llvm.entry_calls import NativeProgram
 
 #: the kinds of call: "call" runs the function, "vjp" also its adjoint (one call: returns a pullback;
 #: a batch: takes the cotangents), "jvp" its tangent program, "vjp_jvp" the tangent of the fused vjp;
-#: batches also take "value" (``BatchedFunction.value``: the fused vjp's forward half)
+#: batches also take "value" (``BatchedFunction.value``: the fused vjp's forward half) and "value_jvp"
+#: (its tangent)
 KINDS = ("call", "vjp", "jvp", "vjp_jvp")
 
 
@@ -195,7 +196,8 @@ def _one(bf: Batching, args: tuple, values, what: str):
 # ---------------------------------------------------------------- batches
 
 #: the kind of a batched call -> the kind of the entry it runs
-_ENTRY_KINDS = {"call": "call", "value": "value", "vjp": "vjp", "jvp": "jvp", "vjp_jvp": "hvp"}
+_ENTRY_KINDS = {"call": "call", "value": "value", "vjp": "vjp", "jvp": "jvp", "value_jvp": "value_jvp",
+                "vjp_jvp": "hvp"}
 
 
 def _batched(bf: Batching, kind: str, args: tuple, cotangents, tangents, donate: bool):
@@ -215,8 +217,10 @@ def _batched(bf: Batching, kind: str, args: tuple, cotangents, tangents, donate:
         check_count(f, kind, cotangents)
     copies = _copies(args, donate and kind == "vjp")
     differentiable = [k for k, t in enumerate(types) if t.differentiable]
-    seeds = _seeds(bf, xp, copies, cotangents, types) if kind != "jvp" else {}
-    dargs = dict(zip(differentiable, _tangents(f, xp, args, types, tangents, kind))) if kind != "vjp" else {}
+    tangents_only = kind in ("jvp", "value_jvp")
+    seeds = _seeds(bf, xp, copies, cotangents, types) if not tangents_only else {}
+    dargs = dict(zip(differentiable, _tangents(f, xp, args, types, tangents, "jvp" if tangents_only else kind))) \
+        if kind != "vjp" else {}
     entry = _ENTRY_KINDS[kind]
     signature = bf.program_signature(entry, types)
     arguments = []
@@ -228,10 +232,10 @@ def _batched(bf: Batching, kind: str, args: tuple, cotangents, tangents, donate:
     result = bf.run(entry, types, tuple(arguments), xp)
     final = {(s.role, s.position): value for s, value in zip(signature.slots, result)}
     # a shared parameter is never modified: it ends as it began (a jvp: in the type it came in)
-    outs = tuple(final.get(("saved", k), final[("value", k)] if kind != "jvp" or p in bf.batched else args[k])
+    outs = tuple(final.get(("saved", k), final[("value", k)] if not tangents_only or p in bf.batched else args[k])
                  for k, p in enumerate(f.params))
     out_tangents = tuple(final.get(("d_saved", k), final.get(("d_value", k))) for k in range(len(args)))
-    if kind == "jvp":
+    if tangents_only:
         return outs, out_tangents
     grads = tuple(_gradient(bf, p, copies[k], final[("gradient", k)]) if k in seeds else None
                   for k, p in enumerate(f.params))

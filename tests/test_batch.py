@@ -361,8 +361,8 @@ def test_an_entry_calling_a_program_of_many_arguments():
                          ids=["one element", "elements", "lanes", "blas"])
 def test_value_is_the_calls_final_values_bit_for_bit(B, m, n):
     """``BatchedFunction.value`` runs the fused vjp's forward half (ancillas freed, not uncomputed):
-    the call's final values bit for bit in every path, on the path the call takes; ``~f``'s value is
-    its call."""
+    the call's final values bit for bit in every path, on the path the call takes, and ``value_jvp``
+    (its tangent) ``jvp``'s values and tangents; ``~f``'s value is its call."""
     from revdiff import programs as P
     r = np.random.default_rng(m * n)
     A, y = r.standard_normal((B, m, n)), r.standard_normal((B, m))
@@ -378,6 +378,12 @@ def test_value_is_the_calls_final_values_bit_for_bit(B, m, n):
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w)
         assert bf.last_paths["value"] == bf.last_paths["call"]
+        tangents = (None, None, r.standard_normal(A.shape)) + ((r.standard_normal(y.shape),) if f is not P.cgs2
+                                                                 else ())
+        want, got = bf.jvp(args, tangents), bf.value_jvp(args, tangents)  # and its tangent, too
+        for g, w in zip(got[0] + got[1], want[0] + want[1]):
+            if w is not None:
+                np.testing.assert_array_equal(g, w)
     inverse = revdiff.batched(~P.cgs2, ("Q", "R", "A"))
     Q, R, _ = revdiff.batched(P.cgs2, ("Q", "R", "A"))(np.zeros((B, m, p)), np.zeros((B, p, n)), A)
     for g, w in zip(inverse.value(Q, R, A), inverse(Q, R, A)):

@@ -462,8 +462,8 @@ def _run_tangent_kernels(runs: list, stem: str, tol: float) -> list:
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for host emulation")
 def test_host_emulation_of_tangent_kernels_matches_the_cpu():
-    """The jvp and vjp-jvp (hvp) entries as CUDA kernels, run as host C++ against the compiled entries,
-    and compiled by NVRTC."""
+    """The jvp, value_jvp and vjp-jvp (hvp) entries as CUDA kernels, run as host C++ against the
+    compiled entries, and compiled by NVRTC."""
     runs = []
     for case in ("project_cgs2", "tangent_project complex"):
         program, batched, args = CASES[case]()
@@ -472,6 +472,7 @@ def test_host_emulation_of_tangent_kernels_matches_the_cpu():
                            else None for a in args)
         cotangents = tuple(rand(np.shape(a), a.dtype) if d is not None else None for a, d in zip(args, directions))
         runs.append((bf, _tangent_entry(bf, "jvp", args, directions)))
+        runs.append((bf, _tangent_entry(bf, "value_jvp", args, directions)))
         runs.append((bf, _tangent_entry(bf, "vjp_jvp", args, cotangents, directions)))
     entries = _run_tangent_kernels(runs, "test_tangents", 1e-11)
     try:

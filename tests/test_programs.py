@@ -159,9 +159,9 @@ def _counting_runs(monkeypatch) -> list:
     return runs
 
 
-#: the high-level functions whose results come from a forward run (``BatchedFunction.value``): no
-#: uncompute, so no refusal; every other one runs an uncompute (a gradient's or a tangent's)
-FORWARD_CALLS = ("qr", "project", "lstsq", "qr complete (R)", "qr pivoting")
+#: the high-level functions whose results come from a forward run (``BatchedFunction.value``, and
+#: ``value_jvp`` for the jvps): no uncompute, so no refusal; the others uncompute (a gradient does)
+FORWARD_CALLS = ("qr", "project", "lstsq", "qr complete (R)", "qr pivoting", "qr_jvp", "project_jvp", "lstsq_jvp")
 
 
 def _agree_with_cgs2(calls: dict, runs: list) -> None:

@@ -82,14 +82,16 @@ def program_signature(program: str, types: tuple, modified) -> ProgramSignature:
 
 #: the program each batched entry runs per element, of a function run forwards (``f.programs``:
 #: ``~f`` runs the inverse programs); "value": the final values from the fused vjp's forward half
-#: ("vjp_forward", whose ancillas are freed where the call uncomputes them), or ``~f``'s call
-ENTRY_KINDS = ("call", "value", "vjp", "jvp", "hvp")
+#: ("vjp_forward", whose ancillas are freed where the call uncomputes them), or ``~f``'s call;
+#: "value_jvp": the tangent of that
+ENTRY_KINDS = ("call", "value", "vjp", "jvp", "value_jvp", "hvp")
 
 
 def entry_program(f, kind: str) -> str:
     """The program the ``kind`` entry of ``f`` (a reversible function or its inverse) runs."""
-    return {"call": f.programs[0], "value": "vjp_forward" if f.programs[0] == "forward" else f.programs[0],
-            "vjp": f.fused_vjp, "jvp": TANGENTS[f.programs[0]], "hvp": TANGENTS[f.fused_vjp]}[kind]
+    value = "vjp_forward" if f.programs[0] == "forward" else f.programs[0]
+    return {"call": f.programs[0], "value": value, "vjp": f.fused_vjp, "jvp": TANGENTS[f.programs[0]],
+            "value_jvp": TANGENTS[value], "hvp": TANGENTS[f.fused_vjp]}[kind]
 
 
 def entry_signature(f, batched: frozenset, kind: str, types: tuple) -> EntrySignature:

@@ -1,8 +1,9 @@
 """Running a QR-based program so that every matrix of full rank gets its result. Where a program fails
 its own checks on a rank-deficient matrix, the rank check's ``RankDeficientError`` is raised. Where
 a Householder program refuses a matrix of full rank, the matrix is factored again with its rows in
-another order. Only an uncompute refuses, so only gradients and tangents meet it: the forward calls
-run the fused vjp's forward half (``BatchedFunction.value``), and pass through here unchanged.
+another order. Only an uncompute refuses, so only gradients (and their tangents) meet it: the
+forward calls and their jvps run the fused vjp's forward half and its tangent (``BatchedFunction.value``,
+``value_jvp``), and pass through here unchanged.
 
 The refusal: each reflector's sign is a threshold on the leading entry of its column (Re(x0) <
 -|x| / 1000, ``householder.householder_vector``), and the program's uncompute recomputes that sign

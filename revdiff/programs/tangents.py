@@ -70,8 +70,9 @@ def qr_jvp(A, dA, method: str = "auto", rank_tol: float | None = None, mode: str
         dQ, dR = M.xp.zeros_like(Q), M.xp.zeros_like(R)
     else:
         D, h = _scaled_direction(D, M, perm)
-        (outs, douts), rows = ranked(lambda rows: program.jvp(fresh(outputs, rows) + (rows(M.A),),
-                                                              (None,) * len(outputs) + (rows(D),)), M, tol, method)
+        (outs, douts), rows = ranked(
+            lambda rows: program.value_jvp(fresh(outputs, rows) + (rows(M.A),), (None,) * len(outputs) + (rows(D),)),
+            M, tol, method)
         Q, R = rows.back(outs[0]), outs[1]
         check_rank(R, M.batch, tol, M.xp, perm)
         R, dQ, dR = M.scaled(R, M.e), M.scaled(rows.back(douts[0]), h), M.scaled(douts[1], M.e, h)
@@ -107,11 +108,12 @@ def project_jvp(A, y, dA, dy, method: str = "auto", rank_tol: float | None = Non
         D = _kept_direction(D, kept, M.xp)
         leading = _leading_projection(method, M)
         (outs, douts), rows = ranked(
-            lambda rows: leading.jvp((M.zeros(M.m), M.zeros(M.p, M.p), rows(kept.A), rows(Y.v), kept.rank),
-                                     (None, None, rows(D), rows(dv), None)), M, tol, method, truncated=True)
+            lambda rows: leading.value_jvp((M.zeros(M.m), M.zeros(M.p, M.p), rows(kept.A), rows(Y.v), kept.rank),
+                                           (None, None, rows(D), rows(dv), None)), M, tol, method, truncated=True)
     else:
-        (outs, douts), rows = ranked(lambda rows: program.jvp((M.zeros(M.m), M.zeros(M.p, M.n), rows(M.A), rows(Y.v)),
-                                                              (None, None, rows(D), rows(dv))), M, tol, method)
+        (outs, douts), rows = ranked(
+            lambda rows: program.value_jvp((M.zeros(M.m), M.zeros(M.p, M.n), rows(M.A), rows(Y.v)),
+                                           (None, None, rows(D), rows(dv))), M, tol, method)
         check_rank(outs[1], M.batch, tol, M.xp)
     z, dz = Y.scaled(rows.back(outs[0]), Y.e), Y.scaled(rows.back(douts[0]), Y.e, h)
     check_result("project_jvp", "z", z, M.batch, M.xp)
@@ -224,13 +226,14 @@ def lstsq_jvp(A, y, dA, dy, method: str = "auto", rank_tol: float | None = None,
     D, dv, h = _projection_directions(D, dY, M, Y)
     if truncate:
         kept = _Kept(M, tol)
-        (outs, douts), _ = ranked(lambda rows: program.jvp(
+        (outs, douts), _ = ranked(lambda rows: program.value_jvp(
             (M.zeros(M.p), M.zeros(M.p, M.p), rows(kept.A), rows(Y.v)),
             (None, None, rows(_kept_direction(D, kept, M.xp)), rows(dv))), M, tol, method, truncated=True)
         x, dx = kept.scatter(outs[0], M.xp), kept.scatter(douts[0], M.xp)
     else:
-        (outs, douts), _ = ranked(lambda rows: program.jvp((M.zeros(M.n), M.zeros(M.n, M.n), rows(M.A), rows(Y.v)),
-                                                           (None, None, rows(D), rows(dv))), M, tol, method)
+        (outs, douts), _ = ranked(
+            lambda rows: program.value_jvp((M.zeros(M.n), M.zeros(M.n, M.n), rows(M.A), rows(Y.v)),
+                                           (None, None, rows(D), rows(dv))), M, tol, method)
         check_rank(outs[1], M.batch, tol, M.xp)
         x, dx = outs[0], douts[0]
     x, dx = M.scaled(x, negated(M.e), Y.e), M.scaled(dx, negated(M.e), Y.e, h)  # (A D) x' = y: x = D x'
@@ -306,7 +309,7 @@ def normalize_jvp(x, dx) -> tuple:
     if X.empty:
         return X.xp.zeros(X.shape, X.dtype), X.xp.zeros(X.shape, X.dtype)
     h = direction_exponents(((D, X.e),), X.dtype, X.xp)  # y(c x) = y(x): dy is linear in dx / |x|
-    outs, douts = _batched(sphere.normalize).jvp((y, X.v), (None, X.scaled(D, negated(X.e), negated(h))))
+    outs, douts = _batched(sphere.normalize).value_jvp((y, X.v), (None, X.scaled(D, negated(X.e), negated(h))))
     dy = X.scaled(douts[0], h)
     check_result("normalize_jvp", "dy", dy, X.batch, X.xp)
     return outs[0].reshape(X.shape), dy.reshape(X.shape)
@@ -350,7 +353,7 @@ def tangent_project_jvp(g, z, dg, dz) -> tuple:
     Dg, Dz, h = _tangent_directions(dg, dz, G, Z)
     if Z.empty:
         return Z.xp.zeros(Z.shape, Z.dtype), Z.xp.zeros(Z.shape, Z.dtype)
-    outs, douts = _batched(sphere.tangent_project).jvp((Z.xp.zeros_like(G.v), G.v, Z.v), (None, Dg, Dz))
+    outs, douts = _batched(sphere.tangent_project).value_jvp((Z.xp.zeros_like(G.v), G.v, Z.v), (None, Dg, Dz))
     out, dout = G.scaled(outs[0], G.e), G.scaled(douts[0], G.e, h)
     check_result("tangent_project_jvp", "out", out, Z.batch, Z.xp)
     check_result("tangent_project_jvp", "dout", dout, Z.batch, Z.xp)
