@@ -744,3 +744,17 @@ def test_auto_is_the_default_and_equals_the_method_it_chooses_bit_for_bit(monkey
         assert seen == ["householder"]
     with pytest.raises(ValueError, match="choose one of auto, cgs2"):
         P.project(A, y, method="fastest")
+
+
+def test_a_zero_column_under_givens_gradients_and_tangents_is_named_rank_deficient():
+    """The derivative of a Givens angle divides by the entries' modulus: a zero column fails that
+    check in the gradient and tangent programs, and the call names the matrix, as the other methods
+    do (RankDeficientError), not the division."""
+    A = np.random.default_rng(12).standard_normal((2, 6, 3))
+    A[1, :, 1] = 0
+    for call in (lambda: P.qr_vjp(A, np.ones((2, 6, 3)), None, method="givens"),
+                 lambda: P.qr_jvp(A, np.ones((2, 6, 3)), method="givens"),
+                 lambda: P.qr_vjp_jvp(A, np.ones((2, 6, 3)), None, np.ones((2, 6, 3)), method="givens"),
+                 lambda: P.qr(A, method="givens")):
+        with pytest.raises(revdiff.RankDeficientError, match=r"batch index \(1,\)"):
+            call()

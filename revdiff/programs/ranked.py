@@ -79,7 +79,8 @@ def ranked(call, M: Matrices, tol: float, method: str, truncated: bool = False) 
     (``Rows``, A's own unless a matrix was refused); the caller puts its results with a row axis
     (Q, z, the gradients and tangents of A, y, Q and z; not R or x) back with ``rows.back``.
 
-    On a ReversibilityError: the matrices it reports (``_failed_elements``) that are rank-deficient
+    On a ReversibilityError, or a program check's ZeroDivisionError (the derivative of a Givens
+    angle of a zero column): the matrices it reports (``_failed_elements``) that are rank-deficient
     raise the rank check's RankDeficientError (Householder's reflector of a residual at rounding
     level does not uncompute to zero, and the program stops before R is read), except where the
     program runs on the columns truncation kept (``truncated``: those beyond the numerical rank are
@@ -92,12 +93,14 @@ def ranked(call, M: Matrices, tol: float, method: str, truncated: bool = False) 
     while True:
         try:
             return call(rows), rows
-        except ReversibilityError as exc:
+        except (ReversibilityError, ArithmeticError) as exc:
+            if not hasattr(exc, "failed_elements"):  # an arithmetic error outside the program's checks
+                raise
             refused = _failed_elements(exc)
             new = [b for b in refused if b not in attempts]
             if not truncated and (new or not refused):
                 _raise_if_rank_deficient(M, tol, exc, new if refused else None)
-            if method not in THRESHOLD_METHODS or not refused:
+            if not isinstance(exc, ReversibilityError) or method not in THRESHOLD_METHODS or not refused:
                 raise
             if any(attempts.get(b, 1) >= ROW_ORDERS for b in refused):
                 error = ReversibilityError(f"{exc.message}; the matrix was refused with its rows reversed, and "
@@ -109,7 +112,7 @@ def ranked(call, M: Matrices, tol: float, method: str, truncated: bool = False) 
                 rows = rows.reordered(b, attempts[b] - 1, M.b, M.m)
 
 
-def _failed_elements(exc: ReversibilityError) -> tuple:
+def _failed_elements(exc: Exception) -> tuple:
     """The batch elements ``exc`` reports: on the CPU every one whose error record is set (a batch's
     entries run every element, each with its own record: ``calls.run``), on a GPU the one whose
     failure was recorded first."""
