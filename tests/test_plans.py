@@ -227,3 +227,24 @@ def test_results_near_the_overflow_threshold_under_raising_floating_point_errors
             assert np.all(np.isfinite(gA)) and np.all(np.abs(gA) > 1e307)
             with pytest.raises(revdiff.ResultOverflowError):
                 P.lstsq_vjp(B, r.standard_normal(6), r.standard_normal(4))
+
+
+def test_a_planned_call_passes_the_modules_the_readme_names(replays):
+    """A warm ``project_vjp`` runs Python code in the thirteen modules README's "One call path" lists."""
+    import sys
+    A, y = np.random.default_rng(11).standard_normal((12, 6)), np.ones(12)
+    P.project_vjp(A, y, y)
+    P.project_vjp(A, y, y)
+    seen = set()
+
+    def note(frame, event, arg):
+        name = frame.f_globals.get("__name__", "")
+        if event == "call" and name.startswith("revdiff"):
+            seen.add(name.rpartition(".")[2])
+    sys.setprofile(note)
+    try:
+        P.project_vjp(A, y, y)
+    finally:
+        sys.setprofile(None)
+    assert seen == {"inputs", "device", "ranked", "api", "plans", "calls", "function", "bindings", "methods",
+                    "kernels", "scan", "execute", "entry_calls"}

@@ -15,6 +15,7 @@ from revdiff.calls import ERROR_RECORD, raise_failure, run_batch
 from revdiff.ir.high import Const, Index
 from revdiff.ir.low import Local, LowFunction
 from revdiff.ir.types import VarType, kind_of_dtype
+from revdiff.targets.llvm.entry_calls import NativeProgram
 from revdiff.targets.llvm.programs import entry_callable
 
 _BOUNDS = VarType("int", 1, "int64")
@@ -22,7 +23,7 @@ _KERNELS: dict = {}
 _LOCK = threading.Lock()
 
 
-def kernel(name: str, make: Callable, names: tuple, arrays: tuple):
+def kernel(name: str, make: Callable, names: tuple, arrays: tuple) -> NativeProgram:
     """The compiled kernel ``name`` for ``arrays`` (example arrays of its parameters ``names``), its
     body made by ``make(types)`` (parameter name -> VarType of each array) as a list of statements;
     found by the arrays' dtypes and ranks."""
@@ -60,7 +61,7 @@ _ONE_UNIT = np.array([0, 1], np.int64)
 _ONE_UNIT.flags.writeable = False
 
 
-def run_one(fn, arrays: tuple) -> None:
+def run_one(fn: NativeProgram, arrays: tuple) -> None:
     """``run`` over the single unit [0, 1), in this thread and with nothing to split (the scans of a
     single matrix, a plan's among them: ``plans.py``)."""
     record = np.zeros(ERROR_RECORD)

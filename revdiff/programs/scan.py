@@ -16,6 +16,7 @@ import numpy as np
 from revdiff.ir.high import BinOp, BoolOp, Call, Compare, Const, Index, Name, Select, Shape
 from revdiff.ir.low import Assign, AugAssign, Branch, Local, Loop
 from revdiff.programs.kernels import kernel, run, run_kernel
+from revdiff.targets.llvm.entry_calls import NativeProgram
 
 #: ``largest_per_element`` and ``largest_per_column`` scan arrays with fewer entries by NumPy expressions
 COMPILED_MIN_SIZE = 1 << 16
@@ -121,7 +122,7 @@ def in_range(arrays: list) -> tuple:
     return bigs, [v == 1.0 for v in every.tolist()]
 
 
-def in_range_kernel(values: tuple):
+def in_range_kernel(values: tuple) -> NativeProgram:
     """The compiled kernel of ``in_range`` for ``values``, its arguments (x0, big0, x1, big1, ...,
     inside), found by their dtypes and ranks."""
     return kernel("in_range", _in_range, _in_range_names((len(values) - 1) // 2), values)
@@ -199,7 +200,7 @@ def rank_ratio_arrays(R) -> tuple:
     return R, np.empty((R.shape[0], min(R.shape[1], R.shape[2]))), np.empty(R.shape[0])
 
 
-def rank_ratios_kernel(values: tuple):
+def rank_ratios_kernel(values: tuple) -> NativeProgram:
     """The compiled kernel of ``rank_ratios`` for ``values`` (``rank_ratio_arrays``)."""
     return kernel("rank_ratios", _rank_ratios, ("R", "out", "lowest"), values)
 
