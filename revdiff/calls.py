@@ -107,18 +107,15 @@ def run_batch(entry, args: tuple, errors: np.ndarray, units: int, lane_elements:
     loops = getattr(entry, "revdiff_loops", False)
     native = isinstance(entry, NativeProgram)
     parts = 1 if units <= 1 else max(1, min(units, batch_threads() if native else 1))
-    if parts == 1 and not loops:  # one part, nothing to interrupt: called here, as it is
-        record = np.zeros(ERROR_RECORD)
-        if kernel:
-            entry.call_typed(np.array([0, units], np.int64), *args, errors, record)
-        else:
-            entry(0, units, *args, errors, record)
-        if record[0]:
-            raise_failure(record)
-        return args
     call = entry
     if kernel:
         call = lambda lo, hi, *rest: entry.call_typed(np.array([lo, hi], np.int64), *rest)  # noqa: E731
+    if parts == 1 and not loops:  # one part, nothing to interrupt: called here, as it is
+        record = np.zeros(ERROR_RECORD)
+        call(0, units, *args, errors, record)
+        if record[0]:
+            raise_failure(record)
+        return args
     bounds = [units * k // parts for k in range(parts + 1)]
     records = [np.zeros(ERROR_RECORD) for _ in range(parts)]
     calls = [functools.partial(call, lo, hi, *args, errors, record)

@@ -294,7 +294,7 @@ def runs_owned(one: OneElement) -> bool:
     with arrays for every parameter and slot and no while loop (which runs where Ctrl-C can stop it)."""
     program = one.program.program
     return (one.typed and isinstance(program, NativeProgram) and not program.revdiff_loops
-            and all(t.ndim for t in one.program.types) and not any(scalar for _, _, scalar in one.extra_slots))
+            and all(t.ndim for t in one.program.types))  # an extra slot is a parameter's: arrays too
 
 
 def run_owned(bf: Batching, one: OneElement, kind: str, args: tuple, cotangents: tuple) -> "tuple | None":

@@ -168,17 +168,9 @@ PROGRAM_VALUES = {  # the forward calls, which run the fused vjp's forward half 
 }
 
 
-@pytest.mark.parametrize("name", PROGRAM_VALUES)
-def test_the_programs_forward_calls_on_the_gpu_are_the_cpus(gpu, name):
-    args = PROGRAM_VALUES[name]()
-    program = getattr(P, name)
-    got, want = program(*_on(gpu, args)), program(*args)
-    assert_same(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,), gpu)
-
-
-@pytest.mark.parametrize("name", PROGRAM_TANGENTS)
-def test_the_programs_run_their_tangents_on_the_gpu(gpu, name):
-    args = PROGRAM_TANGENTS[name]()
+@pytest.mark.parametrize("name", {**PROGRAM_VALUES, **PROGRAM_TANGENTS})
+def test_the_programs_forward_calls_and_tangents_on_the_gpu_are_the_cpus(gpu, name):
+    args = {**PROGRAM_VALUES, **PROGRAM_TANGENTS}[name]()
     program = getattr(P, name)
     got, want = program(*_on(gpu, args)), program(*args)
     assert_same(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,), gpu)

@@ -36,18 +36,8 @@ def lookup(fn: Callable, name: str) -> Any:
 
 
 def still_bound(watch: list) -> bool:
-    """Whether every (scope, name, object) of ``watch`` still has ``name`` bound to that object
-    (``read``, written out: every warm call asks it)."""
+    """Whether every (scope, name, object) of ``watch`` still has ``name`` bound to that object."""
     for scope, name, expected in watch:
-        if type(scope) is dict:
-            now = scope.get(name, MISSING)
-            if now is MISSING:
-                now = getattr(builtins, name, MISSING)
-        else:
-            try:
-                now = scope.cell_contents
-            except ValueError:  # an empty cell
-                now = MISSING
-        if now is not expected:
+        if read(scope, name) is not expected:
             return False
     return True

@@ -139,13 +139,19 @@ def _finite(name: str, big, batch_shape: tuple, xp, per_column: bool):
     return big
 
 
+def outside_range(big, dtype):
+    """Where largest magnitudes ``big`` lie outside [2**-s, 2**s] (``safe_exponent``): the values to
+    scale; zeros and NaN are not (a zero needs no scaling; a NaN is refused by the finiteness check)."""
+    s = safe_exponent(dtype)
+    return (big > 2.0 ** s) | ((big < 2.0 ** -s) & (big > 0))
+
+
 def scale_exponents(big, dtype, xp):
     """The exponent e with big * 2**-e in [0.5, 1) where ``big`` (largest magnitudes) lies outside
     [2**-s, 2**s] (0 elsewhere), or None when every value lies inside."""
-    s = safe_exponent(dtype)
     if big.size == 0 or _inside(big, dtype, xp):
         return None  # every value inside (the usual case)
-    outside = (big > 2.0 ** s) | ((big < 2.0 ** -s) & (big > 0))
+    outside = outside_range(big, dtype)
     if not bool(xp.any(outside)):
         return None
     return xp.where(outside, xp.frexp(big)[1], 0).astype(np.int32)

@@ -24,11 +24,11 @@ from revdiff.batching import OneElement
 from revdiff.calls import current
 from revdiff.execute import run_owned, runs_owned
 from revdiff.programs.arguments import Matrices
-from revdiff.programs.inputs import DTYPES, all_finite
+from revdiff.programs.inputs import DTYPES, all_finite, outside_range
 from revdiff.programs.kernels import run_one
 from revdiff.programs.methods import chosen_method, resolved
 from revdiff.programs.ranked import Rows
-from revdiff.programs.scan import in_range_kernel, rank_ratio_arrays, rank_ratios_kernel, safe_exponent
+from revdiff.programs.scan import in_range_kernel, rank_ratio_arrays, rank_ratios_kernel
 
 #: plans kept at once (one per function, options, shapes and dtype); the first recorded goes first
 MAX_PLANS = 256
@@ -145,11 +145,7 @@ def _unscaled(kernel, arrays: tuple) -> bool:
     run_one(kernel, values)
     if np.minimum.reduce(values[-1], axis=None) == 1.0:  # every one in range (the usual case)
         return True
-    s = 2.0 ** safe_exponent(arrays[0].dtype)
-    for big in values[1:-1:2]:
-        if not np.all(np.isfinite(big) & ~((big > s) | ((big < 1 / s) & (big > 0)))):
-            return False
-    return True
+    return all(np.all(np.isfinite(big) & ~outside_range(big, arrays[0].dtype)) for big in values[1:-1:2])
 
 
 def record(function: str, options: tuple, inputs: tuple, cotangents: tuple, batched: BatchedFunction, kind: str,

@@ -13,12 +13,8 @@ def on_device(value: Any) -> bool:
 
 
 def any_on_device(values: Iterable) -> bool:
-    """Whether any of ``values`` is a GPU array: then a call runs on the GPU (``on_device``, written
-    out: every call of every high-level function asks it of its arguments)."""
-    for v in values:
-        if v.__class__ is not np.ndarray and hasattr(v, "__cuda_array_interface__"):
-            return True
-    return False
+    """Whether any of ``values`` is a GPU array: then a call runs on the GPU."""
+    return any(on_device(v) for v in values)
 
 
 def cupy_module():
