@@ -15,7 +15,9 @@ by row (LAPACK's geqr2); ``blocked_householder`` is blocked as LAPACK's geqrf: e
 matrix, and Q, receive its reflectors at once in their compact WY form I - Y T Y^H (matrix
 products, BLAS-3 on the CPU). Forming Q, ``reflect_block`` uncomputes its own coefficients as
 ``reflect_columns`` does, by the blocked form of the same identity; triangularising,
-``reflect_block_kept`` keeps them until the triangularisation is uncomputed, one product fewer.
+``reflect_block_kept`` and, inside the panels, ``reflect_columns_kept`` keep them until the
+triangularisation is uncomputed, one product (one sweep) fewer. Panels of large matrices are reduced
+in packed copies (``PACKED_MIN_ENTRIES``).
 Shapes and conventions as in ``gram_schmidt``: Q (m, p), R (p, n), diag(R) real nonnegative; or
 the complete factorisation, Q (m, m) and R (m, n) with zero rows below p: ``householder`` reads the
 width of Q, and a Q of q columns (p <= q <= m) receives the first q columns of the product of the
@@ -25,7 +27,7 @@ import numpy as np
 
 from revdiff.function import reversible
 from revdiff.language import routine, zero, zeros
-from revdiff.programs.elementwise import add_into
+from revdiff.programs.elementwise import add_into, exchange
 from revdiff.programs.naming import named
 from revdiff.programs.gram_schmidt import norm2
 
@@ -34,22 +36,27 @@ from revdiff.programs.gram_schmidt import norm2
 def reflect_columns(C, u, adjoint):
     """C <- H C, or H^H C with ``adjoint``, for H = I - tau u u^H, u a unit (or zero) vector from
     ``householder_vector`` and tau = 2 Re(u[0]) / u[0] (2 for real u), sweeping C by rows (a
-    row-major C is read contiguously). With s = tau (conj(tau) with ``adjoint``), the coefficients
-    d = C^H u are subtracted (C -= s u d^H) and then uncomputed by the same product of the reflected
-    C: (H C)^H u = conj(1 - s) d, and |1 - s| = 1, so d turned into -conj(1 - s) d (times 1 for
-    real data, exactly) cancels against it."""
+    row-major C is read contiguously). With s = tau (conj(tau) with ``adjoint``) and v = s conj(u),
+    the coefficients d = C^T v = conj(s C^H u) are subtracted row by row (C[i, :] -= u[i] d: s u u^H C;
+    the scale rides in v, so that no gradient of s is summed over C) and then uncomputed by the same
+    product of the reflected C: (H C)^T v = (1 - s) d, and |1 - s| = 1, so d turned into -(1 - s) d
+    (times 1 for real data, exactly) cancels against it. For real data v = 2 u and d = 2 C^T u exactly:
+    the bits of C -= 2 u (u^T C)."""
     d = zeros(C.shape[1], C.dtype)
     t = zero(C.dtype)
     s = zero(C.dtype)
+    v = zeros(len(u), C.dtype)
     with routine:
         t += 2 * u[0].real / u[0] if u[0] != 0 else 0.0
         s += np.conj(t) if adjoint else t
-    d[:] += C.conj().T @ u
+        v[:] += s * np.conj(u)
+    d[:] += C.T @ v
     for i in range(len(u)):
-        C[i, :] -= s * u[i] * np.conj(d)
-    d[:] *= -np.conj(1.0 - s)
-    d[:] += C.conj().T @ u
+        C[i, :] -= u[i] * d
+    d[:] *= -(1.0 - s)
+    d[:] += C.T @ v
     ~routine
+    del v
     del d
     del s
     del t
@@ -208,22 +215,33 @@ def reflect_block_kept(C, Y, K):
     del G
 
 
-def _blocked_triangularization(name: str, panel: int, reduce_panel, doc: str):
-    """``triangularize`` panel by panel: each panel of ``panel`` columns reduced by ``reduce_panel``,
-    its reflectors then applied to the columns after it as one block (``reflect_block_kept``,
-    whose coefficients K keeps: K (p, n) zero on entry, each block's in its own rows and columns)."""
+@reversible
+def reflect_columns_kept(C, u, d):
+    """C <- H C (``reflect_columns``, not its adjoint) in two sweeps of C instead of three: the
+    coefficients d += C^T v (v = tau conj(u)) that it subtracts stay in d, a zero row of the caller's
+    that is uncomputed with the whole triangularisation (``triangularize_kept``)."""
+    t = zero(C.dtype)
+    v = zeros(len(u), C.dtype)
+    with routine:
+        t += 2 * u[0].real / u[0] if u[0] != 0 else 0.0
+        v[:] += t * np.conj(u)
+    d[:] += C.T @ v
+    for i in range(len(u)):
+        C[i, :] -= u[i] * d
+    ~routine
+    del v
+    del t
 
-    @reversible
-    def blocked(W, V, K):
-        m, n = W.shape
-        p = min(m, n)
-        for k in range(0, p, panel):
-            b = min(panel, p - k)
-            reduce_panel(W[k:, k:k + b], V[k:, k:k + b], K[k:k + b, k:k + b])
-            if k + b < n:
-                reflect_block_kept(W[k:, k + b:], V[k:, k:k + b], K[k:k + b, k + b:])
 
-    return named(blocked, name, doc)
+@reversible
+def triangularize_kept(W, V, K):
+    """``triangularize``, each reflection's coefficients kept in K's row k, from column k on (K (p, n)
+    zero on entry, as the blocked programs' own; ``reflect_columns_kept``)."""
+    m, n = W.shape
+    p = min(m, n)
+    for k in range(p):
+        householder_vector(V[k:, k], W[k:, k])
+        reflect_columns_kept(W[k:, k:], V[k:, k], K[k, k:])
 
 
 @reversible
@@ -234,14 +252,60 @@ def triangularize_columns(W, V, K):
 
 #: columns per sub-panel: a panel's own columns are reduced in blocks of this many in turn
 SUBPANEL = 8
-triangularize_panel = _blocked_triangularization(
-    "triangularize_panel", SUBPANEL, triangularize_columns,
-    f"``triangularize`` on a panel, in blocks of {SUBPANEL} columns: the panel's own trailing columns "
-    "receive each block's reflections as one block reflection.")
-triangularize_blocked = _blocked_triangularization(
-    "triangularize_blocked", PANEL, triangularize_panel,
-    f"``triangularize`` in panels of {PANEL} columns (each reduced by ``triangularize_panel``), each "
-    "panel's reflections applied to the columns after it as one block reflection.")
+#: matrices of at least this many entries have their panels reduced in packed copies
+#: (``triangularize_packed_panel``): one core, project_vjp, packed over in place, 0.81 at 2000 x 1000,
+#: 1.01-1.04 from 500 x 250 to 1000 x 1000 (the copies cost more than the strides there)
+PACKED_MIN_ENTRIES = 1 << 20
+
+
+@reversible
+def triangularize_panel(W, V, K):
+    """``triangularize`` on a panel, in blocks of ``SUBPANEL`` columns: each block by
+    ``triangularize_kept``, whose coefficients go to K's diagonal blocks, its reflections then applied
+    to the panel's trailing columns as one block reflection (``reflect_block_kept``, coefficients in
+    K's rows beside the block). K (p, n) is zero on entry, as the blocked programs' own."""
+    m, n = W.shape
+    p = min(m, n)
+    for k in range(0, p, SUBPANEL):
+        b = min(SUBPANEL, p - k)
+        triangularize_kept(W[k:, k:k + b], V[k:, k:k + b], K[k:k + b, k:k + b])
+        if k + b < n:
+            reflect_block_kept(W[k:, k + b:], V[k:, k:k + b], K[k:k + b, k + b:])
+
+
+@reversible
+def triangularize_packed_panel(W, V, K):
+    """``triangularize_panel`` on contiguous copies of the panel W and its reflectors V (moved in and
+    out, exactly): the panel's column walks then step by its width, not by the whole matrix's (a
+    page every row or two of a large matrix)."""
+    m, b = W.shape
+    packed_W = zeros((m, b), W.dtype)
+    packed_V = zeros((m, b), W.dtype)
+    exchange(packed_W, W)
+    exchange(packed_V, V)
+    triangularize_panel(packed_W, packed_V, K)
+    exchange(packed_V, V)
+    exchange(packed_W, W)
+    del packed_V
+    del packed_W
+
+
+@reversible
+def triangularize_blocked(W, V, K):
+    """``triangularize`` in panels of ``PANEL`` columns (each reduced by ``triangularize_panel``, in a
+    packed copy from ``PACKED_MIN_ENTRIES`` entries on), each panel's reflections applied to the
+    columns after it as one block reflection (``reflect_block_kept``, whose coefficients K keeps:
+    K (p, n) zero on entry, each block's in its own rows and columns)."""
+    m, n = W.shape
+    p = min(m, n)
+    for k in range(0, p, PANEL):
+        b = min(PANEL, p - k)
+        if m * n >= PACKED_MIN_ENTRIES:
+            triangularize_packed_panel(W[k:, k:k + b], V[k:, k:k + b], K[k:k + b, k:k + b])
+        else:
+            triangularize_panel(W[k:, k:k + b], V[k:, k:k + b], K[k:k + b, k:k + b])
+        if k + b < n:
+            reflect_block_kept(W[k:, k + b:], V[k:, k:k + b], K[k:k + b, k + b:])
 
 
 @reversible
