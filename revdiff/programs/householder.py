@@ -15,9 +15,8 @@ by row (LAPACK's geqr2); ``blocked_householder`` is blocked as LAPACK's geqrf: e
 matrix, and Q, receive its reflectors at once in their compact WY form I - Y T Y^H (matrix
 products, BLAS-3 on the CPU). Forming Q, ``reflect_block`` uncomputes its own coefficients as
 ``reflect_columns`` does, by the blocked form of the same identity; triangularising,
-``reflect_block_kept`` and, inside the panels, ``reflect_columns_kept`` keep them until the
-triangularisation is uncomputed, one product (one sweep) fewer. Panels of large matrices are reduced
-in packed copies (``PACKED_MIN_ENTRIES``).
+``reflect_block_kept`` keeps them until the triangularisation is uncomputed, one product fewer.
+Panels of large matrices are reduced in packed copies (``PACKED_MIN_ENTRIES``).
 Shapes and conventions as in ``gram_schmidt``: Q (m, p), R (p, n), diag(R) real nonnegative; or
 the complete factorisation, Q (m, m) and R (m, n) with zero rows below p: ``householder`` reads the
 width of Q, and a Q of q columns (p <= q <= m) receives the first q columns of the product of the
@@ -216,35 +215,6 @@ def reflect_block_kept(C, Y, K):
 
 
 @reversible
-def reflect_columns_kept(C, u, d):
-    """C <- H C (``reflect_columns``, not its adjoint) in two sweeps of C instead of three: the
-    coefficients d += C^T v (v = tau conj(u)) that it subtracts stay in d, a zero row of the caller's
-    that is uncomputed with the whole triangularisation (``triangularize_kept``)."""
-    t = zero(C.dtype)
-    v = zeros(len(u), C.dtype)
-    with routine:
-        t += 2 * u[0].real / u[0] if u[0] != 0 else 0.0
-        v[:] += t * np.conj(u)
-    d[:] += C.T @ v
-    for i in range(len(u)):
-        C[i, :] -= u[i] * d
-    ~routine
-    del v
-    del t
-
-
-@reversible
-def triangularize_kept(W, V, K):
-    """``triangularize``, each reflection's coefficients kept in K's row k, from column k on (K (p, n)
-    zero on entry, as the blocked programs' own; ``reflect_columns_kept``)."""
-    m, n = W.shape
-    p = min(m, n)
-    for k in range(p):
-        householder_vector(V[k:, k], W[k:, k])
-        reflect_columns_kept(W[k:, k:], V[k:, k], K[k, k:])
-
-
-@reversible
 def triangularize_columns(W, V, K):
     """``triangularize`` with the blocked programs' signature (K, their kept coefficients, unused)."""
     triangularize(W, V)
@@ -253,22 +223,21 @@ def triangularize_columns(W, V, K):
 #: columns per sub-panel: a panel's own columns are reduced in blocks of this many in turn
 SUBPANEL = 8
 #: matrices of at least this many entries have their panels reduced in packed copies
-#: (``triangularize_packed_panel``): one core, project_vjp, packed over in place, 0.81 at 2000 x 1000,
+#: (``triangularize_packed_panel``): one core, project_vjp, packed over in place, 0.81-0.89 at 2000 x 1000,
 #: 1.01-1.04 from 500 x 250 to 1000 x 1000 (the copies cost more than the strides there)
 PACKED_MIN_ENTRIES = 1 << 20
 
 
 @reversible
 def triangularize_panel(W, V, K):
-    """``triangularize`` on a panel, in blocks of ``SUBPANEL`` columns: each block by
-    ``triangularize_kept``, whose coefficients go to K's diagonal blocks, its reflections then applied
-    to the panel's trailing columns as one block reflection (``reflect_block_kept``, coefficients in
-    K's rows beside the block). K (p, n) is zero on entry, as the blocked programs' own."""
+    """``triangularize`` on a panel, in blocks of ``SUBPANEL`` columns: each block column by column,
+    its reflections then applied to the panel's trailing columns as one block reflection
+    (``reflect_block_kept``, its coefficients in K's rows beside the block; K (p, n) zero on entry)."""
     m, n = W.shape
     p = min(m, n)
     for k in range(0, p, SUBPANEL):
         b = min(SUBPANEL, p - k)
-        triangularize_kept(W[k:, k:k + b], V[k:, k:k + b], K[k:k + b, k:k + b])
+        triangularize(W[k:, k:k + b], V[k:, k:k + b])
         if k + b < n:
             reflect_block_kept(W[k:, k + b:], V[k:, k:k + b], K[k:k + b, k + b:])
 
@@ -300,10 +269,7 @@ def triangularize_blocked(W, V, K):
     p = min(m, n)
     for k in range(0, p, PANEL):
         b = min(PANEL, p - k)
-        if m * n >= PACKED_MIN_ENTRIES:
-            triangularize_packed_panel(W[k:, k:k + b], V[k:, k:k + b], K[k:k + b, k:k + b])
-        else:
-            triangularize_panel(W[k:, k:k + b], V[k:, k:k + b], K[k:k + b, k:k + b])
+        triangularize_panel(W[k:, k:k + b], V[k:, k:k + b], K[k:k + b, k:k + b])
         if k + b < n:
             reflect_block_kept(W[k:, k + b:], V[k:, k:k + b], K[k:k + b, k + b:])
 
