@@ -138,20 +138,41 @@ def reflect_block(C, Y):
 
 
 @reversible
-def apply_reflectors(X, V):
-    """X <- H_0^H ... H_{p-1}^H X for the reflectors in V's columns, one reflection at a time."""
-    p = V.shape[1]
-    for k in range(p - 1, -1, -1):
-        reflect_columns(X[k:, :], V[k:, k], True)
+def reflect_vector(x, u, adjoint):
+    """x <- H x, or H^H x with ``adjoint``: ``reflect_columns`` for one column, written for a vector
+    (a dot product and an axpy, where a one-column C would run a loop per row). The coefficient
+    d = u^H x is subtracted (x -= s d u) and uncomputed from the reflected x: u^H (H x) = (1 - s) d."""
+    t = zero(x.dtype)
+    s = zero(x.dtype)
+    d = zero(x.dtype)
+    with routine:
+        t += 2 * u[0].real / u[0] if u[0] != 0 else 0.0
+        s += np.conj(t) if adjoint else t
+    d += np.vdot(u, x)
+    x[:] -= (s * d) * u
+    d *= -(1.0 - s)
+    d += np.vdot(u, x)
+    ~routine
+    del d
+    del s
+    del t
 
 
 @reversible
-def apply_reflectors_adjoint(X, V):
-    """X <- H_{p-1} ... H_0 X, what the triangularisation did to A: ``apply_reflectors``' inverse
-    written forward, so that programs using it compile no inverse of ``reflect_columns``."""
+def apply_reflectors(x, V):
+    """x <- H_0^H ... H_{p-1}^H x for the reflectors in V's columns, one reflection at a time."""
+    p = V.shape[1]
+    for k in range(p - 1, -1, -1):
+        reflect_vector(x[k:], V[k:, k], True)
+
+
+@reversible
+def apply_reflectors_adjoint(x, V):
+    """x <- H_{p-1} ... H_0 x, what the triangularisation did to A: ``apply_reflectors``' inverse
+    written forward, so that programs using it compile no inverse of ``reflect_vector``."""
     p = V.shape[1]
     for k in range(p):
-        reflect_columns(X[k:, :], V[k:, k], False)
+        reflect_vector(x[k:], V[k:, k], False)
 
 
 @reversible

@@ -72,17 +72,14 @@ def reflected_projection(z, y, V, r):
     """z += H E_r E_r^H H^H y, the projection onto the first r columns of Q = H E D, for
     H = H_0^H ... H_{p-1}^H and the reflectors H_k in V's columns (``householder.apply_reflectors``)."""
     m = V.shape[0]
-    reflected = zeros((m, 1), V.dtype)  # H^H y
-    projected = zeros((m, 1), V.dtype)  # H E_r E_r^H H^H y
+    reflected = zeros(m, V.dtype)  # H^H y
+    projected = zeros(m, V.dtype)  # H E_r E_r^H H^H y
     with routine:
-        for i in range(m):
-            reflected[i, 0] += y[i]
+        reflected[:] += y
         apply_reflectors_adjoint(reflected, V)
-        for i in range(r):
-            projected[i, 0] += reflected[i, 0]
+        projected[:r] += reflected[:r]
         apply_reflectors(projected, V)
-    for i in range(m):
-        z[i] += projected[i, 0]
+    z[:] += projected
     ~routine
     del projected
     del reflected
@@ -190,17 +187,16 @@ def _householder_least_squares(name: str, triangularize_, kept: int):
         W = zeros((m, n), A.dtype)
         V = zeros((m, n), A.dtype)
         K = zeros((n * kept, n * kept), A.dtype)
-        C = zeros((m, 1), A.dtype)
+        c = zeros(m, A.dtype)
         with routine:
             add_into(W, A)
             triangularize_(W, V, K)
-            for i in range(m):
-                C[i, 0] += y[i]
-            apply_reflectors_adjoint(C, V)
-        solve_upper(x, W, C[:n, 0])
+            c[:] += y
+            apply_reflectors_adjoint(c, V)
+        solve_upper(x, W, c[:n])
         upper_factor(R, W)
         ~routine
-        del C
+        del c
         del K
         del V
         del W
