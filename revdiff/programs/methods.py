@@ -43,12 +43,11 @@ BLOCKED_MIN_ELEMENTS = 2048
 AUTO = "auto"
 AUTO_HOUSEHOLDER_MIN_COLUMNS = 128
 #: ... and, for projections and least squares (which form no Q with ``householder``), on real tall
-#: CPU matrices of at least this many columns and at most ``AUTO_PROJECTION_MAX_ELEMENTS`` entries,
-#: where householder's projection and least-squares gradients took 0.55-0.99 of cgs2's time in float64
-#: and 0.59-0.93 in float32 (48 x 24 and 64 x 32, one matrix to batches of 2000), against 0.86-1.11 at
-#: 96 x 48 and 128 x 64 and 0.91-1.14 below 24 columns (one matrix of 32 x 16: 0.99-1.04).
-AUTO_PROJECTION_MIN_COLUMNS = 24
-AUTO_PROJECTION_MAX_ELEMENTS = 2048
+#: CPU matrices of at least this many columns: ``python benchmarks/method_crossover.py --gradients
+#: projection,lstsq`` (one core, one matrix and batches to 10000) measured householder's gradients at
+#: 0.51-0.95 of cgs2's time in float64 and 0.69-1.07 in float32 from 32 x 16 to 128 x 64 (one float32
+#: cell above 1: 10000 x 32x16 projections, 1.07), against 0.94-1.31 at 24 x 12 and 16 x 8.
+AUTO_PROJECTION_MIN_COLUMNS = 16
 #: The rule reads each matrix's shape, the dtype, the QR mode and the device, never the batch size:
 #: a batch equals its elements called one by one bit for bit, and ``revdiff.dask``'s chunks a single
 #: call (float64 batches in SIMD lanes from 16 columns measured 0.84-1.02 of cgs2's time with
@@ -98,9 +97,8 @@ def resolved(method: str, shape: tuple, gpu: bool = False, mode: str = "reduced"
     complete = mode == "complete" and m > n
     real_cpu = not gpu and np.dtype(dtype).kind == "f"
     large = real_cpu and min(m, n) >= AUTO_HOUSEHOLDER_MIN_COLUMNS
-    small_projection = (projection and real_cpu and m >= n >= AUTO_PROJECTION_MIN_COLUMNS
-                        and m * n <= AUTO_PROJECTION_MAX_ELEMENTS)
-    return "householder" if complete or large or small_projection else "cgs2"
+    tall_projection = projection and real_cpu and m >= n >= AUTO_PROJECTION_MIN_COLUMNS
+    return "householder" if complete or large or tall_projection else "cgs2"
 
 
 def chosen_method(method: str, shape: tuple, gpu: bool = False) -> str:
