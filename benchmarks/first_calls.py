@@ -1,10 +1,10 @@
 """Time to the first call, each in a fresh process with an empty cache, in CPU and wall seconds (the
 import excluded, and given apart): the six high-level functions on one 32x16 float64 matrix, a batch
 of 512 projection gradients (SIMD lanes), a batch of 3 block-CGS2 gradients of 80x70, and
-``revdiff compare`` with its defaults; beside them, in the same run, JAX's first
-``jit(vmap(grad(...)))`` of the same CGS2 projection loss written with ``lax.fori_loop``, on one
-matrix and on the batch of 512. Then the same revdiff calls in a second fresh process that finds
-the cache the first one wrote.
+``revdiff compare`` with its defaults (revdiff's default method: ``householder`` for the
+projections); beside them, in the same run, JAX's first ``jit(vmap(grad(...)))`` of a CGS2
+projection loss written with ``lax.fori_loop``, on one matrix and on the batch of 512. Then the same
+revdiff calls in a second fresh process that finds the cache the first one wrote.
 
     python benchmarks/first_calls.py [--only NAME,...] [--skip-jax]
 """

@@ -10,11 +10,3 @@ def add_into(W, A):
         for j in range(n):
             W[i, j] += A[i, j]
 
-
-@reversible
-def exchange(X, Y):
-    """X, Y = Y, X element by element: a move into a zero X that leaves Y zero (a packed copy)."""
-    m, n = X.shape
-    for i in range(m):
-        for j in range(n):
-            X[i, j], Y[i, j] = Y[i, j], X[i, j]

@@ -2,8 +2,9 @@
 
 Each reflector is stored as a unit vector u, H = I - tau u u^H with tau = 2 Re(u[0]) / u[0] (2 for
 real data; LAPACK's larfg, which maps a column to a real multiple of e_1), so a reflection needs no
-norm: the coefficients d = C^H u that it subtracts are recomputed from the reflected C, where they
-are a unit multiple of d, and so uncompute themselves; u = 0 (a zero column) reflects nothing.
+norm: the coefficients it subtracts (a multiple of u^H C) are recomputed from the reflected C, where
+they are a unit multiple of themselves, and so uncompute themselves; u = 0 (a zero column) reflects
+nothing.
 Unit reflectors also keep every intermediate at the magnitude of A: v^H v would overflow or
 underflow at entries beyond about 1e154 or below 1e-154. The triangularisation runs in a work copy
 of A and is uncomputed after Q and R are copied out (compute-copy-uncompute), so, as with
@@ -16,7 +17,6 @@ matrix, and Q, receive its reflectors at once in their compact WY form I - Y T Y
 products, BLAS-3 on the CPU). Forming Q, ``reflect_block`` uncomputes its own coefficients as
 ``reflect_columns`` does, by the blocked form of the same identity; triangularising,
 ``reflect_block_kept`` keeps them until the triangularisation is uncomputed, one product fewer.
-Panels of large matrices are reduced in packed copies (``PACKED_MIN_ENTRIES``).
 Shapes and conventions as in ``gram_schmidt``: Q (m, p), R (p, n), diag(R) real nonnegative; or
 the complete factorisation, Q (m, m) and R (m, n) with zero rows below p: ``householder`` reads the
 width of Q, and a Q of q columns (p <= q <= m) receives the first q columns of the product of the
@@ -26,7 +26,7 @@ import numpy as np
 
 from revdiff.function import reversible
 from revdiff.language import routine, zero, zeros
-from revdiff.programs.elementwise import add_into, exchange
+from revdiff.programs.elementwise import add_into
 from revdiff.programs.naming import named
 from revdiff.programs.gram_schmidt import norm2
 
@@ -36,18 +36,16 @@ def reflect_columns(C, u, adjoint):
     """C <- H C, or H^H C with ``adjoint``, for H = I - tau u u^H, u a unit (or zero) vector from
     ``householder_vector`` and tau = 2 Re(u[0]) / u[0] (2 for real u), sweeping C by rows (a
     row-major C is read contiguously). With s = tau (conj(tau) with ``adjoint``) and v = s conj(u),
-    the coefficients d = C^T v = conj(s C^H u) are subtracted row by row (C[i, :] -= u[i] d: s u u^H C;
-    the scale rides in v, so that no gradient of s is summed over C) and then uncomputed by the same
-    product of the reflected C: (H C)^T v = (1 - s) d, and |1 - s| = 1, so d turned into -(1 - s) d
-    (times 1 for real data, exactly) cancels against it. For real data v = 2 u and d = 2 C^T u exactly:
-    the bits of C -= 2 u (u^T C)."""
+    the coefficients d = C^T v = s conj(C^H u) are subtracted row by row (C[i, :] -= u[i] d, in all
+    s u u^H C; the scale rides in v, so that no gradient of s is summed over C) and then uncomputed
+    by the same product of the reflected C, whose C^T v is (1 - s) d: |1 - s| = 1, so d turned into
+    -(1 - s) d (times 1 for real data, exactly) cancels against it. For real data v = 2 u, so d is
+    2 C^T u and C gets the bits of C -= 2 u (u^T C) (barring products that underflow)."""
     d = zeros(C.shape[1], C.dtype)
-    t = zero(C.dtype)
     s = zero(C.dtype)
     v = zeros(len(u), C.dtype)
     with routine:
-        t += 2 * u[0].real / u[0] if u[0] != 0 else 0.0
-        s += np.conj(t) if adjoint else t
+        s += (np.conj(2 * u[0].real / u[0]) if adjoint else 2 * u[0].real / u[0]) if u[0] != 0 else 0.0
         v[:] += s * np.conj(u)
     d[:] += C.T @ v
     for i in range(len(u)):
@@ -58,7 +56,6 @@ def reflect_columns(C, u, adjoint):
     del v
     del d
     del s
-    del t
 
 
 @reversible
@@ -139,15 +136,14 @@ def reflect_block(C, Y):
 
 @reversible
 def reflect_vector(x, u, adjoint):
-    """x <- H x, or H^H x with ``adjoint``: ``reflect_columns`` for one column, written for a vector
-    (a dot product and an axpy, where a one-column C would run a loop per row). The coefficient
-    d = u^H x is subtracted (x -= s d u) and uncomputed from the reflected x: u^H (H x) = (1 - s) d."""
-    t = zero(x.dtype)
+    """x <- H x, or H^H x with ``adjoint``: the reflection of ``reflect_columns`` for one vector, as a
+    dot product and an axpy (a one-column C would run a loop per row; complex results may differ from
+    its in the last bit). With s as there, the coefficient d = u^H x is subtracted (x -= s d u) and
+    uncomputed from the reflected x, whose u^H x is (1 - s) d."""
     s = zero(x.dtype)
     d = zero(x.dtype)
     with routine:
-        t += 2 * u[0].real / u[0] if u[0] != 0 else 0.0
-        s += np.conj(t) if adjoint else t
+        s += (np.conj(2 * u[0].real / u[0]) if adjoint else 2 * u[0].real / u[0]) if u[0] != 0 else 0.0
     d += np.vdot(u, x)
     x[:] -= (s * d) * u
     d *= -(1.0 - s)
@@ -155,7 +151,6 @@ def reflect_vector(x, u, adjoint):
     ~routine
     del d
     del s
-    del t
 
 
 @reversible
@@ -177,8 +172,9 @@ def apply_reflectors_adjoint(x, V):
 
 @reversible
 def form_q(X, V):
-    """``apply_reflectors`` to an X that starts as E_q D (Q's columns, ``_householder``): the columns
-    before k are still zero in rows k: when reflection k comes, so it reflects only X[k:, k:]."""
+    """X <- H_0^H ... H_{p-1}^H X (``apply_reflectors`` on a matrix) for an X that starts as E_q D (Q's
+    columns, ``_householder``): the columns before k are still zero in rows k: when reflection k comes,
+    so it reflects only X[k:, k:]."""
     p = V.shape[1]
     for k in range(p - 1, -1, -1):
         reflect_columns(X[k:, k:], V[k:, k], True)
@@ -243,17 +239,12 @@ def triangularize_columns(W, V, K):
 
 #: columns per sub-panel: a panel's own columns are reduced in blocks of this many in turn
 SUBPANEL = 8
-#: matrices of at least this many entries have their panels reduced in packed copies
-#: (``triangularize_packed_panel``): one core, project_vjp, packed over in place, 0.81-0.89 at 2000 x 1000,
-#: 1.01-1.04 from 500 x 250 to 1000 x 1000 (the copies cost more than the strides there)
-PACKED_MIN_ENTRIES = 1 << 20
-
-
 @reversible
 def triangularize_panel(W, V, K):
     """``triangularize`` on a panel, in blocks of ``SUBPANEL`` columns: each block column by column,
     its reflections then applied to the panel's trailing columns as one block reflection
-    (``reflect_block_kept``, its coefficients in K's rows beside the block; K (p, n) zero on entry)."""
+    (``reflect_block_kept``, its coefficients in K's rows beside the block; K (p, n) zero on entry,
+    its diagonal blocks unused)."""
     m, n = W.shape
     p = min(m, n)
     for k in range(0, p, SUBPANEL):
@@ -264,28 +255,10 @@ def triangularize_panel(W, V, K):
 
 
 @reversible
-def triangularize_packed_panel(W, V, K):
-    """``triangularize_panel`` on contiguous copies of the panel W and its reflectors V (moved in and
-    out, exactly): the panel's column walks then step by its width, not by the whole matrix's (a
-    page every row or two of a large matrix)."""
-    m, b = W.shape
-    packed_W = zeros((m, b), W.dtype)
-    packed_V = zeros((m, b), W.dtype)
-    exchange(packed_W, W)
-    exchange(packed_V, V)
-    triangularize_panel(packed_W, packed_V, K)
-    exchange(packed_V, V)
-    exchange(packed_W, W)
-    del packed_V
-    del packed_W
-
-
-@reversible
 def triangularize_blocked(W, V, K):
-    """``triangularize`` in panels of ``PANEL`` columns (each reduced by ``triangularize_panel``, in a
-    packed copy from ``PACKED_MIN_ENTRIES`` entries on), each panel's reflections applied to the
-    columns after it as one block reflection (``reflect_block_kept``, whose coefficients K keeps:
-    K (p, n) zero on entry, each block's in its own rows and columns)."""
+    """``triangularize`` in panels of ``PANEL`` columns (each reduced by ``triangularize_panel``), each
+    panel's reflections applied to the columns after it as one block reflection (``reflect_block_kept``,
+    whose coefficients K keeps: K (p, n) zero on entry, each block's in its rows, beside the block)."""
     m, n = W.shape
     p = min(m, n)
     for k in range(0, p, PANEL):

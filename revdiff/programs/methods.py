@@ -35,24 +35,23 @@ BLOCKED_MIN_ELEMENTS = 2048
 #: matrices of at least this many columns and rows (p = min(m, n)) and for the complete Q of a tall
 #: matrix (which cgs2 cannot form; on GPUs too), ``cgs2`` on smaller matrices, on complex ones and
 #: otherwise on GPUs (where no crossover has been measured). ``python benchmarks/method_crossover.py``
-#: (``benchmarks/RESULTS.md``, "The default method"; one core, m = 2n, projection and QR gradients):
-#: householder's time over cgs2's, float64 and float32, 0.39-0.97 at p >= 128; below, 0.61-1.32, the
-#: faster method depending on the dtype and the gradient; complex, 1.78-3.28 for QR gradients at
-#: p = 128 to 250 and 1.1-1.7 for projections below. All cores, other aspect ratios and forward mode
-#: follow the rule unmeasured.
+#: (``benchmarks/RESULTS.md``, "The default method"; one core, m = 2n): householder's QR gradient
+#: time over cgs2's, float64 and float32, 0.55-0.94 at p >= 128, 0.74-1.26 below (the faster method
+#: depending on the dtype and the shape); complex, 1.78-3.28 for QR gradients at p = 128 to 250 and
+#: 1.1-1.7 for projections below. All cores, other aspect ratios and forward mode follow the rule
+#: unmeasured.
 AUTO = "auto"
 AUTO_HOUSEHOLDER_MIN_COLUMNS = 128
 #: ... and, for projections and least squares (which form no Q with ``householder``), on real tall
 #: CPU matrices of at least this many columns: ``python benchmarks/method_crossover.py --gradients
-#: projection,lstsq`` (one core, one matrix and batches to 10000) measured householder's gradients at
-#: 0.51-0.95 of cgs2's time in float64 and 0.69-1.07 in float32 from 32 x 16 to 128 x 64 (one float32
-#: cell above 1: 10000 x 32x16 projections, 1.07), against 0.94-1.31 at 24 x 12 and 16 x 8.
+#: projection,qr,lstsq`` (one core) measured householder's projection and least-squares gradients at
+#: 0.32-0.81 of cgs2's time in float64 and 0.42-1.02 in float32 on batches from 10000 x 32x16 to
+#: 2 x 500x250, 0.51-0.95 and 0.69-0.90 on one matrix of 32 x 16 to 128 x 64, against 0.94-1.29 at
+#: 24 x 12 and 16 x 8.
 AUTO_PROJECTION_MIN_COLUMNS = 16
 #: The rule reads each matrix's shape, the dtype, the QR mode and the device, never the batch size:
 #: a batch equals its elements called one by one bit for bit, and ``revdiff.dask``'s chunks a single
-#: call (float64 batches in SIMD lanes from 16 columns measured 0.84-1.02 of cgs2's time with
-#: householder on one core, but a single 32 x 16 matrix 1.04: taking it there would split the two).
-
+#: call (so a method goes where both one matrix and batches of it measured faster).
 
 #: the QR modes, named and shaped as in ``torch.linalg.qr``
 QR_MODES = ("reduced", "complete", "r")
