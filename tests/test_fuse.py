@@ -161,6 +161,36 @@ def test_adjoint_leaves_out_the_dead_undo_of_a_product_into_a_fresh_ancilla():
     assert not re.search(r"_host_matmat\(S[12]\[[^)]*, -1\)", bcgs2), bcgs2  # but not their undo
 
 
+@reversible
+def reflected(x, u):
+    """x <- (I - 2 u u^T) x for a unit u through a coefficient d = u . x uncomputed by a scaling and a
+    dot product (as the Householder reflections uncompute theirs)."""
+    d = zero(x.dtype)
+    d += np.dot(u, x)
+    x[:] -= (2.0 * d) * u
+    d *= -1.0
+    d -= np.dot(u, x)
+    del d
+
+
+def test_adjoint_leaves_out_the_gradients_that_meet_a_freed_ancillas_zero_cotangent():
+    """An ancilla's last writes before it is freed (d *= -1; d -= u . x) see a zero cotangent in
+    the adjoint: only their undos are emitted (no gradient work), and the gradients stay right."""
+    u = np.array([0.6, 0.8, 0.0])
+    args = (rng.standard_normal(3), u)
+    lines = reflected.source("adjoint", *args).splitlines()
+    starts = [i for i, line in enumerate(lines) if line.strip().startswith("# line")]
+    blocks = {lines[i].split(":", 1)[1].strip(): "\n".join(lines[i:j]) for i, j in zip(starts, starts[1:] + [len(lines)])}
+    for statement in ("d -= np.dot(u, x)", "d *= -1.0"):
+        assert "g_" not in blocks[statement], blocks[statement]  # the undo alone
+    assert "g_u" in blocks["d += np.dot(u, x)"] and "g_d" in blocks["x[:] -= (2.0 * d) * u"]
+    x, g = args[0], rng.standard_normal(3)  # (differences would move u off the unit sphere, where d is not uncomputed)
+    outs, pullback = revdiff.vjp(reflected, *copy_args(args))
+    gx, gu = pullback(g, np.zeros(3))
+    np.testing.assert_allclose(gx, g - 2 * u * (u @ g), rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(gu, -2 * (g * (u @ x) + x * (u @ g)), rtol=1e-14, atol=1e-15)
+
+
 def test_qr_adjoints_call_no_inverse_adjoint():
     A = np.zeros((6, 3))
     for qr in (P.cgs2, P.bcgs2, P.mgs):

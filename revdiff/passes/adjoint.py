@@ -12,7 +12,10 @@ as the recompute alone (no gradient work, and no ``0 * inf``), the same reasonin
 Dead undos: a matrix product ``S += Q^H V`` that is the first statement to touch an ancilla S of its
 block needs no undo in the adjoint, which reaches S's allocation next with nothing in between that
 reads S (``analysis.first_writes_of_ancillas``). Only its gradient is emitted, and S's zero check at
-that allocation is dropped. Cheaper undos are kept, and with them their checks.
+that allocation is dropped. Cheaper undos are kept, and with them their checks. Dead gradients: the
+instructions that write an ancilla after anything else reads it, before it is freed (``d *= c;
+d += C^T v`` uncomputing d), meet a zero cotangent in the adjoint (``analysis.dead_gradients``): only
+their undos are emitted.
 
 Gradient variables are named ``g_<name>``; a gradient ancilla lives exactly as long as its value
 ancilla. Constant bindings get a gradient accumulator pushed to what they read at the end of
@@ -26,7 +29,7 @@ from revdiff.ir.high import (Alloc, Bind, BoolOp, CallFn, Compute, Const, Deallo
                              walk_stmts)
 from revdiff.ir.low import AugAssign, Branch, Invoke, Local, Zero
 from revdiff.ir.types import is_real
-from revdiff.passes.analysis import first_writes_of_ancillas, restores_only_freed
+from revdiff.passes.analysis import first_writes_of_ancillas, dead_gradients, restores_only_freed
 from revdiff.passes.infer import alloc_type, expr_type
 from revdiff.passes.invert import invert_block
 from revdiff.passes.lower import Lowerer
@@ -41,6 +44,7 @@ class AdjointLowerer(Lowerer):
         while any(n.startswith(self.prefix) for n in taken):
             self.prefix = "g" + self.prefix
         self._dead_undos: dict = {}  # id(instruction) -> (it, allocation of the ancilla it first writes)
+        self._dead_gradients: set = set()  # ids of instructions whose target's cotangent is zero there
         self._unchecked: set = set()  # ids of allocations whose ancilla an adjoint left un-restored
 
     # ---------------------------------------------------------------- gradient storage
@@ -129,6 +133,7 @@ class AdjointLowerer(Lowerer):
     def adjoint_block(self, body: list) -> list:
         with self.block() as result:
             self._dead_undos.update(first_writes_of_ancillas(body, undo_is_a_matrix_product))
+            self._dead_gradients |= dead_gradients(body)
             bindings = [s for s in body if isinstance(s, Bind)]
             for b in bindings:
                 self.comment(b)
@@ -160,6 +165,8 @@ class AdjointLowerer(Lowerer):
             with self.vector_loops(s):
                 INSTRUCTIONS[entry.inverse].forward(s.operands, self)
             self.track_scales(s)
+        if id(s) in self._dead_gradients:
+            return
         with self.vector_loops(s):
             entry.gradient(s.operands, self)
 
