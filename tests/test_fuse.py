@@ -191,6 +191,46 @@ def test_adjoint_leaves_out_the_gradients_that_meet_a_freed_ancillas_zero_cotang
     np.testing.assert_allclose(gu, -2 * (g * (u @ x) + x * (u @ g)), rtol=1e-14, atol=1e-15)
 
 
+@reversible
+def two_routines(y, z, x):
+    """Two routines undone back to back: the adjoint inverts each (new statements), the first's
+    dead gradients (u's uncompute) beside the second's live ones (s, not freed there)."""
+    n = len(x)
+    w = zeros(n, float)
+    s = zeros(n, float)
+    with routine:
+        u = zeros(n, float)
+        u[:] += x * 1.0
+        u[:] += x * 2.0
+        w[:] += u * x
+        u[:] -= x * 1.0
+        u[:] -= x * 2.0
+        del u
+    with routine:
+        s[:] += x * 1.5
+        s[:] += x * 2.5
+    y[:] += s * x
+    z[:] += w * x
+    ~routine
+    ~routine
+    z[:] += s * x
+    y[:] += w * x
+    del s
+    del w
+
+
+def test_dead_gradients_are_known_by_the_statements_themselves():
+    """The adjoint marks dead gradients in statements that inverted blocks create and drop: it keeps
+    the statements, so a later statement can never reuse a marked one's id (and lose its gradient;
+    which ids Python reuses depends on the allocations before, so a failure here is not certain)."""
+    x = rng.standard_normal(4)
+    outs, pullback = revdiff.vjp(two_routines, np.zeros(4), np.zeros(4), x.copy())
+    np.testing.assert_allclose(outs[0], 4 * x ** 2, rtol=1e-15)  # y = s x, s = 4 x
+    np.testing.assert_allclose(outs[1], 3 * x ** 3, rtol=1e-15)  # z = w x, w = u x, u = 3 x
+    np.testing.assert_allclose(pullback(np.ones(4), np.ones(4), None)[2], 8 * x + 9 * x ** 2, rtol=1e-14)
+    assert_gradient(two_routines, np.zeros(4), np.zeros(4), x)
+
+
 def test_qr_adjoints_call_no_inverse_adjoint():
     A = np.zeros((6, 3))
     for qr in (P.cgs2, P.bcgs2, P.mgs):

@@ -44,7 +44,7 @@ class AdjointLowerer(Lowerer):
         while any(n.startswith(self.prefix) for n in taken):
             self.prefix = "g" + self.prefix
         self._dead_undos: dict = {}  # id(instruction) -> (it, allocation of the ancilla it first writes)
-        self._dead_gradients: set = set()  # ids of instructions whose target's cotangent is zero there
+        self._dead_gradients: dict = {}  # id(instruction) -> it, for those whose target's cotangent is zero
         self._unchecked: set = set()  # ids of allocations whose ancilla an adjoint left un-restored
 
     # ---------------------------------------------------------------- gradient storage
@@ -133,7 +133,7 @@ class AdjointLowerer(Lowerer):
     def adjoint_block(self, body: list) -> list:
         with self.block() as result:
             self._dead_undos.update(first_writes_of_ancillas(body, undo_is_a_matrix_product))
-            self._dead_gradients |= dead_gradients(body)
+            self._dead_gradients.update(dead_gradients(body))
             bindings = [s for s in body if isinstance(s, Bind)]
             for b in bindings:
                 self.comment(b)
@@ -165,7 +165,7 @@ class AdjointLowerer(Lowerer):
             with self.vector_loops(s):
                 INSTRUCTIONS[entry.inverse].forward(s.operands, self)
             self.track_scales(s)
-        if id(s) in self._dead_gradients:
+        if self._dead_gradients.get(id(s)) is s:
             return
         with self.vector_loops(s):
             entry.gradient(s.operands, self)

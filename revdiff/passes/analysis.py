@@ -84,13 +84,14 @@ def first_writes_of_ancillas(body: list, wanted=lambda s: True) -> dict:
     return found
 
 
-def dead_gradients(body: list) -> set:
-    """ids of the instructions of ``body`` whose one target is an ancilla with a zero cotangent where
+def dead_gradients(body: list) -> dict:
+    """{id(instruction): instruction} for the instructions of ``body`` whose one target is an ancilla with a zero cotangent where
     an adjoint running ``body`` backwards reaches them: freed later in ``body``, and no statement in
     between (other than such instructions) mentions it, as ``d *= c; d += C^T v`` uncomputing d before
     ``del d``. A gradient is linear in the target's cotangent, so theirs would push only zeros (and
-    ``0 * inf``): the adjoint emits their undo alone, and they change no cotangent."""
-    found: set = set()
+    ``0 * inf``): the adjoint emits their undo alone, and they change no cotangent. (The instructions
+    are returned with their ids: kept alive, their ids cannot be reused by other statements.)"""
+    found: dict = {}
     zero: set = set()  # ancillas whose cotangent is still zero, walking backwards
     for s in reversed(body):
         if isinstance(s, Dealloc):
@@ -98,7 +99,7 @@ def dead_gradients(body: list) -> set:
             continue
         if isinstance(s, Instr) and len(INSTRUCTIONS[s.op].targets) == 1 and \
                 base_name(s.operands[INSTRUCTIONS[s.op].targets[0]]) in zero:
-            found.add(id(s))
+            found[id(s)] = s
             continue
         zero -= mentioned_names(s)
     return found
