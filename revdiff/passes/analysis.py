@@ -85,12 +85,12 @@ def first_writes_of_ancillas(body: list, wanted=lambda s: True) -> dict:
 
 
 def dead_gradients(body: list) -> dict:
-    """{id(instruction): instruction} for the instructions of ``body`` whose one target is an ancilla with a zero cotangent where
-    an adjoint running ``body`` backwards reaches them: freed later in ``body``, and no statement in
-    between (other than such instructions) mentions it, as ``d *= c; d += C^T v`` uncomputing d before
-    ``del d``. A gradient is linear in the target's cotangent, so theirs would push only zeros (and
-    ``0 * inf``): the adjoint emits their undo alone, and they change no cotangent. (The instructions
-    are returned with their ids: kept alive, their ids cannot be reused by other statements.)"""
+    """{id(instruction): instruction} for the instructions of ``body`` whose one target is an ancilla
+    with a zero cotangent where an adjoint running ``body`` backwards reaches them: freed later in
+    ``body``, and no statement in between (other than such instructions) mentions it, as ``d *= c;
+    d += C^T v`` uncomputing d before ``del d``. A gradient is linear in the target's cotangent, so
+    theirs would push only zeros (and ``0 * inf``): the adjoint emits their undo alone, and they change
+    no cotangent. (The instructions come with their ids: kept alive, no other statement can reuse one.)"""
     found: dict = {}
     zero: set = set()  # ancillas whose cotangent is still zero, walking backwards
     for s in reversed(body):

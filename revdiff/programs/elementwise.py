@@ -9,4 +9,3 @@ def add_into(W, A):
     for i in range(m):
         for j in range(n):
             W[i, j] += A[i, j]
-

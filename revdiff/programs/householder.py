@@ -239,6 +239,8 @@ def triangularize_columns(W, V, K):
 
 #: columns per sub-panel: a panel's own columns are reduced in blocks of this many in turn
 SUBPANEL = 8
+
+
 @reversible
 def triangularize_panel(W, V, K):
     """``triangularize`` on a panel, in blocks of ``SUBPANEL`` columns: each block column by column,

@@ -53,6 +53,7 @@ AUTO_PROJECTION_MIN_COLUMNS = 16
 #: a batch equals its elements called one by one bit for bit, and ``revdiff.dask``'s chunks a single
 #: call (so a method goes where both one matrix and batches of it measured faster).
 
+
 #: the QR modes, named and shaped as in ``torch.linalg.qr``
 QR_MODES = ("reduced", "complete", "r")
 
