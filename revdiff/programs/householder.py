@@ -231,6 +231,24 @@ def reflect_block_kept(C, Y, K):
     del G
 
 
+def _blocked_triangularization(name: str, panel: int, reduce_panel, doc: str):
+    """``triangularize`` panel by panel: each panel of ``panel`` columns reduced by ``reduce_panel``,
+    its reflectors then applied to the columns after it as one block (``reflect_block_kept``,
+    whose coefficients K keeps: K (p, n) zero on entry, each block's in its own rows and columns)."""
+
+    @reversible
+    def blocked(W, V, K):
+        m, n = W.shape
+        p = min(m, n)
+        for k in range(0, p, panel):
+            b = min(panel, p - k)
+            reduce_panel(W[k:, k:k + b], V[k:, k:k + b], K[k:k + b, k:k + b])
+            if k + b < n:
+                reflect_block_kept(W[k:, k + b:], V[k:, k:k + b], K[k:k + b, k + b:])
+
+    return named(blocked, name, doc)
+
+
 @reversible
 def triangularize_columns(W, V, K):
     """``triangularize`` with the blocked programs' signature (K, their kept coefficients, unused)."""
@@ -239,35 +257,14 @@ def triangularize_columns(W, V, K):
 
 #: columns per sub-panel: a panel's own columns are reduced in blocks of this many in turn
 SUBPANEL = 8
-
-
-@reversible
-def triangularize_panel(W, V, K):
-    """``triangularize`` on a panel, in blocks of ``SUBPANEL`` columns: each block column by column,
-    its reflections then applied to the panel's trailing columns as one block reflection
-    (``reflect_block_kept``, its coefficients in K's rows beside the block; K (p, n) zero on entry,
-    its diagonal blocks unused)."""
-    m, n = W.shape
-    p = min(m, n)
-    for k in range(0, p, SUBPANEL):
-        b = min(SUBPANEL, p - k)
-        triangularize(W[k:, k:k + b], V[k:, k:k + b])
-        if k + b < n:
-            reflect_block_kept(W[k:, k + b:], V[k:, k:k + b], K[k:k + b, k + b:])
-
-
-@reversible
-def triangularize_blocked(W, V, K):
-    """``triangularize`` in panels of ``PANEL`` columns (each reduced by ``triangularize_panel``), each
-    panel's reflections applied to the columns after it as one block reflection (``reflect_block_kept``,
-    whose coefficients K keeps: K (p, n) zero on entry, each block's in its rows, beside the block)."""
-    m, n = W.shape
-    p = min(m, n)
-    for k in range(0, p, PANEL):
-        b = min(PANEL, p - k)
-        triangularize_panel(W[k:, k:k + b], V[k:, k:k + b], K[k:k + b, k:k + b])
-        if k + b < n:
-            reflect_block_kept(W[k:, k + b:], V[k:, k:k + b], K[k:k + b, k + b:])
+triangularize_panel = _blocked_triangularization(
+    "triangularize_panel", SUBPANEL, triangularize_columns,
+    f"``triangularize`` on a panel, in blocks of {SUBPANEL} columns: the panel's own trailing columns "
+    "receive each block's reflections as one block reflection.")
+triangularize_blocked = _blocked_triangularization(
+    "triangularize_blocked", PANEL, triangularize_panel,
+    f"``triangularize`` in panels of {PANEL} columns (each reduced by ``triangularize_panel``), each "
+    "panel's reflections applied to the columns after it as one block reflection.")
 
 
 @reversible
