@@ -198,8 +198,13 @@ class LaneRewriter:
             self.stmt(s, out)
         return out
 
-    def stmt(self, s, out: list) -> None:
+    def stmt(self, s, out: list, fast_paths: bool = True) -> None:
         c, lanes = self.c, range(self.width)
+        if fast_paths and isinstance(s, (Assign, AugAssign)):
+            selects = _lane_selects(s, c)
+            if selects:
+                self.with_fast_paths(s, selects, out)
+                return
         if isinstance(s, Comment):
             out.append(s)
         elif isinstance(s, Local):
@@ -268,6 +273,21 @@ class LaneRewriter:
         else:
             raise NotLaneable(f"cannot run {type(s).__name__} in lanes")
 
+    def with_fast_paths(self, s, selects: list, out: list) -> None:
+        """A statement whose value some lane-dependent ``a if c else b`` chooses: per lane, each
+        arm is evaluated only where taken, which LLVM keeps as branches per lane (an arm that divides
+        is not speculated), so the lanes run one after another. Where every lane takes the same arm
+        of every such select (a uniform test), the statement runs with that arm written in: the same
+        operations on every lane, the same bits, and vector instructions; otherwise as it was."""
+        conds = [self.at(e.cond, k) for e in selects for k in range(self.width)]
+        taken, untaken = [], []
+        self.stmt(_choosing(s, set(selects), True), taken, fast_paths=False)
+        self.stmt(_choosing(s, set(selects), False), untaken, fast_paths=False)
+        mixed: list = []
+        self.stmt(s, mixed, fast_paths=False)
+        out.append(Branch(BoolOp("and", tuple(conds)), taken,
+                          [Branch(BoolOp("and", tuple(Unary("not", x) for x in conds)), untaken, mixed)]))
+
     def as_selects(self, s: Branch):
         """A branch whose condition reads lane data but whose body only adds to lane targets (the
         adjoint's guarded cotangent updates, from ``a if c else b``), as that body under the
@@ -314,6 +334,51 @@ class LaneRewriter:
             else:
                 raise NotLaneable(f"{self.fn.name} writes batch data into a shared variable")
         out.append(Invoke(alias, tuple(args), tuple(results)))
+
+
+def _lane_selects(s, c: _Classes) -> list:
+    """The selects of statement ``s``'s values whose condition reads lane data and that are evaluated
+    whenever the statement is (not inside another select's arm or a short-circuit operand)."""
+    found: list = []
+
+    def visit(e) -> None:
+        if isinstance(e, Select):
+            if c.reads_lanes(e.cond) and e not in found:
+                found.append(e)
+            return
+        if isinstance(e, BoolOp):
+            return
+        for x in children(e):
+            visit(x)
+
+    for e in (s.exprs if isinstance(s, Assign) else (s.expr,)):
+        visit(e)
+    return found
+
+
+def _choosing(s, selects: set, taken: bool):
+    """Statement ``s`` with each of ``selects`` replaced by its first arm (``taken``) or its second."""
+
+    def sub(e):
+        if isinstance(e, Select) and e in selects:
+            return e.a if taken else e.b
+        if isinstance(e, Index):
+            return Index(e.base, tuple(sub(i) for i in e.indices))
+        if isinstance(e, BinOp):
+            return BinOp(e.op, sub(e.left), sub(e.right))
+        if isinstance(e, Compare):
+            return Compare(e.op, sub(e.left), sub(e.right))
+        if isinstance(e, Unary):
+            return Unary(e.op, sub(e.operand))
+        if isinstance(e, Call):
+            return Call(e.fn, tuple(sub(a) for a in e.args))
+        if isinstance(e, Select):
+            return Select(sub(e.cond), sub(e.a), sub(e.b))
+        return e
+
+    if isinstance(s, Assign):
+        return replace(s, exprs=tuple(sub(e) for e in s.exprs))
+    return replace(s, expr=sub(s.expr))
 
 
 def _conjuncts(e) -> tuple:
