@@ -106,11 +106,17 @@ def guarded_scale(y, x, s):
         y[i] += x[i] / s if s > 0 else -x[i]
 
 
+@revdiff.reversible
+def norm_of(r, x):
+    r += np.linalg.norm(x)
+
+
 @pytest.mark.parametrize("signs", ["mixed", "all taken", "none taken"])
 def test_lane_dependent_selects_equal_one_element_at_a_time(signs):
     """``a if c else b`` with c per lane: a group whose lanes all take one arm runs that arm written in
     (vector instructions); a mixed group chooses per lane. Every case gives the element's own bits,
-    gradients included (the adjoint's guarded cotangent updates are such selects too)."""
+    gradients included (the adjoint's guarded cotangent updates are such selects too), in
+    statements and in the lane scalars they define."""
     B, m = 19, 7
     s = {"mixed": rng.choice([-1.5, 0.0, 0.75, 3.0], B), "all taken": rng.uniform(0.5, 2, B),
          "none taken": -rng.uniform(0.5, 2, B)}[signs]
@@ -123,6 +129,14 @@ def test_lane_dependent_selects_equal_one_element_at_a_time(signs):
         _equal(got, expected)
     src = lanes.lane_source("vjp", lanes._element_types(args))
     assert "if s__l0 > 0 and s__l1 > 0 and" in src.replace("(", "").replace(")", "")
+    # the scaled sum of squares of a norm chooses in lane scalars (Locals): zero vectors take the other arm
+    x = args[1] * (s > 0)[:, None]
+    norms = revdiff.batched(norm_of, ("r", "x"), layout="lanes")
+    one_by_one = revdiff.batched(norm_of, ("r", "x"), layout="elements")
+    nargs, ncts = (np.zeros(B), x), (rng.standard_normal(B), None)
+    _equal(norms(*nargs), one_by_one(*nargs))
+    for got, expected in zip(norms.vjp(nargs, ncts), one_by_one.vjp(nargs, ncts)):
+        _equal(got, expected)
 
 
 @revdiff.reversible

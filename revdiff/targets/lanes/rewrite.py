@@ -200,7 +200,7 @@ class LaneRewriter:
 
     def stmt(self, s, out: list, fast_paths: bool = True) -> None:
         c, lanes = self.c, range(self.width)
-        if fast_paths and isinstance(s, (Assign, AugAssign)):
+        if fast_paths and isinstance(s, (Assign, AugAssign, Local)):
             selects = _lane_selects(s, c)
             if selects:
                 self.with_fast_paths(s, selects, out)
@@ -337,8 +337,9 @@ class LaneRewriter:
 
 
 def _lane_selects(s, c: _Classes) -> list:
-    """The selects of statement ``s``'s values whose condition reads lane data and that are evaluated
-    whenever the statement is (not inside another select's arm or a short-circuit operand)."""
+    """The selects of statement ``s``'s values (a lane scalar's, for a Local) whose condition reads
+    lane data and that are evaluated whenever the statement is (not inside another select's arm or a
+    short-circuit operand)."""
     found: list = []
 
     def visit(e) -> None:
@@ -351,6 +352,8 @@ def _lane_selects(s, c: _Classes) -> list:
         for x in children(e):
             visit(x)
 
+    if isinstance(s, Local) and s.name not in c.scalars:
+        return found
     for e in (s.exprs if isinstance(s, Assign) else (s.expr,)):
         visit(e)
     return found
@@ -378,7 +381,7 @@ def _choosing(s, selects: set, taken: bool):
 
     if isinstance(s, Assign):
         return replace(s, exprs=tuple(sub(e) for e in s.exprs))
-    return replace(s, expr=sub(s.expr))
+    return replace(s, expr=sub(s.expr))  # AugAssign, Local
 
 
 def _conjuncts(e) -> tuple:
