@@ -1160,6 +1160,29 @@ def test_the_compiled_input_scan_agrees_with_numpy(dtype):
     assert in_range([(A[:1], True), (y[:1], False)])[1] == [True, True]
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+@pytest.mark.parametrize("length", [0, 1, 7, 8, 9, 23, 69])
+def test_the_element_scans_chains_and_remainder_agree_with_numpy(dtype, length):
+    """largest_per_element and in_range's per-element scan keep interleaved partial maxima and a
+    remainder loop: a NaN, an Inf or the largest entry in any of those places, on contiguous rows and
+    strided views (compiled without the unit-stride assumption), gives NumPy's answer."""
+    from revdiff.programs.scan import COMPILED_MIN_SIZE, in_range, largest_per_element
+    batch = max(4, COMPILED_MIN_SIZE // max(length, 1) + 1)  # above the NumPy fallback's size
+    x = rng.standard_normal((batch, length)).astype(dtype)
+    for b in range(min(batch, length)):  # the largest entry walks through every chain and the remainder
+        x[b, b] = 50.0
+    if length:
+        x[-1, length - 1] = np.nan
+        x[-2, length // 2] = -np.inf
+        if np.iscomplexobj(x):
+            x[-3, 0] = complex(1, np.nan)
+    magnitude = lambda a: np.maximum(np.abs(a.real), np.abs(a.imag)).astype(np.float64)  # noqa: E731
+    for view in (x, np.asfortranarray(x), np.repeat(x, 2, axis=1)[:, ::2]):
+        want = magnitude(view).max(axis=1) if length else np.zeros(batch)
+        np.testing.assert_array_equal(largest_per_element(view), want)
+        np.testing.assert_array_equal(in_range([(view, False)])[0][0], want)
+
+
 def test_the_rank_kernel_reports_each_factors_smallest_ratio():
     from revdiff.programs.scan import rank_ratios
     R = np.triu(rng.standard_normal((4, 5, 6)))

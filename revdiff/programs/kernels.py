@@ -23,11 +23,15 @@ _KERNELS: dict = {}
 _LOCK = threading.Lock()
 
 
-def kernel(name: str, make: Callable, names: tuple, arrays: tuple) -> NativeProgram:
+def kernel(name: str, make: Callable, names: tuple, arrays: tuple, unit_stride: bool = False) -> NativeProgram:
     """The compiled kernel ``name`` for ``arrays`` (example arrays of its parameters ``names``), its
     body made by ``make(types)`` (parameter name -> VarType of each array) as a list of statements;
-    found by the arrays' dtypes and ranks."""
-    key = (name, *[(a.dtype, a.ndim) for a in arrays])
+    found by the arrays' dtypes and ranks. ``unit_stride``: also by which arrays' last axes are
+    contiguous, compiled knowing it (adjacent loads LLVM can vectorise), so the kernel must be run on
+    those arrays (``run_kernel`` does) or on arrays laid out alike."""
+    contiguous = tuple(a.ndim > 0 and (a.shape[-1] <= 1 or a.strides[-1] == a.itemsize) for a in arrays) \
+        if unit_stride else ()
+    key = (name, *[(a.dtype, a.ndim) for a in arrays], contiguous)
     fn = _KERNELS.get(key)
     if fn is not None:
         return fn
@@ -42,7 +46,9 @@ def kernel(name: str, make: Callable, names: tuple, arrays: tuple) -> NativeProg
             params = ["_bounds", *names, "_errors"]
             all_types = {"_bounds": _BOUNDS, "_errors": VarType("float", 2, "float64"), **types}
             low = LowFunction(f"{name}_{'_'.join(t.dtype for t in types.values())}", params, body, [], all_types)
-            fn = _KERNELS[key] = entry_callable(low, {}, "llvm", f"revdiff kernel {name}", loops=False)
+            units = frozenset(p for p, unit in zip(names, contiguous) if unit)
+            fn = _KERNELS[key] = entry_callable(low, {}, "llvm", f"revdiff kernel {name}", loops=False,
+                                                unit_stride=units)
     return fn
 
 
@@ -73,4 +79,4 @@ def run_one(fn: NativeProgram, arrays: tuple) -> None:
 def run_kernel(name: str, make: Callable, units: int, **arrays) -> None:
     """Run kernel ``name`` over ``[0, units)`` on ``arrays`` (parameter name -> array, updated in place)."""
     values = tuple(arrays.values())
-    run(kernel(name, make, tuple(arrays), values), units, values)
+    run(kernel(name, make, tuple(arrays), values, unit_stride=True), units, values)

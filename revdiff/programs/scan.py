@@ -29,25 +29,38 @@ def safe_exponent(dtype) -> int:
     return int(np.finfo(dtype).maxexp) // 2 - 12
 
 
-def _magnitude(x) -> tuple:
-    """Statements setting ``_x`` to max(|Re x|, |Im x|) of element expression ``x``, NaN where either is."""
-    re, im = Call("abs", (Call("real", (x,)),)), Call("abs", (Call("imag", (x,)),))
-    larger = BoolOp("or", (Compare(">", Name("_im"), Name("_re")), Compare("!=", Name("_im"), Name("_im"))))
-    return [Local("_re", re), Local("_im", im), Local("_x", Select(larger, Name("_im"), Name("_re")))]
+#: independent partial maxima per element in ``_element_maximum``: chains that run side by side
+CHAINS = 8
 
 
-def _sticky_max(target) -> Assign:
-    """``target = _x`` where _x is larger or NaN: a NaN sticks, nothing compares greater than it."""
-    x = Name("_x")
+def _magnitude(x, tag: str = "") -> tuple:
+    """Statements setting ``_x<tag>`` to max(|Re x|, |Im x|) of element expression ``x``, NaN where either is."""
+    re, im, out = Name(f"_re{tag}"), Name(f"_im{tag}"), f"_x{tag}"
+    larger = BoolOp("or", (Compare(">", im, re), Compare("!=", im, im)))
+    return [Local(re.id, Call("abs", (Call("real", (x,)),))), Local(im.id, Call("abs", (Call("imag", (x,)),))),
+            Local(out, Select(larger, im, re))]
+
+
+def _sticky_max(target, x=Name("_x")) -> Assign:
+    """``target = x`` where x is larger or NaN: a NaN sticks, nothing compares greater than it."""
     return Assign((target,), (Select(BoolOp("or", (Compare(">", x, target), Compare("!=", x, x))), x, target),))
 
 
 def _element_maximum(x: str, out: str) -> list:
-    """Statements of element ``_b``: ``out[_b]`` = the largest magnitude of ``x[_b, :]`` (``_big`` too)."""
-    return [Local("_big", Const(0.0)),
-            Loop("_t", Const(0), Shape(x, 1), Const(1), _magnitude(Index(x, (Name("_b"), Name("_t"))))
-                 + [_sticky_max(Name("_big"))]),
-            Assign((Index(out, (Name("_b"),)),), (Name("_big"),))]
+    """Statements of element ``_b``: ``out[_b]`` = the largest magnitude of ``x[_b, :]`` (``_big`` too),
+    as ``CHAINS`` partial maxima of interleaved entries, then their maximum: one chain of compares
+    waits on each step; the largest magnitude (and whether a NaN is there) is the same in any order."""
+    b, t, n = Name("_b"), Name("_t"), Shape(x, 1)
+    bulk = BinOp("-", n, BinOp("%", n, Const(CHAINS)))
+    steps = []
+    for j in range(CHAINS):
+        steps += _magnitude(Index(x, (b, BinOp("+", t, Const(j)))), str(j)) + [_sticky_max(Name(f"_big{j}"), Name(f"_x{j}"))]
+    rest = _magnitude(Index(x, (b, t)), "0") + [_sticky_max(Name("_big0"), Name("_x0"))]
+    return ([Local(f"_big{j}", Const(0.0)) for j in range(CHAINS)]
+            + [Loop("_t", Const(0), bulk, Const(CHAINS), steps), Loop("_t", bulk, n, Const(1), rest),
+               Local("_big", Name("_big0"))]
+            + [_sticky_max(Name("_big"), Name(f"_big{j}")) for j in range(1, CHAINS)]
+            + [Assign((Index(out, (b,)),), (Name("_big"),))])
 
 
 def _column_maxima(x: str, out: str) -> list:
@@ -117,15 +130,16 @@ def in_range(arrays: list) -> tuple:
     inside = np.empty((b, len(arrays)))
     values.append(inside)
     values = tuple(values)
-    run(in_range_kernel(values), b, values)
+    run(in_range_kernel(values, unit_stride=True), b, values)
     every = inside[0] if b == 1 else np.minimum.reduce(inside, axis=0)
     return bigs, [v == 1.0 for v in every.tolist()]
 
 
-def in_range_kernel(values: tuple) -> NativeProgram:
+def in_range_kernel(values: tuple, unit_stride: bool = False) -> NativeProgram:
     """The compiled kernel of ``in_range`` for ``values``, its arguments (x0, big0, x1, big1, ...,
-    inside), found by their dtypes and ranks."""
-    return kernel("in_range", _in_range, _in_range_names((len(values) - 1) // 2), values)
+    inside), found by their dtypes and ranks (and with ``unit_stride``, for these arrays alone, by
+    their contiguity: ``kernels.kernel``)."""
+    return kernel("in_range", _in_range, _in_range_names((len(values) - 1) // 2), values, unit_stride)
 
 
 @functools.cache
