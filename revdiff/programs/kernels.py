@@ -23,14 +23,14 @@ _KERNELS: dict = {}
 _LOCK = threading.Lock()
 
 
-def kernel(name: str, make: Callable, names: tuple, arrays: tuple, unit_stride: bool = False) -> NativeProgram:
+def kernel(name: str, make: Callable, names: tuple, arrays: tuple, for_layout: bool = False) -> NativeProgram:
     """The compiled kernel ``name`` for ``arrays`` (example arrays of its parameters ``names``), its
     body made by ``make(types)`` (parameter name -> VarType of each array) as a list of statements;
-    found by the arrays' dtypes and ranks. ``unit_stride``: also by which arrays' last axes are
+    found by the arrays' dtypes and ranks. ``for_layout``: also by which arrays' last axes are
     contiguous, compiled knowing it (adjacent loads LLVM can vectorise), so the kernel must be run on
     those arrays (``run_kernel`` does) or on arrays laid out alike."""
     contiguous = tuple(a.ndim > 0 and (a.shape[-1] <= 1 or a.strides[-1] == a.itemsize) for a in arrays) \
-        if unit_stride else ()
+        if for_layout else ()
     key = (name, *[(a.dtype, a.ndim) for a in arrays], contiguous)
     fn = _KERNELS.get(key)
     if fn is not None:
@@ -46,16 +46,17 @@ def kernel(name: str, make: Callable, names: tuple, arrays: tuple, unit_stride: 
             params = ["_bounds", *names, "_errors"]
             all_types = {"_bounds": _BOUNDS, "_errors": VarType("float", 2, "float64"), **types}
             low = LowFunction(f"{name}_{'_'.join(t.dtype for t in types.values())}", params, body, [], all_types)
-            units = frozenset(p for p, unit in zip(names, contiguous) if unit)
+            unit_stride_params = frozenset(p for p, unit in zip(names, contiguous) if unit)
             fn = _KERNELS[key] = entry_callable(low, {}, "llvm", f"revdiff kernel {name}", loops=False,
-                                                unit_stride=units)
+                                                unit_stride=unit_stride_params)
     return fn
 
 
 def run(fn, units: int, arrays: tuple) -> None:
-    """Run kernel ``fn`` (``kernel``'s, found by these arrays' dtypes and ranks, so called without
-    checking them again) over ``[0, units)`` on ``arrays``, updated in place, split among threads
-    where there are several units (``calls.run_batch``)."""
+    """Run kernel ``fn`` (``kernel``'s, found by these arrays' dtypes and ranks, and by their layout
+    where it was looked up ``for_layout``, so called without checking them again) over ``[0, units)``
+    on ``arrays``, updated in place, split among threads where there are several units
+    (``calls.run_batch``)."""
     if units == 1:
         run_one(fn, arrays)
     else:
@@ -79,4 +80,4 @@ def run_one(fn: NativeProgram, arrays: tuple) -> None:
 def run_kernel(name: str, make: Callable, units: int, **arrays) -> None:
     """Run kernel ``name`` over ``[0, units)`` on ``arrays`` (parameter name -> array, updated in place)."""
     values = tuple(arrays.values())
-    run(kernel(name, make, tuple(arrays), values, unit_stride=True), units, values)
+    run(kernel(name, make, tuple(arrays), values, for_layout=True), units, values)

@@ -29,11 +29,11 @@ def safe_exponent(dtype) -> int:
     return int(np.finfo(dtype).maxexp) // 2 - 12
 
 
-#: independent partial maxima per element in ``_element_maximum``: chains that run side by side
+#: running maxima per element in ``_element_maximum``, of interleaved entries: chains that overlap
 CHAINS = 8
 
 
-def _magnitude(x, tag: str = "") -> tuple:
+def _magnitude(x, tag: str = "") -> list:
     """Statements setting ``_x<tag>`` to max(|Re x|, |Im x|) of element expression ``x``, NaN where either is."""
     re, im, out = Name(f"_re{tag}"), Name(f"_im{tag}"), f"_x{tag}"
     larger = BoolOp("or", (Compare(">", im, re), Compare("!=", im, im)))
@@ -41,20 +41,22 @@ def _magnitude(x, tag: str = "") -> tuple:
             Local(out, Select(larger, im, re))]
 
 
-def _sticky_max(target, x=Name("_x")) -> Assign:
+def _sticky_max(target, x) -> Assign:
     """``target = x`` where x is larger or NaN: a NaN sticks, nothing compares greater than it."""
     return Assign((target,), (Select(BoolOp("or", (Compare(">", x, target), Compare("!=", x, x))), x, target),))
 
 
 def _element_maximum(x: str, out: str) -> list:
-    """Statements of element ``_b``: ``out[_b]`` = the largest magnitude of ``x[_b, :]`` (``_big`` too),
-    as ``CHAINS`` partial maxima of interleaved entries, then their maximum: one chain of compares
-    waits on each step; the largest magnitude (and whether a NaN is there) is the same in any order."""
+    """Statements of element ``_b``: ``out[_b]`` = the largest magnitude of ``x[_b, :]``, also left in
+    the local ``_big`` (``_in_range`` reads it). A single running maximum makes each compare wait for
+    the one before; ``CHAINS`` running maxima of interleaved entries overlap, and their maximum is the
+    same (and NaN where a NaN is) in any order."""
     b, t, n = Name("_b"), Name("_t"), Shape(x, 1)
     bulk = BinOp("-", n, BinOp("%", n, Const(CHAINS)))
     steps = []
     for j in range(CHAINS):
-        steps += _magnitude(Index(x, (b, BinOp("+", t, Const(j)))), str(j)) + [_sticky_max(Name(f"_big{j}"), Name(f"_x{j}"))]
+        entry = Index(x, (b, BinOp("+", t, Const(j))))
+        steps += _magnitude(entry, str(j)) + [_sticky_max(Name(f"_big{j}"), Name(f"_x{j}"))]
     rest = _magnitude(Index(x, (b, t)), "0") + [_sticky_max(Name("_big0"), Name("_x0"))]
     return ([Local(f"_big{j}", Const(0.0)) for j in range(CHAINS)]
             + [Loop("_t", Const(0), bulk, Const(CHAINS), steps), Loop("_t", bulk, n, Const(1), rest),
@@ -69,7 +71,7 @@ def _column_maxima(x: str, out: str) -> list:
     return [Loop("_k", Const(0), Shape(x, 2), Const(1), [Assign((Index(out, (b, k)),), (Const(0.0),))]),
             Loop("_i", Const(0), Shape(x, 1), Const(1), [
                 Loop("_k", Const(0), Shape(x, 2), Const(1),
-                     _magnitude(Index(x, (b, i, k))) + [_sticky_max(Index(out, (b, k)))])])]
+                     _magnitude(Index(x, (b, i, k))) + [_sticky_max(Index(out, (b, k)), Name("_x"))])])]
 
 
 def _largest_by_row(types: dict) -> list:
@@ -130,16 +132,16 @@ def in_range(arrays: list) -> tuple:
     inside = np.empty((b, len(arrays)))
     values.append(inside)
     values = tuple(values)
-    run(in_range_kernel(values, unit_stride=True), b, values)
+    run(in_range_kernel(values, for_layout=True), b, values)
     every = inside[0] if b == 1 else np.minimum.reduce(inside, axis=0)
     return bigs, [v == 1.0 for v in every.tolist()]
 
 
-def in_range_kernel(values: tuple, unit_stride: bool = False) -> NativeProgram:
+def in_range_kernel(values: tuple, for_layout: bool = False) -> NativeProgram:
     """The compiled kernel of ``in_range`` for ``values``, its arguments (x0, big0, x1, big1, ...,
-    inside), found by their dtypes and ranks (and with ``unit_stride``, for these arrays alone, by
-    their contiguity: ``kernels.kernel``)."""
-    return kernel("in_range", _in_range, _in_range_names((len(values) - 1) // 2), values, unit_stride)
+    inside), found by their dtypes and ranks. ``for_layout``: compiled for these arrays' layout
+    (``kernels.kernel``); plans, which run it on later arrays, leave it False."""
+    return kernel("in_range", _in_range, _in_range_names((len(values) - 1) // 2), values, for_layout)
 
 
 @functools.cache

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from revdiff.ir.high import (BinOp, BoolOp, Call, Compare, Const, Index, Name, Select, Shape, Slice, Unary,
-                             children)
+                             children, rewrite_expr)
 from revdiff.ir.low import (Assign, AugAssign, Branch, Check, Comment, HostCall, Invoke, Local, Loop,
                             LowFunction, Repeat, Zero, nested_blocks)
 from revdiff.primitives.functions import FUNCTIONS
@@ -199,11 +199,13 @@ class LaneRewriter:
         return out
 
     def stmt(self, s, out: list, fast_paths: bool = True) -> None:
+        """Append ``s`` as the lanes run it to ``out``. ``fast_paths=False``: a statement with lane-dependent
+        selects in its plain per-lane form only (what ``stmt_with_uniform_selects`` puts in each branch)."""
         c, lanes = self.c, range(self.width)
         if fast_paths and isinstance(s, (Assign, AugAssign, Local)):
             selects = _lane_selects(s, c)
             if selects:
-                self.with_fast_paths(s, selects, out)
+                self.stmt_with_uniform_selects(s, selects, out)
                 return
         if isinstance(s, Comment):
             out.append(s)
@@ -273,20 +275,22 @@ class LaneRewriter:
         else:
             raise NotLaneable(f"cannot run {type(s).__name__} in lanes")
 
-    def with_fast_paths(self, s, selects: list, out: list) -> None:
-        """A statement whose value some lane-dependent ``a if c else b`` chooses: per lane, each
-        arm is evaluated only where taken, which LLVM keeps as branches per lane (an arm that divides
-        is not speculated), so the lanes run one after another. Where every lane takes the same arm
-        of every such select (a uniform test), the statement runs with that arm written in: the same
-        operations on every lane, the same bits, and vector instructions; otherwise as it was."""
+    def stmt_with_uniform_selects(self, s, selects: list, out: list) -> None:
+        """A statement whose value lane-dependent selects ``a if c else b`` choose: per lane, each arm
+        is evaluated only where taken, which LLVM keeps as branches per lane (an arm that divides is
+        not speculated), so the lanes run one after another. Where every lane's condition of every
+        such select holds (a uniform test), the statement runs with each first arm written in; where
+        none does, with each second arm: the same operations on every lane, the same bits, and vector
+        instructions. Otherwise (lanes, or selects, differing) it runs per lane as before, after the
+        two tests have evaluated its conditions once more."""
         conds = [self.at(e.cond, k) for e in selects for k in range(self.width)]
-        taken, untaken = [], []
-        self.stmt(_choosing(s, set(selects), True), taken, fast_paths=False)
-        self.stmt(_choosing(s, set(selects), False), untaken, fast_paths=False)
-        mixed: list = []
+        chosen = set(selects)
+        first, second, mixed = [], [], []
+        self.stmt(_choosing(s, chosen, True), first, fast_paths=False)
+        self.stmt(_choosing(s, chosen, False), second, fast_paths=False)
         self.stmt(s, mixed, fast_paths=False)
-        out.append(Branch(BoolOp("and", tuple(conds)), taken,
-                          [Branch(BoolOp("and", tuple(Unary("not", x) for x in conds)), untaken, mixed)]))
+        out.append(Branch(BoolOp("and", tuple(conds)), first,
+                          [Branch(BoolOp("and", tuple(Unary("not", x) for x in conds)), second, mixed)]))
 
     def as_selects(self, s: Branch):
         """A branch whose condition reads lane data but whose body only adds to lane targets (the
@@ -337,9 +341,9 @@ class LaneRewriter:
 
 
 def _lane_selects(s, c: _Classes) -> list:
-    """The selects of statement ``s``'s values (a lane scalar's, for a Local) whose condition reads
-    lane data and that are evaluated whenever the statement is (not inside another select's arm or a
-    short-circuit operand)."""
+    """The selects in the values statement ``s`` assigns (a Local's only where it defines a lane
+    scalar; targets are not searched) whose condition reads lane data and that are evaluated whenever
+    the statement is (not inside another select's arm or a short-circuit operand)."""
     found: list = []
 
     def visit(e) -> None:
@@ -359,29 +363,14 @@ def _lane_selects(s, c: _Classes) -> list:
     return found
 
 
-def _choosing(s, selects: set, taken: bool):
-    """Statement ``s`` with each of ``selects`` replaced by its first arm (``taken``) or its second."""
-
-    def sub(e):
-        if isinstance(e, Select) and e in selects:
-            return e.a if taken else e.b
-        if isinstance(e, Index):
-            return Index(e.base, tuple(sub(i) for i in e.indices))
-        if isinstance(e, BinOp):
-            return BinOp(e.op, sub(e.left), sub(e.right))
-        if isinstance(e, Compare):
-            return Compare(e.op, sub(e.left), sub(e.right))
-        if isinstance(e, Unary):
-            return Unary(e.op, sub(e.operand))
-        if isinstance(e, Call):
-            return Call(e.fn, tuple(sub(a) for a in e.args))
-        if isinstance(e, Select):
-            return Select(sub(e.cond), sub(e.a), sub(e.b))
-        return e
+def _choosing(s, selects: set, first: bool):
+    """Statement ``s`` with each of ``selects`` replaced by its first arm (``first``) or its second."""
+    def arm(e):
+        return (e.a if first else e.b) if isinstance(e, Select) and e in selects else None
 
     if isinstance(s, Assign):
-        return replace(s, exprs=tuple(sub(e) for e in s.exprs))
-    return replace(s, expr=sub(s.expr))  # AugAssign, Local
+        return replace(s, exprs=tuple(rewrite_expr(e, arm) for e in s.exprs))
+    return replace(s, expr=rewrite_expr(s.expr, arm))  # AugAssign, Local
 
 
 def _conjuncts(e) -> tuple:
