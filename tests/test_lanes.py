@@ -145,6 +145,28 @@ def test_lane_dependent_selects_equal_one_element_at_a_time(signs):
 
 
 @revdiff.reversible
+def promoting_select(y, x, s, n):
+    for i in range(len(x)):
+        y[i] += (x[i] if s > 0 else 0.1) * x[i] / 3 + (n if s > 0 else 0.5) * n
+
+
+@pytest.mark.parametrize("signs", [[1.0], [-1.0], [1.0, -1.0]])
+def test_a_uniformly_chosen_select_keeps_the_type_of_both_arms(signs):
+    """A select is as wide as its widest arm: float32 x or the int n against a float arm computes in
+    float64 (n * n past 2**63 is no int wraparound) also where every lane takes the narrow arm,
+    including the last group, whose spare lanes repeat its last element."""
+    B, m = 9, 6
+    x = rng.standard_normal((B, m)).astype(np.float32)
+    s = np.resize(np.array(signs, np.float32), B)
+    args = (np.zeros((B, m), np.float32), x, s, 2 ** 40)
+    lanes = revdiff.batched(promoting_select, ("y", "x", "s"), layout="lanes")
+    elements = revdiff.batched(promoting_select, ("y", "x", "s"), layout="elements")
+    got = lanes(*args)
+    _equal(got, elements(*args))
+    assert np.all(got[0][s > 0] > 1e24)
+
+
+@revdiff.reversible
 def clip_step(x, y):
     if y > 0:
         x += y

@@ -279,9 +279,9 @@ class LaneRewriter:
         """A statement whose value lane-dependent selects ``a if c else b`` choose: per lane, each arm
         is evaluated only where taken, which LLVM keeps as branches per lane (an arm that divides is
         not speculated), so the lanes run one after another. Where every lane's condition of every
-        such select holds (a uniform test), the statement runs with each first arm written in; where
-        none does, with each second arm: the same operations on every lane, the same bits, and vector
-        instructions. Otherwise (lanes, or selects, differing) it runs per lane as before, after the
+        such select holds (a uniform test), the statement runs with each select choosing its first
+        arm by a constant (``_choosing``); where none does, its second: the same operations on every
+        lane, the same bits, and vector instructions. Otherwise (lanes, or selects, differing) it runs per lane as before, after the
         two tests have evaluated its conditions once more."""
         conds = [self.at(e.cond, k) for e in selects for k in range(self.width)]
         chosen = set(selects)
@@ -364,9 +364,12 @@ def _lane_selects(s, c: _Classes) -> list:
 
 
 def _choosing(s, selects: set, first: bool):
-    """Statement ``s`` with each of ``selects`` replaced by its first arm (``first``) or its second."""
+    """Statement ``s`` with each of ``selects`` choosing its first arm (``first``) or its second: its
+    condition made a constant, so that the select keeps its type (both arms' join: an int or float32
+    arm still computes as the float64 the other makes it) and only the chosen arm is evaluated, with
+    no branch left once LLVM folds the constant."""
     def arm(e):
-        return (e.a if first else e.b) if isinstance(e, Select) and e in selects else None
+        return Select(Const(first), e.a, e.b) if isinstance(e, Select) and e in selects else None
 
     if isinstance(s, Assign):
         return replace(s, exprs=tuple(rewrite_expr(e, arm) for e in s.exprs))
