@@ -7,7 +7,9 @@ once for all lanes. Each statement that touches lane data is unrolled over the l
 every lane's operands before storing any lane's result, so LLVM's SLP vectoriser can turn it into
 vector instructions without having to prove that the arrays do not alias: lanes never share
 memory. Every lane runs exactly the scalar operations of the one-element program, in the same
-order, so results are bit-identical to it.
+order, so results are bit-identical to it. A statement that a lane-dependent ``a if c else b``
+chooses runs, where every lane's c agrees, with that choice made by a constant (no branch per lane:
+``stmt_with_uniform_selects``).
 
 A program whose control flow depends on lane data (a branch or loop bound reading it) cannot run
 in lanes; ``NotLaneable`` says why, and the batch runs one element per iteration instead.
