@@ -25,6 +25,7 @@ from revdiff.ir.high import BinOp, BoolOp, Call, Compare, Const, Index, Name, Se
 from revdiff.ir.low import (Assign, AugAssign, Branch, Check, Comment, HostCall, Invoke, Local, Loop,
                             LowFunction, Repeat, Zero, nested_blocks)
 from revdiff.ir.types import VarType, dtype_for, join
+from revdiff.passes.infer import TypeEnv, expr_type
 from revdiff.primitives.printer import expr_source
 
 
@@ -182,7 +183,6 @@ class FunctionEmitter(Calls):
 
     def _static_type(self, e) -> VarType:
         """The type of expression ``e`` from the variables declared so far (arrays: with their rank)."""
-        from revdiff.passes.infer import TypeEnv, expr_type
         try:
             return expr_type(e, TypeEnv(self.types), None)
         except KeyError as exc:
