@@ -201,8 +201,9 @@ class LaneRewriter:
         return out
 
     def stmt(self, s, out: list, fast_paths: bool = True) -> None:
-        """Append ``s`` as the lanes run it to ``out``. ``fast_paths=False``: a statement with lane-dependent
-        selects in its plain per-lane form only (what ``stmt_with_uniform_selects`` puts in each branch)."""
+        """Append ``s`` as the lanes run it to ``out``. ``fast_paths=False``: a statement with
+        lane-dependent selects in its plain per-lane form only (what ``stmt_with_uniform_selects``
+        puts in each branch)."""
         c, lanes = self.c, range(self.width)
         if fast_paths and isinstance(s, (Assign, AugAssign, Local)):
             selects = _lane_selects(s, c)
@@ -283,8 +284,8 @@ class LaneRewriter:
         not speculated), so the lanes run one after another. Where every lane's condition of every
         such select holds (a uniform test), the statement runs with each select choosing its first
         arm by a constant (``_choosing``); where none does, its second: the same operations on every
-        lane, the same bits, and vector instructions. Otherwise (lanes, or selects, differing) it runs per lane as before, after the
-        two tests have evaluated its conditions once more."""
+        lane, the same bits, and vector instructions. Otherwise (lanes, or selects, differing) it runs
+        per lane as before, after the two tests have evaluated its conditions once more."""
         conds = [self.at(e.cond, k) for e in selects for k in range(self.width)]
         chosen = set(selects)
         first, second, mixed = [], [], []
