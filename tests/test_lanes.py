@@ -290,3 +290,51 @@ def test_lanes_on_fortran_ordered_and_strided_arrays_return_and_donate_their_res
     result = lanes(y, x, w, donate=True)
     np.testing.assert_array_equal(y, want_outs[0])
     np.testing.assert_array_equal(result[0], want_outs[0])
+
+
+def _lane_copies(t: str) -> tuple:
+    """The compiled gather and scatter of ``targets/llvm/lane_copy.py`` for LLVM type ``t``, callable."""
+    import ctypes
+
+    from revdiff.targets.llvm import jit, lane_copy
+    texts = [lane_copy.definition(t, gather) for gather in (True, False)]
+    for kind in ("gather", "scatter"):
+        texts.append(f"define void @test_lanes_{kind}_{t}(ptr %b, ptr %s, i64 %st, i64 %f, i64 %c, i64 %n) {{\n"
+                     f"entry:\n  call void @rd_lanes_{kind}_{t}(ptr %b, ptr %s, i64 %st, i64 %f, i64 %c, i64 %n)\n"
+                     f"  ret void\n}}")
+    names = [f"test_lanes_gather_{t}", f"test_lanes_scatter_{t}"]
+    addresses = jit.load("\n\n".join(texts), f"test_lane_copy_{t}", names)
+    proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * 2 + [ctypes.c_int64] * 4))
+    return tuple(proto(addresses[n]) for n in names)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_lane_copies_transpose_blocks_and_tails_exactly(dtype):
+    """The compiled copies between a group of eight elements and a lane buffer (8 x 8 transposes in
+    registers, then entry by entry): every entry lands in its lane and row, a last partial group
+    gathers its last element into its spare lanes and scatters only the lanes holding an element, and
+    rows of elements further apart than their length (a view) are read and written in place."""
+    gather, scatter = _lane_copies("double" if dtype == np.float64 else "float")
+    for n in (1, 7, 8, 9, 17, 67):
+        for count, first in ((16, 0), (16, 8), (11, 8), (9, 8), (1, 0)):
+            whole = rng.standard_normal((count, n + 5)).astype(dtype)
+            src = whole[:, 2:n + 2]  # contiguous rows, a row stride longer than the row
+            buf = np.full((n, 8), np.nan, dtype)
+            gather(buf.ctypes.data, src.ctypes.data, src.strides[0], first, count, n)
+            lanes = np.minimum(np.arange(first, first + 8), count - 1)
+            np.testing.assert_array_equal(buf, src[lanes].T)
+            values = rng.standard_normal((n, 8)).astype(dtype)
+            before = whole.copy()
+            scatter(values.ctypes.data, src.ctypes.data, src.strides[0], first, count, n)
+            held = np.arange(first, min(first + 8, count))
+            expected = before.copy()
+            expected[held, 2:n + 2] = values[:, :len(held)].T
+            np.testing.assert_array_equal(whole, expected)
+
+
+def test_the_transpose_network_transposes():
+    from revdiff.targets.llvm.lane_copy import transpose_masks
+    rows = [np.arange(8) + 10 * k for k in range(8)]
+    for stage in transpose_masks():
+        rows = [np.concatenate([rows[a], rows[b]])[list(mask)] for a, b, mask in stage]
+    np.testing.assert_array_equal(np.array(rows), (np.arange(8)[None, :] + 10 * np.arange(8)[:, None]).T)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from revdiff.ir.checks import INTERRUPT, RECORD_SIZE
 from revdiff.ir.entries import BatchParam, EntrySignature, entry_argument
 from revdiff.ir.high import BinOp, Call, Compare, Const, Index, Name, Shape, Slice
-from revdiff.ir.low import Assign, Branch, Comment, Invoke, Local, Loop, LowFunction, Zero
+from revdiff.ir.low import Assign, Branch, Comment, HostCall, Invoke, Local, Loop, LowFunction, Zero
 from revdiff.ir.types import VarType
 
 LANE_CHUNK = 64  # groups per chunk: lane buffers are allocated once per call, records per chunk
@@ -164,7 +164,11 @@ def _copy_lanes(name: str, buffer: str, rank: int, width: int, gather: bool, sca
         body = [Loop(f"_i{axis}", Const(0), Shape(name, axis + 1), Const(1), body)]
     if not gather:
         body = [Branch(Compare("<", BinOp("+", b, k), n_), body, [])]
-    return Loop("_k", Const(0), Const(width), Const(1), body)
+    loops = Loop("_k", Const(0), Const(width), Const(1), body)
+    if scalar_out or not rank:
+        return loops
+    # the CPU targets copy contiguous elements by 8 x 8 transposes (``targets/llvm/lane_copy.py``)
+    return HostCall("lane_copy", (Name(buffer), Name(name), b, n_, Const(1 if gather else 0)), [loops])
 
 
 __all__ = ["BatchParam", "LANE_CHUNK", "element_entry", "entry_names", "lane_entry", "lane_records"]

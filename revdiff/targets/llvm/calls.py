@@ -6,6 +6,7 @@ fallback."""
 from __future__ import annotations
 
 from revdiff.targets.llvm.builder import EmitError, vartype
+from revdiff.targets.llvm import lane_copy
 from revdiff.targets.llvm.host import BLAS_ROUTINES
 from revdiff.targets.llvm.memory import Memory
 from revdiff.targets.llvm.types import FLOAT64, INT, ITEMSIZE, MEMORY
@@ -77,6 +78,9 @@ class Calls(Memory):
                 return
             self.stmts(s.fallback)
             return
+        if s.routine == "lane_copy":
+            self._lane_copy(s)
+            return
         if s.routine not in BLAS_ROUTINES:
             self.stmts(s.fallback)
             return
@@ -98,6 +102,40 @@ class Calls(Memory):
         letter = "d" if dtype == "float64" else "s"
         ok = self._op(f"call i1 @rd_{s.routine}_{letter}({', '.join(pieces + [f'i1 {f}' for f in flags])}, i1 {positive})")
         self._cond_br(ok, done, loops)
+        self._label(loops)
+        self.stmts(s.fallback)
+        self._br(done)
+        self._label(done)
+
+    def _lane_copy(self, s: HostCall) -> None:
+        """A group's elements into a lane buffer or back (``targets/batch_entries.py``): args (buffer,
+        batch array, first element, batch size, 1 to gather or 0); by 8 x 8 transposes
+        (``lane_copy.py``) where each element's entries and the buffer are contiguous, else the loops."""
+        buf, src = self.expr(s.args[0]), self.expr(s.args[1])
+        if not (isinstance(buf, Array) and isinstance(src, Array) and buf.dtype == src.dtype
+                and buf.dtype in ("float64", "float32") and buf.ndim == src.ndim >= 2):
+            self.stmts(s.fallback)
+            return
+        item = ITEMSIZE[buf.dtype]
+        ok = self._op(f"icmp eq i64 {buf.shape[-1]}, {lane_copy.LANES}")
+        for view, first in ((src, 1), (buf, 0)):  # C order: each stride the size of the axes after it
+            size = str(item)
+            for axis in range(view.ndim - 1, first - 1, -1):
+                ok = self._op(f"and i1 {ok}, {self._op(f'icmp eq i64 {view.strides[axis]}, {size}')}")
+                size = self._op(f"mul i64 {size}, {view.shape[axis]}")
+            if view is src:
+                entries = self._op(f"sdiv i64 {size}, {item}")
+        t = "double" if buf.dtype == "float64" else "float"
+        kind = "gather" if s.args[4].value else "scatter"
+        self.helpers.add(f"lanes_{kind}:{t}")
+        first_element = self.convert(self.expr(s.args[2]), INT).ref
+        count = self.convert(self.expr(s.args[3]), INT).ref
+        call, loops, done = self._new_label("lanecopy"), self._new_label("laneloops"), self._new_label("lanecopied")
+        self._cond_br(ok, call, loops)
+        self._label(call)
+        self.out(f"call void @rd_lanes_{kind}_{t}(ptr {buf.data}, ptr {src.data}, i64 {src.strides[0]}, "
+                 f"i64 {first_element}, i64 {count}, i64 {entries})")
+        self._br(done)
         self._label(loops)
         self.stmts(s.fallback)
         self._br(done)

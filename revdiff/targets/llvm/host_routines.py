@@ -75,7 +75,13 @@ def compiled_largest(scale: float, v) -> float:
     return _compiled(real)[f"largest_{v.dtype.name}"](scale, v.ctypes.data, v.shape[0], v.strides[0])
 
 
+def lane_copy(*_operands) -> bool:
+    """Declines: generated Python copies lane buffers by its loops (compiled code transposes)."""
+    return False
+
+
 ROUTINES = {"interrupt_requested": interrupt_requested, "largest_magnitude": largest_magnitude,
+            "lane_copy": lane_copy,
             **{name: _blas(name) for name in OPERANDS}}
 
 

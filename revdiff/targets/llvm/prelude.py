@@ -9,6 +9,7 @@ is CPython's ``_Py_c_quot``; the complex functions are those of the CUDA prelude
 """
 from __future__ import annotations
 
+from revdiff.targets.llvm import lane_copy
 from revdiff.targets.llvm.values import float_constant
 
 #: C library functions of one floating argument, by their name in the function table; ``f``-suffixed
@@ -439,7 +440,7 @@ general:
             f"catan:{t}": (catan, libm_uses), f"cpow:{t}": (cpow, libm_uses | {"clog", "cexp"})}
 
 
-HELPERS: dict = {**_int_helpers(), **_float_helpers("double"), **_float_helpers("float")}
+HELPERS: dict = {**_int_helpers(), **_float_helpers("double"), **_float_helpers("float"), **lane_copy.helpers()}
 
 
 def helper_definitions(used: set) -> tuple:
