@@ -45,7 +45,7 @@ def _transpose(t: str, rows: list, tag: str) -> tuple:
     return lines, current
 
 
-def _lane_pointers(t: str, guard_last: bool) -> list:
+def _lane_pointers(guard_last: bool) -> list:
     """%p0..%p7: each lane's element, min(first + k, count - 1) (the last group's spare lanes repeat
     its last element) when ``guard_last``, else first + k."""
     lines = ["  %last = sub i64 %count, 1"]
@@ -75,7 +75,7 @@ def definition(t: str, gather: bool) -> str:
     item, name = _ITEM[t], f"rd_lanes_{'gather' if gather else 'scatter'}_{t}"
     lines = [f"define internal void @{name}(ptr %buf, ptr %src, i64 %stride, i64 %first, i64 %count, i64 %n) {{",
              "entry:"]
-    lines += _lane_pointers(t, guard_last=gather)
+    lines += _lane_pointers(guard_last=gather)
     lines += ["  %whole = add i64 %first, 8", "  %full = icmp sle i64 %whole, %count",
               "  %bulk = and i64 %n, -8",
               # a scatter of the last, partial group goes entry by entry (its spare lanes are not written)
