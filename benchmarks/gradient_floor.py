@@ -26,9 +26,6 @@ if hasattr(os, "sched_setaffinity"):
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 
 import argparse  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
-from typing import Callable  # noqa: E402
 
 import numpy as np  # noqa: E402
 from scipy.linalg import blas  # noqa: E402
@@ -37,6 +34,7 @@ import revdiff  # noqa: E402
 from revdiff import formulas  # noqa: E402
 from revdiff import programs as P  # noqa: E402
 from revdiff.programs.householder import PANEL  # noqa: E402
+from revdiff.tools.bench import median_time  # noqa: E402
 
 CASES = "100x500x250,2x1000x500,1x2000x1000"
 
@@ -62,17 +60,6 @@ def floor_products(operands: list) -> None:
         blas.dgemm(-1.0, Y, gC, trans_a=True, beta=1.0, c=gK, overwrite_c=True)  # gK -= Y^T gC
         blas.dgemm(1.0, C, gS, trans_b=True, beta=1.0, c=gY, overwrite_c=True)  # gY += C gS^T
         blas.dgemm(1.0, Y, gS, beta=1.0, c=gC, overwrite_c=True)  # gC += Y gS
-
-
-def median_time(call: Callable[[], object], rounds: int) -> float:
-    """Median seconds of ``rounds`` calls after one warm-up call (compiling, first touches)."""
-    call()
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main(argv: list | None = None) -> None:

@@ -333,8 +333,8 @@ def test_lane_copies_transpose_blocks_and_tails_exactly(dtype):
 
 
 def test_the_transpose_network_transposes():
-    from revdiff.targets.llvm.lane_copy import transpose_masks
+    from revdiff.targets.llvm.lane_copy import TRANSPOSE_STAGES
     rows = [np.arange(8) + 10 * k for k in range(8)]
-    for stage in transpose_masks():
+    for stage in TRANSPOSE_STAGES:
         rows = [np.concatenate([rows[a], rows[b]])[list(mask)] for a, b, mask in stage]
     np.testing.assert_array_equal(np.array(rows), (np.arange(8)[None, :] + 10 * np.arange(8)[:, None]).T)

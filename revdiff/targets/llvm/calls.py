@@ -117,14 +117,11 @@ class Calls(Memory):
             self.stmts(s.fallback)
             return
         item = ITEMSIZE[buf.dtype]
-        ok = self._op(f"icmp eq i64 {buf.shape[-1]}, {lane_copy.LANES}")
-        for view, first in ((src, 1), (buf, 0)):  # C order: each stride the size of the axes after it
-            size = str(item)
-            for axis in range(view.ndim - 1, first - 1, -1):
-                ok = self._op(f"and i1 {ok}, {self._op(f'icmp eq i64 {view.strides[axis]}, {size}')}")
-                size = self._op(f"mul i64 {size}, {view.shape[axis]}")
-            if view is src:
-                entries = self._op(f"sdiv i64 {size}, {item}")
+        element_ok, element_bytes = self._c_ordered(src, 1, item)
+        buffer_ok, _ = self._c_ordered(buf, 0, item)
+        lanes_ok = self._op(f"icmp eq i64 {buf.shape[-1]}, {lane_copy.LANES}")
+        ok = self._op(f"and i1 {self._op(f'and i1 {element_ok}, {buffer_ok}')}, {lanes_ok}")
+        entries = self._op(f"sdiv i64 {element_bytes}, {item}")
         t = "double" if buf.dtype == "float64" else "float"
         kind = "gather" if s.args[4].value else "scatter"
         self.helpers.add(f"lanes_{kind}:{t}")
@@ -140,6 +137,15 @@ class Calls(Memory):
         self.stmts(s.fallback)
         self._br(done)
         self._label(done)
+
+    def _c_ordered(self, view: Array, first: int, item: int) -> tuple:
+        """(i1: the axes of ``view`` from ``first`` on are contiguous in C order, each stride the size
+        of the axes after it; i64: their size in bytes)."""
+        ok, size = "true", str(item)
+        for axis in range(view.ndim - 1, first - 1, -1):
+            ok = self._op(f"and i1 {ok}, {self._op(f'icmp eq i64 {view.strides[axis]}, {size}')}")
+            size = self._op(f"mul i64 {size}, {view.shape[axis]}")
+        return ok, size
 
     def _is_view(self, e) -> bool:
         return (isinstance(e, Name) and e.id in self.arrays) or (isinstance(e, Index) and (

@@ -8,9 +8,10 @@ from __future__ import annotations
 LANES = 8
 _ITEM = {"double": 8, "float": 4}
 
-# (first source, its offset, mask) per stage of the 8 x 8 transpose: stage 1 interleaves pairs of
-# rows, stage 2 pairs of pairs, stage 3 halves; row j of the result holds entry j of every input row
-_STAGES = (
+#: the 8 x 8 transpose as shuffles: per stage, (a, b, mask) making output vector i from input vectors
+#: a and b (mask indices 8-15 pick from b); stage 1 interleaves pairs of rows, stage 2 pairs of pairs,
+#: stage 3 halves; row j of the result holds entry j of every input row
+TRANSPOSE_STAGES = (
     [(0, 1, (0, 8, 2, 10, 4, 12, 6, 14)), (0, 1, (1, 9, 3, 11, 5, 13, 7, 15)),
      (2, 3, (0, 8, 2, 10, 4, 12, 6, 14)), (2, 3, (1, 9, 3, 11, 5, 13, 7, 15)),
      (4, 5, (0, 8, 2, 10, 4, 12, 6, 14)), (4, 5, (1, 9, 3, 11, 5, 13, 7, 15)),
@@ -26,15 +27,10 @@ _STAGES = (
 )
 
 
-def transpose_masks() -> tuple:
-    """The shuffle network, for tests: per stage, (a, b, mask) making output vector i from inputs a, b."""
-    return _STAGES
-
-
 def _transpose(t: str, rows: list, tag: str) -> tuple:
     """(lines, names) transposing the eight <8 x t> values ``rows``."""
     lines, current = [], rows
-    for s, stage in enumerate(_STAGES):
+    for s, stage in enumerate(TRANSPOSE_STAGES):
         names = []
         for i, (a, b, mask) in enumerate(stage):
             name = f"%{tag}s{s}_{i}"
