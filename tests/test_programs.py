@@ -126,12 +126,29 @@ def test_householder_gradient_on_triangular_input():
     assert_gradient(P.householder, np.zeros((5, 3)), np.zeros((3, 3)), A)
 
 
+#: random float32 40x32 matrices (``_at_the_sign_threshold``'s) and how many ulps from the threshold
+#: their first column's leading entry lies where Householder's program refuses them
+REFUSED_AT_THE_THRESHOLD = ((0, -20), (13, 20), (21, -20))
+
+
+def _at_the_sign_threshold(k: int, ulps: int) -> np.ndarray:
+    """The k-th of a set of random float32 40x32 matrices, its first column's leading entry moved to
+    ``ulps`` ulps from the reflector's sign threshold, -|x| / 1000. Where the column restored to
+    rounding lies on the threshold's other side, the uncompute takes the other sign and the program
+    refuses the matrix with its rows as they are: about one in ten of these matrices, for some ulps."""
+    A = np.random.default_rng(7).standard_normal((k + 1, 40, 32)).astype(np.float32)[k]
+    A[0, 0] = np.float32(-0.001) * np.float32(np.linalg.norm(A[:, 0].astype(np.float64)))
+    for _ in range(abs(ulps)):
+        A[0, 0] = np.nextafter(A[0, 0], np.float32(np.sign(ulps) * np.inf))
+    return A
+
+
 def _refused_at_the_sign_threshold():
-    """A float32 40x32 matrix that Householder's program refuses with its rows as they are (a column
-    within rounding of the reflector's sign threshold: the uncompute takes the other sign), found
-    among 5000 random ones; and the batch it came from."""
-    batch = np.random.default_rng(1009).standard_normal((5000, 40, 32)).astype(np.float32)
-    return batch[3932], batch[3928:3936]
+    """A float32 40x32 matrix that Householder's program refuses with its rows as they are, and a
+    batch of random ones with it as element 4."""
+    batch = np.random.default_rng(8).standard_normal((8, 40, 32)).astype(np.float32)
+    batch[4] = _at_the_sign_threshold(*REFUSED_AT_THE_THRESHOLD[0])
+    return batch[4], batch
 
 
 def _counting_runs(monkeypatch) -> list:
@@ -210,8 +227,7 @@ def test_a_matrix_refused_at_the_sign_threshold_is_factored_with_its_rows_reorde
 def test_every_matrix_a_batch_refuses_is_reordered_in_one_more_run(monkeypatch):
     """Three refused matrices among three others, all reported by the first run: one more run of
     the batch, and every element the bits of its own call."""
-    refused = [np.random.default_rng(seed).standard_normal((5000, 40, 32)).astype(np.float32)[k]
-               for seed, k in ((1009, 3932), (1014, 2180), (1023, 2636))]
+    refused = [_at_the_sign_threshold(k, ulps) for k, ulps in REFUSED_AT_THE_THRESHOLD]
     r = np.random.default_rng(5)
     others = r.standard_normal((3, 40, 32)).astype(np.float32)
     batch = np.stack([others[0], refused[0], refused[1], others[1], refused[2], others[2]])

@@ -88,15 +88,21 @@ PANEL = 32
 
 
 @reversible
-def triangularize(W, V):
-    """Reduce W to upper triangular form in place, column by column: the k-th reflection maps
-    W[k:, k] to a multiple of e_1 and is applied to W[k:, k + 1:] in the same sweep; column k of V
-    receives the k-th unit reflector."""
-    m, n = W.shape
-    p = min(m, n)
-    for k in range(p):
-        householder_vector(V[k:, k], W[k:, k])
-        reflect_columns(W[k:, k:], V[k:, k], False)
+def reflect_columns_kept(C, u, d):
+    """C <- H C as ``reflect_columns``, its coefficients kept: d += C^T v (d zero on entry, a view of
+    the caller's, uncomputed with the whole triangularisation), so that a reflection reads C twice,
+    not three times, and its inverse subtracts the very d the forward did. The same bits for C."""
+    s = zero(C.dtype)
+    v = zeros(len(u), C.dtype)
+    with routine:
+        s += 2 * u[0].real / u[0] if u[0] != 0 else 0.0
+        v[:] += s * np.conj(u)
+    d[:] += C.T @ v
+    for i in range(len(u)):
+        C[i, :] -= u[i] * d
+    ~routine
+    del v
+    del s
 
 
 @reversible
@@ -251,8 +257,15 @@ def _blocked_triangularization(name: str, panel: int, reduce_panel, doc: str):
 
 @reversible
 def triangularize_columns(W, V, K):
-    """``triangularize`` with the blocked programs' signature (K, their kept coefficients, unused)."""
-    triangularize(W, V)
+    """Reduce W to upper triangular form in place, column by column: the k-th reflection maps
+    W[k:, k] to a multiple of e_1 and is applied to W[k:, k + 1:] in the same sweep; column k of V
+    receives the k-th unit reflector and row k of K (p, n), zero on entry, its coefficients
+    (``reflect_columns_kept``)."""
+    m, n = W.shape
+    p = min(m, n)
+    for k in range(p):
+        householder_vector(V[k:, k], W[k:, k])
+        reflect_columns_kept(W[k:, k:], V[k:, k], K[k, k:])
 
 
 #: columns per sub-panel: a panel's own columns are reduced in blocks of this many in turn
@@ -288,9 +301,9 @@ def upper_factor(R, W):
             R[k, j] += np.conj(W[k, k] / abs(W[k, k]) if W[k, k] != 0 else 1) * W[k, j]
 
 
-def _householder(name: str, triangularize_, form_q_, kept: int, doc: str):
-    """Householder QR with the given triangularisation (its kept coefficients in a (p, n) K if
-    ``kept``, else an empty one) and formation of Q."""
+def _householder(name: str, triangularize_, form_q_, doc: str):
+    """Householder QR with the given triangularisation (its kept coefficients in a (p, n) K) and
+    formation of Q."""
 
     @reversible
     def householder(Q, R, A):
@@ -299,7 +312,7 @@ def _householder(name: str, triangularize_, form_q_, kept: int, doc: str):
         q = Q.shape[1]
         W = zeros((m, n), A.dtype)
         V = zeros((m, p), A.dtype)
-        K = zeros((p * kept, n * kept), A.dtype)
+        K = zeros((p, n), A.dtype)
         X = zeros((m, q), A.dtype)
         with routine:
             add_into(W, A)
@@ -323,11 +336,11 @@ def _householder(name: str, triangularize_, form_q_, kept: int, doc: str):
 
 
 householder = _householder(
-    "householder", triangularize_columns, form_q, 0,
+    "householder", triangularize_columns, form_q,
     """QR by Householder reflections, one column at a time: orthogonal to O(u) at any condition
     number. Q has p = min(m, n) columns (thin) or m (complete; R then has m rows, those below p zero).""")
 blocked_householder = _householder(
-    "blocked_householder", triangularize_blocked, form_q_blocked, 1,
+    "blocked_householder", triangularize_blocked, form_q_blocked,
     f"""``householder`` blocked: panels of {PANEL} columns, each applied to the rest of A and to Q as one
     block reflector by matrix products. The same factorisation to rounding, faster beyond one panel
     of BLAS-sized matrices (where the method ``householder`` runs it: ``methods.chosen_method``).""")

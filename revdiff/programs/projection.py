@@ -85,7 +85,7 @@ def reflected_projection(z, y, V, r):
     del reflected
 
 
-def _householder_leading_projection(name: str, triangularize_, kept: int):
+def _householder_leading_projection(name: str, triangularize_):
     @reversible
     def project(z, R, A, y, r):
         """z += Q[:, :r] Q[:, :r]^H y for Householder's Q, formed by reflections of y alone
@@ -94,7 +94,7 @@ def _householder_leading_projection(name: str, triangularize_, kept: int):
         p = min(m, n)
         W = zeros((m, n), A.dtype)
         V = zeros((m, p), A.dtype)
-        K = zeros((p * kept, n * kept), A.dtype)
+        K = zeros((p, n), A.dtype)
         with routine:
             add_into(W, A)
             triangularize_(W, V, K)
@@ -108,7 +108,7 @@ def _householder_leading_projection(name: str, triangularize_, kept: int):
     return named(project, name)
 
 
-def _householder_projection(name: str, triangularize_, kept: int):
+def _householder_projection(name: str, triangularize_):
     @reversible
     def project(z, R, A, y):
         """z += Q Q^H y for Householder's Q, formed by reflections of y alone; R += A's triangular factor."""
@@ -116,7 +116,7 @@ def _householder_projection(name: str, triangularize_, kept: int):
         p = min(m, n)
         W = zeros((m, n), A.dtype)
         V = zeros((m, p), A.dtype)
-        K = zeros((p * kept, n * kept), A.dtype)
+        K = zeros((p, n), A.dtype)
         with routine:
             add_into(W, A)
             triangularize_(W, V, K)
@@ -134,15 +134,15 @@ def _householder_projection(name: str, triangularize_, kept: int):
 LEADING_PROJECTIONS = {
     **{name: _leading_projection(f"project_leading_{name}", qr)
        for name, qr in (("cgs2", cgs2), ("bcgs2", bcgs2), ("mgs", mgs), ("cgs", cgs))},
-    "householder": _householder_leading_projection("project_leading_householder", triangularize_columns, 0),
+    "householder": _householder_leading_projection("project_leading_householder", triangularize_columns),
     "blocked_householder": _householder_leading_projection("project_leading_blocked_householder",
-                                                           triangularize_blocked, 1)}
+                                                           triangularize_blocked)}
 project_cgs2 = _projection("project_cgs2", cgs2)
 project_bcgs2 = _projection("project_bcgs2", bcgs2)
 project_mgs = _projection("project_mgs", mgs)
 project_cgs = _projection("project_cgs", cgs)
-project_householder = _householder_projection("project_householder", triangularize_columns, 0)
-project_blocked_householder = _householder_projection("project_blocked_householder", triangularize_blocked, 1)
+project_householder = _householder_projection("project_householder", triangularize_columns)
+project_blocked_householder = _householder_projection("project_blocked_householder", triangularize_blocked)
 
 
 @reversible
@@ -178,7 +178,7 @@ def _least_squares(name: str, qr):
     return named(lstsq, name)
 
 
-def _householder_least_squares(name: str, triangularize_, kept: int):
+def _householder_least_squares(name: str, triangularize_):
     @reversible
     def lstsq(x, R, A, y):
         """x += argmin |A x - y| = W^-1 (H^H y)[:n] for A of full column rank (m >= n), W the
@@ -186,7 +186,7 @@ def _householder_least_squares(name: str, triangularize_, kept: int):
         m, n = A.shape
         W = zeros((m, n), A.dtype)
         V = zeros((m, n), A.dtype)
-        K = zeros((n * kept, n * kept), A.dtype)
+        K = zeros((n, n), A.dtype)
         c = zeros(m, A.dtype)
         with routine:
             add_into(W, A)
@@ -208,5 +208,5 @@ lstsq_cgs2 = _least_squares("lstsq_cgs2", cgs2)
 lstsq_bcgs2 = _least_squares("lstsq_bcgs2", bcgs2)
 lstsq_mgs = _least_squares("lstsq_mgs", mgs)
 lstsq_cgs = _least_squares("lstsq_cgs", cgs)
-lstsq_householder = _householder_least_squares("lstsq_householder", triangularize_columns, 0)
-lstsq_blocked_householder = _householder_least_squares("lstsq_blocked_householder", triangularize_blocked, 1)
+lstsq_householder = _householder_least_squares("lstsq_householder", triangularize_columns)
+lstsq_blocked_householder = _householder_least_squares("lstsq_blocked_householder", triangularize_blocked)
