@@ -1,0 +1,69 @@
+"""Ancilla arrays of the CPU target whose rows would crowd a few sets of the L1 cache are allocated
+with one entry of padding per row (``targets/llvm/emit.py``, ``_padded_strides``): every program
+that reads them, column walks, whole-array statements, BLAS products, views passed to callees and
+allocations cleared for reuse in a loop, gets the numbers of the unpadded layout."""
+import numpy as np
+import pytest
+
+import revdiff
+from revdiff import formulas
+from revdiff import programs as P
+from revdiff import reversible, zeros
+from revdiff.programs.householder import householder
+
+
+@reversible
+def column_sums(out, A, rounds):
+    """out[j] += rounds * sum_i A[i, j]^2 through a work copy allocated, walked down its columns and
+    uncomputed in each round (an allocation in a loop: cleared and reused)."""
+    m, n = A.shape
+    for t in range(rounds):
+        W = zeros((m, n), A.dtype)
+        W[:, :] += A
+        for j in range(n):
+            for i in range(m):
+                out[j] += W[i, j] * A[i, j]
+        W[:, :] -= A
+        del W
+
+
+@pytest.mark.parametrize("m, n, dtype", [(80, 64, np.float64), (72, 128, np.float32), (9, 512, np.float64),
+                                         (64, 64, np.float64), (0, 64, np.float64), (80, 0, np.float64)])
+def test_padded_ancillas_hold_what_was_written(m, n, dtype):
+    """Integer-valued entries, so that every sum is exact whatever the order: rows of 512 bytes and
+    more (padded when the rows outnumber the sets' ways: 80 x 64 float64, 72 x 128 float32, 9 rows
+    of 4 KiB) and the shapes at and beside the rule's edges (64 x 64: exactly 32 KiB, empty ones)."""
+    A = np.random.default_rng(m * n).integers(-8, 9, (m, n)).astype(dtype)
+    out = column_sums(np.zeros(n, dtype), A, 3)[0]
+    np.testing.assert_array_equal(out, 3 * (A.astype(np.float64) ** 2).sum(axis=0))
+
+
+def test_padded_lane_ancillas_give_each_element_its_own_bits():
+    """In lanes a matrix of 8 float64 columns has rows of 512 bytes: Householder's work copies of 72
+    rows are padded there and not in one element's program, whose rows are 64 bytes."""
+    A = np.random.default_rng(5).standard_normal((11, 72, 8))
+    Q, R, _ = revdiff.batched(householder, ("Q", "R", "A"), layout="lanes")(
+        np.zeros((11, 72, 8)), np.zeros((11, 8, 8)), A)
+    y, gz = np.random.default_rng(6).standard_normal((2, 11, 72))
+    gA, gy = P.project_vjp(A, y, gz, method="householder")
+    for b in range(11):
+        one = householder(np.zeros((72, 8)), np.zeros((8, 8)), A[b])
+        np.testing.assert_array_equal(Q[b], one[0])
+        np.testing.assert_array_equal(R[b], one[1])
+        single = P.project_vjp(A[b], y[b], gz[b], method="householder")
+        np.testing.assert_array_equal(gA[b], single[0])
+        np.testing.assert_array_equal(gy[b], single[1])
+
+
+@pytest.mark.parametrize("m, n", [(200, 64), (600, 512)])
+def test_padded_matrices_in_blas_products_give_the_closed_form_gradient(m, n):
+    """The blocked program's panels and trailing products (BLAS, with the padded row stride as the
+    leading dimension) on work copies of 64 and 512 float64 columns: the projection's gradient as
+    the closed form gives it."""
+    r = np.random.default_rng(m + n)
+    A = r.standard_normal((m, n)) + 3 * np.eye(m, n)
+    y, gz = r.standard_normal((2, m))
+    gA, gy = P.project_vjp(A, y, gz, method="blocked_householder")
+    want_gA, want_gy = formulas.project_vjp(A, y, gz)
+    np.testing.assert_allclose(gA, want_gA, rtol=0, atol=1e-10 * np.abs(want_gA).max())
+    np.testing.assert_allclose(gy, want_gy, rtol=0, atol=1e-10 * np.abs(want_gy).max())
