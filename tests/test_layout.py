@@ -67,3 +67,33 @@ def test_padded_matrices_in_blas_products_give_the_closed_form_gradient(m, n):
     want_gA, want_gy = formulas.project_vjp(A, y, gz)
     np.testing.assert_allclose(gA, want_gA, rtol=0, atol=1e-10 * np.abs(want_gA).max())
     np.testing.assert_allclose(gy, want_gy, rtol=0, atol=1e-10 * np.abs(want_gy).max())
+
+
+@reversible
+def weighted_columns(out, X, w):
+    """out[..., i, j] += w[j] * X[..., i, j] over a stack of matrices, walking each down its columns."""
+    s, m, n = X.shape
+    for a in range(s):
+        for j in range(n):
+            for i in range(m):
+                out[a, i, j] += w[j] * X[a, i, j]
+
+
+@pytest.mark.parametrize("dtype, n", [(np.float64, 8), (np.float32, 16), (np.float64, 5)])
+def test_padded_lane_buffers_are_filled_and_emptied_row_by_row(dtype, n):
+    """A batch of 19 stacks of three 80 x n matrices (rows of 512 bytes in lanes: the entry's lane
+    buffers padded, the copies made a row at a time; 5 columns: unpadded, one copy) in lanes, a
+    partial last group among them: the bits of one element at a time, values and gradients."""
+    r = np.random.default_rng(n)
+    X, out, gout = (r.standard_normal((19, 3, 80, n)).astype(dtype) for _ in range(3))
+    w = r.standard_normal(n).astype(dtype)
+    results = {}
+    for layout in ("lanes", "elements"):
+        f = revdiff.batched(weighted_columns, ("out", "X"), layout=layout)
+        results[layout] = (f(out.copy(), X, w), f.vjp((out.copy(), X, w), (gout, None, None)))
+    (lane_value, (lane_outs, lane_grads)), (value, (outs, grads)) = results["lanes"], results["elements"]
+    np.testing.assert_array_equal(lane_value[0], value[0])
+    np.testing.assert_array_equal(lane_outs[0], outs[0])
+    for got, want in zip(lane_grads, grads):
+        if want is not None:
+            np.testing.assert_array_equal(got, want)

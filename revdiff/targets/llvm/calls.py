@@ -110,7 +110,8 @@ class Calls(Memory):
     def _lane_copy(self, s: HostCall) -> None:
         """A group's elements into a lane buffer or back (``targets/batch_entries.py``): args (buffer,
         batch array, first element, batch size, 1 to gather or 0); by 8 x 8 transposes
-        (``lane_copy.py``) where each element's entries and the buffer are contiguous, else the loops."""
+        (``lane_copy.py``) where each element's entries are contiguous: in one call where the buffer
+        is too, row by row where its rows are padded (``emit._padded_strides``), else the loops."""
         buf, src = self.expr(s.args[0]), self.expr(s.args[1])
         if not (isinstance(buf, Array) and isinstance(src, Array) and buf.dtype == src.dtype
                 and buf.dtype in ("float64", "float32") and buf.ndim == src.ndim >= 2):
@@ -118,18 +119,25 @@ class Calls(Memory):
             return
         item = ITEMSIZE[buf.dtype]
         element_ok, element_bytes = self._c_ordered(src, 1, item)
+        rows_ok, row_bytes = self._c_ordered(buf, buf.ndim - 2, item)
         buffer_ok, _ = self._c_ordered(buf, 0, item)
         lanes_ok = self._op(f"icmp eq i64 {buf.shape[-1]}, {lane_copy.LANES}")
-        ok = self._op(f"and i1 {self._op(f'and i1 {element_ok}, {buffer_ok}')}, {lanes_ok}")
-        entries = self._op(f"sdiv i64 {element_bytes}, {item}")
+        copyable = self._op(f"and i1 {self._op(f'and i1 {element_ok}, {rows_ok}')}, {lanes_ok}")
         t = "double" if buf.dtype == "float64" else "float"
         kind = "gather" if s.args[4].value else "scatter"
         self.helpers.add(f"lanes_{kind}:{t}")
         first_element = self.convert(self.expr(s.args[2]), INT).ref
         count = self.convert(self.expr(s.args[3]), INT).ref
-        call, loops, done = self._new_label("lanecopy"), self._new_label("laneloops"), self._new_label("lanecopied")
-        self._cond_br(ok, call, loops)
-        self._label(call)
+        whole, by_rows = self._new_label("lanecopy"), self._new_label("lanerows")
+        loops, done = self._new_label("laneloops"), self._new_label("lanecopied")
+        self._cond_br(copyable, by_rows, loops)
+        self._label(by_rows)
+        rows = self._new_label("lanerows")
+        self._cond_br(buffer_ok, whole, rows)
+        self._label(rows)
+        self._lane_copy_rows(buf, src, kind, t, first_element, count, row_bytes, done)
+        self._label(whole)
+        entries = self._op(f"sdiv i64 {element_bytes}, {item}")
         self.out(f"call void @rd_lanes_{kind}_{t}(ptr {buf.data}, ptr {src.data}, i64 {src.strides[0]}, "
                  f"i64 {first_element}, i64 {count}, i64 {entries})")
         self._br(done)
@@ -137,6 +145,37 @@ class Calls(Memory):
         self.stmts(s.fallback)
         self._br(done)
         self._label(done)
+
+    def _lane_copy_rows(self, buf: Array, src: Array, kind: str, t: str, first: str, count: str,
+                        row_bytes: str, done: str) -> None:
+        """A loop copying a padded buffer's rows (its last element axis and the lanes, ``row_bytes``
+        long) one call each, the element's matching entries contiguous; it ends at ``done``."""
+        head, body = self._new_label("rowhead"), self._new_label("row")
+        counter = f"%lanerow{self.counter}"
+        self.counter += 1
+        self.entry_lines.append(f"  {counter} = alloca i64")
+        self.out(f"store i64 0, ptr {counter}")
+        rows = "1"
+        for axis in range(buf.ndim - 2):
+            rows = self._op(f"mul i64 {rows}, {buf.shape[axis]}")
+        self._br(head)
+        self._label(head)
+        r = self._op(f"load i64, ptr {counter}")
+        self._cond_br(self._op(f"icmp slt i64 {r}, {rows}"), body, done)
+        self._label(body)
+        offset, rest = "0", r  # the buffer's byte offset of row r: its outer indices times their strides
+        for axis in range(buf.ndim - 3, -1, -1):
+            index = self._op(f"srem i64 {rest}, {buf.shape[axis]}")
+            rest = self._op(f"sdiv i64 {rest}, {buf.shape[axis]}")
+            offset = self._op(f"add i64 {offset}, {self._op(f'mul i64 {index}, {buf.strides[axis]}')}")
+        entries = self._op(f"sdiv i64 {row_bytes}, {lane_copy.LANES * ITEMSIZE[buf.dtype]}")
+        row_buf = self._op(f"getelementptr i8, ptr {buf.data}, i64 {offset}")
+        skip = self._op(f"mul i64 {r}, {self._op(f'sdiv i64 {row_bytes}, {lane_copy.LANES}')}")
+        row_src = self._op(f"getelementptr i8, ptr {src.data}, i64 {skip}")
+        self.out(f"call void @rd_lanes_{kind}_{t}(ptr {row_buf}, ptr {row_src}, i64 {src.strides[0]}, "
+                 f"i64 {first}, i64 {count}, i64 {entries})")
+        self.out(f"store i64 {self._op(f'add i64 {r}, 1')}, ptr {counter}")
+        self._br(head)
 
     def _c_ordered(self, view: Array, first: int, item: int) -> tuple:
         """(i1: the axes of ``view`` from ``first`` on are contiguous in C order, each stride the size
