@@ -11,10 +11,11 @@ of A and is uncomputed after Q and R are copied out (compute-copy-uncompute), so
 Gram-Schmidt, nothing is kept beyond Q and R.
 
 ``householder`` applies one reflection at a time, to all the columns it acts on, sweeping them row
-by row (LAPACK's geqr2); ``blocked_householder`` is blocked as LAPACK's geqrf: each panel of
-``PANEL`` columns is reduced the same way (in sub-blocks of ``SUBPANEL``), and the rest of the
-matrix, and Q, receive its reflectors at once in their compact WY form I - Y T Y^H (matrix
-products, BLAS-3 on the CPU). Forming Q, ``reflect_block`` uncomputes its own coefficients as
+by row (LAPACK's geqr2); triangularising, each reflection keeps its coefficients
+(``reflect_columns_kept``) until the triangularisation is uncomputed, one sweep fewer.
+``blocked_householder`` is blocked as LAPACK's geqrf: each panel of ``PANEL`` columns is reduced
+the same way (in sub-blocks of ``SUBPANEL``), and the rest of the matrix, and Q, receive its
+reflectors at once in their compact WY form I - Y T Y^H (matrix products, BLAS-3 on the CPU). Forming Q, ``reflect_block`` uncomputes its own coefficients as
 ``reflect_columns`` does, by the blocked form of the same identity; triangularising,
 ``reflect_block_kept`` keeps them until the triangularisation is uncomputed, one product fewer.
 Shapes and conventions as in ``gram_schmidt``: Q (m, p), R (p, n), diag(R) real nonnegative; or
