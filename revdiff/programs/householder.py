@@ -92,16 +92,23 @@ PANEL = 32
 def reflect_columns_kept(C, u, d):
     """C <- H C as ``reflect_columns``, its coefficients kept: d += C^T v (d zero on entry, a view of
     the caller's, uncomputed with the whole triangularisation), so that a reflection reads C twice,
-    not three times, and its inverse subtracts the very d the forward did. The same bits for C."""
+    not three times, and its inverse subtracts the very d the forward did. The same bits for C.
+    The product goes into a local e first and is copied into d (d = 0 + e = e exactly, so that
+    e -= d frees e exactly): as the first write of an ancilla of this block, the product needs no
+    undo in the adjoint (``passes/adjoint.py``, dead undos), where undoing d's would be a product."""
     s = zero(C.dtype)
     v = zeros(len(u), C.dtype)
+    e = zeros(C.shape[1], C.dtype)
     with routine:
         s += 2 * u[0].real / u[0] if u[0] != 0 else 0.0
         v[:] += s * np.conj(u)
-    d[:] += C.T @ v
+    e[:] += C.T @ v
+    d[:] += e
     for i in range(len(u)):
-        C[i, :] -= u[i] * d
+        C[i, :] -= u[i] * e
+    e[:] -= d
     ~routine
+    del e
     del v
     del s
 
