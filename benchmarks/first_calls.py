@@ -7,6 +7,9 @@ projection loss written with ``lax.fori_loop``, on one matrix and on the batch o
 revdiff calls in a second fresh process that finds the cache the first one wrote.
 
     python benchmarks/first_calls.py [--only NAME,...] [--skip-jax]
+
+The processes import the installed revdiff: to time another checkout, run it with
+``PYTHONPATH=<that checkout>`` (as ``ab.py`` does for its trees).
 """
 from __future__ import annotations
 
