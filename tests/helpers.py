@@ -76,3 +76,8 @@ def fused_vjp(f, args, cotangents):
                  + tuple(saved))
     n = len(args)
     return saved, result[n:n + len(grads)]
+
+
+def leaves(value) -> list:
+    """The arrays of a nested tuple of results, in order."""
+    return [v for item in value for v in leaves(item)] if isinstance(value, tuple) else [value]

@@ -1,5 +1,5 @@
 """Ancilla arrays of the CPU target whose rows would crowd a few sets of the L1 cache are allocated
-with one entry of padding per row (``targets/llvm/emit.py``, ``_padded_strides``): every program
+with one entry of padding per row (``targets/llvm/memory.py``, ``padded_layout``): every program
 that reads them, column walks, whole-array statements, BLAS products, views passed to callees and
 allocations cleared for reuse in a loop, gets the numbers of the unpadded layout."""
 import numpy as np
@@ -97,3 +97,32 @@ def test_padded_lane_buffers_are_filled_and_emptied_row_by_row(dtype, n):
     for got, want in zip(lane_grads, grads):
         if want is not None:
             np.testing.assert_array_equal(got, want)
+
+
+@reversible
+def weighted_products(out, A, B, W, rounds):
+    """out += rounds * sum(W * (A @ B)) through S = A @ B allocated in each round: the adjoint leaves
+    out the undo of S's first write (a product into a fresh ancilla), so the next allocation it
+    meets going backwards is cleared, not found zero: the clear must span the padded rows."""
+    m = A.shape[0]
+    n = B.shape[1]
+    for t in range(rounds):
+        S = zeros((m, n), A.dtype)
+        S[:, :] += A @ B
+        for i in range(m):
+            for j in range(n):
+                out += W[i, j] * S[i, j]
+        S[:, :] -= A @ B
+        del S
+
+
+@pytest.mark.parametrize("m, k, n", [(80, 3, 64), (70, 5, 128)])
+def test_a_padded_ancilla_cleared_for_reuse_in_the_adjoint_gives_the_gradient(m, k, n):
+    """Integer-valued entries: the gradients are exact sums, rounds * W @ B^T and rounds * A^T W."""
+    r = np.random.default_rng(m)
+    A, B, W = (r.integers(-4, 5, s).astype(np.float64) for s in ((m, k), (k, n), (m, n)))
+    _, pullback = revdiff.vjp(weighted_products, 0.0, A, B, W, 3)
+    _, gA, gB, gW, _ = pullback(1.0, None, None, None, None)
+    np.testing.assert_array_equal(gA, 3 * W @ B.T)
+    np.testing.assert_array_equal(gB, 3 * A.T @ W)
+    np.testing.assert_array_equal(gW, 3 * A @ B)

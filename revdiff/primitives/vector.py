@@ -30,10 +30,11 @@ PARTIAL_SUMS = 4  # independent accumulators of a reduction: instruction-level p
 # matrices need to vectorise); above it, row by row (contiguous in C order, which large ones need).
 # The choice depends only on shapes, so an instruction and its inverse always take the same one.
 SMALL_MATRIX = 1024
-# The real gradient of A @ x outside BLAS walks A column by column only up to this many rows: a
-# taller column walk in SIMD lanes strides whole rows of lanes (64 float64 rows of 32 lanes: 2 KiB
-# apart). Ancillas' rows are padded so that such walks do not evict themselves from L1
-# (``targets/llvm/emit.py``); measured since, in lanes, 64 ran no faster at 64x32 and 16 slower at 32x16.
+# The real gradient of A @ x outside BLAS walks A column by column only up to this many rows (it
+# fuses restoring y and pushing both cotangents into one walk), the rows of taller ones (in lanes a
+# column walk steps over whole rows of lanes, 32 float64 columns of 8 lanes: 2 KiB, which the
+# ancillas' padded rows, ``targets/llvm/memory.py``, keep from evicting each other). In lanes 64
+# rows ran no faster at 64x32 and 16 rows slower at 32x16 (``benchmarks/ab.py``).
 COLUMN_WALK_MAX_ROWS = 32
 # Above this many elements, real A @ x and its gradient call BLAS on the CPU (targets/llvm/host.py),
 # falling back to the loops (by columns or by rows) for layouts BLAS cannot take; below it the calls

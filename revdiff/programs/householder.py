@@ -2,20 +2,20 @@
 
 Each reflector is stored as a unit vector u, H = I - tau u u^H with tau = 2 Re(u[0]) / u[0] (2 for
 real data; LAPACK's larfg, which maps a column to a real multiple of e_1), so a reflection needs no
-norm: the coefficients it subtracts (a multiple of u^H C) are recomputed from the reflected C, where
-they are a unit multiple of themselves, and so uncompute themselves; u = 0 (a zero column) reflects
-nothing.
+norm, and u = 0 (a zero column) reflects nothing. The coefficients a reflection subtracts (a
+multiple of u^H C) are kept while triangularising (``reflect_columns_kept``, until the whole
+triangularisation is uncomputed); forming Q, they are recomputed from the reflected C, where they
+are a unit multiple of themselves, and so uncompute themselves (``reflect_columns``).
 Unit reflectors also keep every intermediate at the magnitude of A: v^H v would overflow or
 underflow at entries beyond about 1e154 or below 1e-154. The triangularisation runs in a work copy
 of A and is uncomputed after Q and R are copied out (compute-copy-uncompute), so, as with
 Gram-Schmidt, nothing is kept beyond Q and R.
 
 ``householder`` applies one reflection at a time, to all the columns it acts on, sweeping them row
-by row (LAPACK's geqr2); triangularising, each reflection keeps its coefficients
-(``reflect_columns_kept``) until the triangularisation is uncomputed, one sweep fewer.
-``blocked_householder`` is blocked as LAPACK's geqrf: each panel of ``PANEL`` columns is reduced
-the same way (in sub-blocks of ``SUBPANEL``), and the rest of the matrix, and Q, receive its
-reflectors at once in their compact WY form I - Y T Y^H (matrix products, BLAS-3 on the CPU). Forming Q, ``reflect_block`` uncomputes its own coefficients as
+by row (LAPACK's geqr2). ``blocked_householder`` is blocked as LAPACK's geqrf: each panel of
+``PANEL`` columns is reduced the same way (in sub-blocks of ``SUBPANEL``), and the rest of the
+matrix, and Q, receive its reflectors at once in their compact WY form I - Y T Y^H (matrix
+products, BLAS-3 on the CPU). Forming Q, ``reflect_block`` uncomputes its own coefficients as
 ``reflect_columns`` does, by the blocked form of the same identity; triangularising,
 ``reflect_block_kept`` keeps them until the triangularisation is uncomputed, one product fewer.
 Shapes and conventions as in ``gram_schmidt``: Q (m, p), R (p, n), diag(R) real nonnegative; or
@@ -90,12 +90,13 @@ PANEL = 32
 
 @reversible
 def reflect_columns_kept(C, u, d):
-    """C <- H C as ``reflect_columns``, its coefficients kept: d += C^T v (d zero on entry, a view of
-    the caller's, uncomputed with the whole triangularisation), so that a reflection reads C twice,
-    not three times, and its inverse subtracts the very d the forward did. The same bits for C.
-    The product goes into a local e first and is copied into d (d = 0 + e = e exactly, so that
-    e -= d frees e exactly): as the first write of an ancilla of this block, the product needs no
-    undo in the adjoint (``passes/adjoint.py``, dead undos), where undoing d's would be a product."""
+    """C <- H C as ``reflect_columns`` (the same bits for C), its coefficients kept: d += C^T v,
+    d a view of the caller's that must be zero on entry and stays until the whole triangularisation
+    is uncomputed, so that a reflection reads C twice, not three times, and its inverse subtracts
+    the very d the forward did. The product goes into a local e first and is copied into d
+    (d = 0 + e = e exactly, so e -= d frees e exactly; uncomputing, e -= C^T v leaves rounding that
+    e's deallocation check allows): as the first write of an ancilla of this block, the product
+    needs no undo in the adjoint (``passes/adjoint.py``, dead undos), where d's would need one."""
     s = zero(C.dtype)
     v = zeros(len(u), C.dtype)
     e = zeros(C.shape[1], C.dtype)
@@ -246,7 +247,7 @@ def reflect_block_kept(C, Y, K):
 
 
 def _blocked_triangularization(name: str, panel: int, reduce_panel, doc: str):
-    """``triangularize`` panel by panel: each panel of ``panel`` columns reduced by ``reduce_panel``,
+    """``triangularize_columns`` panel by panel: each panel of ``panel`` columns reduced by ``reduce_panel``,
     its reflectors then applied to the columns after it as one block (``reflect_block_kept``,
     whose coefficients K keeps: K (p, n) zero on entry, each block's in its own rows and columns)."""
 
@@ -280,11 +281,11 @@ def triangularize_columns(W, V, K):
 SUBPANEL = 8
 triangularize_panel = _blocked_triangularization(
     "triangularize_panel", SUBPANEL, triangularize_columns,
-    f"``triangularize`` on a panel, in blocks of {SUBPANEL} columns: the panel's own trailing columns "
+    f"``triangularize_columns`` on a panel, in blocks of {SUBPANEL} columns: the panel's own trailing columns "
     "receive each block's reflections as one block reflection.")
 triangularize_blocked = _blocked_triangularization(
     "triangularize_blocked", PANEL, triangularize_panel,
-    f"``triangularize`` in panels of {PANEL} columns (each reduced by ``triangularize_panel``), each "
+    f"``triangularize_columns`` in panels of {PANEL} columns (each reduced by ``triangularize_panel``), each "
     "panel's reflections applied to the columns after it as one block reflection.")
 
 

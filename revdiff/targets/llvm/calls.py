@@ -111,7 +111,8 @@ class Calls(Memory):
         """A group's elements into a lane buffer or back (``targets/batch_entries.py``): args (buffer,
         batch array, first element, batch size, 1 to gather or 0); by 8 x 8 transposes
         (``lane_copy.py``) where each element's entries are contiguous: in one call where the buffer
-        is too, row by row where its rows are padded (``emit._padded_strides``), else the loops."""
+        is too, else row by row where its rows are (padded rows, ``Memory.padded_layout``), else
+        by the loops."""
         buf, src = self.expr(s.args[0]), self.expr(s.args[1])
         if not (isinstance(buf, Array) and isinstance(src, Array) and buf.dtype == src.dtype
                 and buf.dtype in ("float64", "float32") and buf.ndim == src.ndim >= 2):
@@ -128,11 +129,11 @@ class Calls(Memory):
         self.helpers.add(f"lanes_{kind}:{t}")
         first_element = self.convert(self.expr(s.args[2]), INT).ref
         count = self.convert(self.expr(s.args[3]), INT).ref
-        whole, by_rows = self._new_label("lanecopy"), self._new_label("lanerows")
-        loops, done = self._new_label("laneloops"), self._new_label("lanecopied")
-        self._cond_br(copyable, by_rows, loops)
-        self._label(by_rows)
+        transposes, whole = self._new_label("lanetransposes"), self._new_label("lanecopy")
         rows = self._new_label("lanerows")
+        loops, done = self._new_label("laneloops"), self._new_label("lanecopied")
+        self._cond_br(copyable, transposes, loops)
+        self._label(transposes)
         self._cond_br(buffer_ok, whole, rows)
         self._label(rows)
         self._lane_copy_rows(buf, src, kind, t, first_element, count, row_bytes, done)

@@ -334,7 +334,7 @@ class FunctionEmitter(Calls):
             clear = self._new_label("clear")
             self._cond_br(same, clear, allocate)
             self._label(clear)
-            nbytes = self._padded_strides(dims, item)[1]
+            nbytes = self.padded_layout(dims, item)[1]
             self.libm.add(("memset", "ptr"))
             start = self._op(f"getelementptr i8, ptr {old}, i64 {self.stagger(s.name)}")
             self.out(f"call void @llvm.memset.p0.i64(ptr {start}, i8 0, i64 {nbytes}, i1 false)")
@@ -355,7 +355,7 @@ class FunctionEmitter(Calls):
         old = self._op(f"load ptr, ptr {slot.data}")
         self.out(f"call void @free(ptr {old})")
         self.out(f"store ptr null, ptr {slot.data}")
-        strides, size = self._padded_strides(dims, item)
+        strides, size = self.padded_layout(dims, item)
         count = self._op(f"select i1 {self._op(f'icmp eq i64 {size}, 0')}, i64 {item}, i64 {size}")
         nbytes = self._op(f"add i64 {count}, {self.stagger(s.name)}")
         data = self._op(f"call ptr @calloc(i64 {nbytes}, i64 1)")
@@ -377,30 +377,6 @@ class FunctionEmitter(Calls):
             self.out(f"store i64 {st}, ptr {ref}")
         self._br(done)
         self._label(done)
-
-    def _padded_strides(self, dims: list, item: int) -> tuple:
-        """(byte strides, bytes in all) of a new ancilla array of shape ``dims``: C order, except that
-        an outer stride at which a walk down the axis would evict itself from the L1 cache gains one
-        entry of the axis inside it. A stride S that is a multiple of 512 bytes (a matrix of 64
-        float64 columns, a lane matrix of 8 columns of eight lanes) puts every row in the few sets
-        of a 32 KiB 8-way cache that min(S & -S, 4 KiB) selects: more rows than their ways hold
-        (rows * min(S & -S, 4 KiB) > 32 KiB: 64 lane rows of 2 KiB, not 32 of 1 KiB) evict each
-        other on every column walk; padded, the rows spread over all sets. Rows stay contiguous."""
-        stride = str(item)
-        strides: list = []
-        for k in range(len(dims) - 1, -1, -1):
-            strides.insert(0, stride)
-            outer = self._op(f"mul i64 {stride}, {dims[k]}")
-            if k > 0:
-                aligned = self._op(f"icmp eq i64 {self._op(f'and i64 {outer}, 511')}, 0")
-                lowest = self._op(f"and i64 {outer}, {self._op(f'sub i64 0, {outer}')}")
-                small = self._op(f"icmp ult i64 {lowest}, 4096")
-                sets = self._op(f"select i1 {small}, i64 {lowest}, i64 4096")
-                crowded = self._op(f"icmp sgt i64 {self._op(f'mul i64 {dims[k - 1]}, {sets}')}, 32768")
-                pad = self._op(f"select i1 {self._op(f'and i1 {aligned}, {crowded}')}, i64 {stride}, i64 0")
-                outer = self._op(f"add i64 {outer}, {pad}")
-            stride = outer
-        return strides, stride
 
     def stagger(self, name: str) -> int:
         """The offset of ancilla array ``name``'s data in its allocation: ancillas of one program

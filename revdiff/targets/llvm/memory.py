@@ -30,10 +30,45 @@ class ArraySlot:
     dtype: str
 
 
+#: The L1 data cache the layout of ancilla arrays assumes (Zen 4's, and many others': 32 KiB, 8 ways
+#: of 4 KiB): addresses 4 KiB apart share a set, and a set holds 8 lines.
+L1_WAY_BYTES = 4096
+L1_BYTES = 32768
+#: Row strides that are multiples of this many bytes (two cache lines) are candidates for padding:
+#: below it rows spread over most sets, or the walk outgrows the cache whatever their layout.
+PADDED_STRIDE_QUANTUM = 128
+
+
 class Memory(Arithmetic):
     """Variables, arrays and views. Subclasses set ``slots`` (scalar name -> Slot), ``arrays`` (array
-    name -> Array for parameters, ArraySlot for locals), ``owned_names`` (ancilla arrays: C order)
-    and ``nonnegative`` (loop variables known not to go below zero)."""
+    name -> Array for parameters, ArraySlot for locals), ``owned_names`` (ancilla arrays: their last
+    axis contiguous, outer axes possibly padded, ``padded_layout``) and ``nonnegative`` (loop
+    variables known not to go below zero)."""
+
+    def padded_layout(self, dims: list, item: int) -> tuple:
+        """(byte strides, bytes in all) of a new ancilla array of shape ``dims``: C order, except
+        that an outer stride at which a walk down the axis would evict itself from the L1 cache gains
+        one entry of the axis inside it. Rows S bytes apart (S a multiple of PADDED_STRIDE_QUANTUM)
+        fall into L1_WAY_BYTES / g of the cache's sets, g = min(S & -S, L1_WAY_BYTES): more rows than
+        those sets' ways hold (rows * g > L1_BYTES: 64 lane rows of 32 float64 columns, 2 KiB apart,
+        not 32 rows of 1 KiB) evict each other on every column walk; one more entry per row spreads
+        them over all sets. Each row stays contiguous."""
+        stride = str(item)
+        strides: list = []
+        for k in range(len(dims) - 1, -1, -1):
+            strides.insert(0, stride)
+            outer = self._op(f"mul i64 {stride}, {dims[k]}")
+            if k > 0:
+                quantum = self._op(f"and i64 {outer}, {PADDED_STRIDE_QUANTUM - 1}")
+                aligned = self._op(f"icmp eq i64 {quantum}, 0")
+                lowest = self._op(f"and i64 {outer}, {self._op(f'sub i64 0, {outer}')}")
+                small = self._op(f"icmp ult i64 {lowest}, {L1_WAY_BYTES}")
+                apart = self._op(f"select i1 {small}, i64 {lowest}, i64 {L1_WAY_BYTES}")
+                crowded = self._op(f"icmp sgt i64 {self._op(f'mul i64 {dims[k - 1]}, {apart}')}, {L1_BYTES}")
+                pad = self._op(f"select i1 {self._op(f'and i1 {aligned}, {crowded}')}, i64 {stride}, i64 0")
+                outer = self._op(f"add i64 {outer}, {pad}")
+            stride = outer
+        return strides, stride
 
     def store(self, target, v) -> None:
         if isinstance(target, Name) and target.id in self.arrays:
