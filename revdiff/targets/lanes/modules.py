@@ -67,7 +67,9 @@ def _plan(bf, kind: str, types: tuple, width: int, entry_types: dict) -> tuple:
     functions: dict = {}
     lane_functions(spec, sig.program, lanes, width, functions, top)
     modified = f.forward_function.modified_positions()
-    written = {p for k, p in enumerate(f.params) if k in modified} | {g.name for g in sig.grads}
+    # a vjp returns a modified parameter's final value from its saved slot (the forward result): the
+    # value slot, back at the initial value after the adjoint, is scratch and stays in the lanes
+    written = {p for k, p in enumerate(f.params) if k in modified and kind != "vjp"} | {g.name for g in sig.grads}
     written |= {t.name for t in sig.tangents if t.of in written or t.name == entry_argument("d_gradient", t.of)}
     top_low = functions[top][0]
     entry = lane_entry(f"{ascii_name(f.__name__)}_lanes_batch_{kind}", top, sig,
