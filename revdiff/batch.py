@@ -42,14 +42,18 @@ class BatchedFunction(Batching):
         there comes out in the values). For the inverse ``~f``, its call."""
         return execute(self.f, "value", self.f.bind(args, kwargs), batch=self, donate=donate)
 
-    def vjp(self, args: Sequence, cotangents: Sequence, donate: bool = False) -> tuple:
+    def vjp(self, args: Sequence, cotangents: Sequence, donate: bool = False,
+            wrt: Sequence[str] | None = None) -> tuple:
         """``(outs, grads)``: final values and, from ``cotangents`` of the final values (None: zero),
         the cotangents of the initial values (None for integer and bool parameters). ``donate``: the
         arrays of ``args`` are run on in place, not copies (a 10000 x 32x16 batch spends about a
         tenth of its gradient's time copying A otherwise); afterwards those of parameters ``f``
         modifies hold scratch values (the final values are in ``outs``, also after a failure), the
-        others are unchanged."""
-        return execute(self.f, "vjp", self.f.bind(tuple(args)), cotangents, batch=self, donate=donate)
+        others are unchanged. ``wrt``: the names of the parameters whose cotangents the caller
+        reads (default: all); the others come back as None, and SIMD lanes leave them in their
+        buffers instead of copying them out."""
+        return execute(self.f, "vjp", self.f.bind(tuple(args)), cotangents, batch=self, donate=donate,
+                       wrt=wrt)
 
     def jvp(self, args: Sequence, tangents: Sequence) -> tuple:
         """``(outs, out_tangents)``: ``revdiff.jvp`` of every element, tangents shaped like their

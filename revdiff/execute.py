@@ -21,9 +21,11 @@ from revdiff.batching import Batching, OneElement, is_array
 from revdiff.calls import (ERROR_RECORD, Compiled, Reversible, argument_kinds, check_array_cotangent, check_count,
                            checked_tangents, compiled, copy_value, cotangent, cotangent_value, in_dtype_of, run,
                            scalar_expected, zero_like)
+from revdiff.ir.entries import entry_argument
 from revdiff.ir.signature import TANGENTS
 from revdiff.runtime.device import any_on_device, cupy_module, on_device
 from revdiff.targets.llvm.entry_calls import NativeProgram
+from revdiff.user_names import as_written
 
 #: the kinds of call: "call" runs the function, "vjp" also its adjoint (one call: returns a pullback;
 #: a batch: takes the cotangents), "jvp" its tangent program, "vjp_jvp" the tangent of the fused vjp;
@@ -33,13 +35,15 @@ KINDS = ("call", "vjp", "jvp", "vjp_jvp")
 
 
 def execute(f: Reversible, kind: str, args: tuple, cotangents: Sequence | None = None,
-            tangents: Sequence | None = None, *, batch: Batching | None = None, donate: bool = False):
+            tangents: Sequence | None = None, *, batch: Batching | None = None, donate: bool = False,
+            wrt: Sequence[str] | None = None):
     """Run ``f`` on ``args`` (bound to its parameters). One call (``batch`` None): "call" runs in place
     and returns every parameter's final value; "vjp" runs on copies and returns (outs, pullback);
     "jvp" (outs, out_tangents); "vjp_jvp" (outs, grads, out_tangents, grad_tangents). A batch: the
-    same, "vjp" with its ``cotangents`` returning (outs, grads); ``donate``: run on the arrays given."""
+    same, "vjp" with its ``cotangents`` returning (outs, grads), those of parameters not in ``wrt``
+    (when given) None; ``donate``: run on the arrays given."""
     if batch is not None:
-        return _batched(batch, kind, args, cotangents, tangents, donate)
+        return _batched(batch, kind, args, cotangents, tangents, donate, wrt)
     kinds = argument_kinds(args)
     if kinds is None and any_on_device(args):
         return _on_device(f, kind, args, cotangents, tangents)
@@ -200,15 +204,17 @@ _ENTRY_KINDS = {"call": "call", "value": "value", "vjp": "vjp", "jvp": "jvp", "v
                 "vjp_jvp": "hvp"}
 
 
-def _batched(bf: Batching, kind: str, args: tuple, cotangents, tangents, donate: bool):
+def _batched(bf: Batching, kind: str, args: tuple, cotangents, tangents, donate: bool, wrt=None):
     """A batched call: the entry's arguments laid out slot by slot from its program signature, run by
     ``Batching.run``, and the per-parameter results read back by role (a shared parameter's
-    gradients summed over the batch)."""
+    gradients summed over the batch; a vjp's, of the parameters ``wrt`` names, when given)."""
+    wanted = _wanted(bf.f, wrt)
     xp, args = _array_module(args)
     if xp is np and kind in ("call", "value", "vjp"):
         one = bf.one_element(kind, args)
         if one is not None:
-            return _one_element(bf, one, kind, args, cotangents, donate)
+            result = _one_element(bf, one, kind, args, cotangents, donate)
+            return result if kind != "vjp" else (result[0], _only(result[1], wanted))
     types = bf._element_types(args)
     f = bf.f
     if kind in ("call", "value"):
@@ -229,7 +235,8 @@ def _batched(bf: Batching, kind: str, args: tuple, cotangents, tangents, donate:
         arguments.append(copies[k] if s.role == "value" else seeds[k] if s.role == "gradient" else
                          dargs[k] if s.role == "d_value" else xp.empty_like(copies[k]) if s.role == "saved" else
                          xp.zeros_like(seeds[k]) if s.role == "d_gradient" else xp.zeros_like(copies[k]))
-    result = bf.run(entry, types, tuple(arguments), xp)
+    unread = frozenset(entry_argument("gradient", p) for k, p in enumerate(f.params) if k not in wanted)
+    result = bf.run(entry, types, tuple(arguments), xp, unread if kind == "vjp" else frozenset())
     final = {(s.role, s.position): value for s, value in zip(signature.slots, result)}
     # a shared parameter is never modified: it ends as it began (a jvp: in the type it came in)
     outs = tuple(final.get(("saved", k), final[("value", k)] if not tangents_only or p in bf.batched else args[k])
@@ -240,10 +247,28 @@ def _batched(bf: Batching, kind: str, args: tuple, cotangents, tangents, donate:
     grads = tuple(_gradient(bf, p, copies[k], final[("gradient", k)]) if k in seeds else None
                   for k, p in enumerate(f.params))
     if kind == "vjp":
-        return outs, grads
+        return outs, _only(grads, wanted)
     grad_tangents = tuple(_gradient(bf, p, copies[k], final[("d_gradient", k)]) if k in seeds else None
                           for k, p in enumerate(f.params))
     return outs, grads, out_tangents, grad_tangents
+
+
+def _wanted(f, wrt) -> frozenset:
+    """The positions of the parameters ``wrt`` names (all when it is None); an unknown name raises."""
+    if wrt is None:
+        return frozenset(range(len(f.params)))
+    if isinstance(wrt, str):
+        raise TypeError(f"wrt must be a sequence of parameter names, got the string {wrt!r}")
+    names = tuple(as_written(p) for p in f.params)
+    unknown = [w for w in wrt if w not in names]
+    if unknown:
+        raise ValueError(f"wrt names {', '.join(map(repr, unknown))}, not parameters of {f.__qualname__} "
+                         f"({', '.join(names)})")
+    return frozenset(names.index(w) for w in wrt)
+
+
+def _only(grads: tuple, wanted: frozenset) -> tuple:
+    return tuple(g if k in wanted else None for k, g in enumerate(grads))
 
 
 def _one_element(bf: Batching, one: OneElement, kind: str, args: tuple, cotangents, donate: bool) -> tuple:

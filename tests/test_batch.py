@@ -388,3 +388,26 @@ def test_value_is_the_calls_final_values_bit_for_bit(B, m, n):
     Q, R, _ = revdiff.batched(P.cgs2, ("Q", "R", "A"))(np.zeros((B, m, p)), np.zeros((B, p, n)), A)
     for g, w in zip(inverse.value(Q, R, A), inverse(Q, R, A)):
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("layout, B", [("lanes", 11), ("elements", 11), ("auto", 1)])
+def test_a_vjp_returns_the_cotangents_wrt_names_and_only_those(layout, B):
+    """``wrt``: the named parameters' cotangents, the bits of the full vjp (lanes leave the others in
+    their buffers), None for the others; the final values as before. A batch of one runs the single
+    program. An unknown name, or a bare string, is refused by name."""
+    A, y, gz = rng.standard_normal((B, 12, 5)), rng.standard_normal((B, 12)), rng.standard_normal((B, 12))
+    bf = revdiff.batched(P.project_householder, ("z", "R", "A", "y"), layout=layout)
+
+    def args():
+        return (np.zeros((B, 12)), np.zeros((B, 5, 5)), A.copy(), y.copy())
+    outs, grads = bf.vjp(args(), (gz, None, None, None))
+    some_outs, some = bf.vjp(args(), (gz, None, None, None), wrt=("A", "y"))
+    assert some[0] is None and some[1] is None
+    np.testing.assert_array_equal(some[2], grads[2])
+    np.testing.assert_array_equal(some[3], grads[3])
+    for got, want in zip(some_outs[:2], outs[:2]):
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match=r"wrt names 'B', not parameters of project_householder \(z, R, A, y\)"):
+        bf.vjp(args(), (gz, None, None, None), wrt=("A", "B"))
+    with pytest.raises(TypeError, match="a sequence of parameter names"):
+        bf.vjp(args(), (gz, None, None, None), wrt="A")

@@ -176,8 +176,8 @@ def qr_vjp(A, gQ, gR, method: str = "auto", rank_tol: float | None = None, mode:
     if run.M.empty:
         return run.M.xp.zeros(run.M.shape, run.M.dtype)
     (outs, grads), rows = ranked(
-        lambda rows: run.program.vjp(run.arguments(rows), run.cotangents_in(rows), donate=True), run.M, run.tol,
-        run.method)
+        lambda rows: run.program.vjp(run.arguments(rows), run.cotangents_in(rows), donate=True, wrt=("A",)), run.M,
+        run.tol, run.method)
     check_rank(outs[1], run.M.batch, run.tol, run.M.xp, run.perm)  # outs: (Q, R, [angles,] A)
     gA = run.gradient(rows.back(grads[-1]), "qr_vjp", "gA")
     if not pivoting and usual(run.M, rows, run.h):
@@ -379,12 +379,13 @@ def project_vjp(A, y, gz, method: str = "auto", rank_tol: float | None = None, r
         leading = _leading_projection(method, M)
         (_, (_, _, gA, gy, _)), rows = ranked(
             lambda rows: leading.vjp((M.zeros(M.m), M.zeros(M.p, M.p), rows(kept.A), rows(Y.v), kept.rank),
-                                     (rows(G.v), None, None, None, None), donate=True), M, tol, method, truncated=True)
+                                     (rows(G.v), None, None, None, None), donate=True, wrt=("A", "y")), M, tol,
+            method, truncated=True)
         gA, gy = kept.scatter(rows.back(gA), M.xp), rows.back(gy)
     else:
         (outs, (_, _, gA, gy)), rows = ranked(
             lambda rows: program.vjp((M.zeros(M.m), M.zeros(M.p, M.n), rows(M.A), rows(Y.v)),
-                                     (rows(G.v), None, None, None), donate=True), M, tol, method)
+                                     (rows(G.v), None, None, None), donate=True, wrt=("A", "y")), M, tol, method)
         gA, gy = rows.back(gA), rows.back(gy)
         check_rank(outs[1], M.batch, tol, M.xp)
     gA = _as_given(M.scaled(gA, negated(M.e), Y.e, G.e), M.given)  # z(A D, y) = z(A, y), linear in y and gz
@@ -473,12 +474,13 @@ def lstsq_vjp(A, y, gx, method: str = "auto", rank_tol: float | None = None, ran
         g_kept = M.xp.take_along_axis(gx_scaled, kept.columns, axis=1)
         (_, (_, _, gA, gy)), rows = ranked(
             lambda rows: program.vjp((M.zeros(M.p), M.zeros(M.p, M.p), rows(kept.A), rows(Y.v)),
-                                     (g_kept, None, None, None), donate=True), M, tol, method, truncated=True)
+                                     (g_kept, None, None, None), donate=True, wrt=("A", "y")), M, tol, method,
+            truncated=True)
         gA, gy = kept.scatter(rows.back(gA), M.xp), rows.back(gy)
     else:
         (outs, (_, _, gA, gy)), rows = ranked(
             lambda rows: program.vjp((M.zeros(M.n), M.zeros(M.n, M.n), rows(M.A), rows(Y.v)),
-                                     (gx_scaled, None, None, None), donate=True), M, tol, method)
+                                     (gx_scaled, None, None, None), donate=True, wrt=("A", "y")), M, tol, method)
         gA, gy = rows.back(gA), rows.back(gy)
         check_rank(outs[1], M.batch, tol, M.xp)
     gA = _as_given(M.scaled(gA, negated(M.e), Y.e, h), M.given)

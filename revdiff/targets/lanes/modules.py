@@ -56,8 +56,9 @@ def lane_functions(spec, program: str, lanes: tuple, width: int, done: dict, ali
     done[alias] = (lane_low, arrays)
 
 
-def _plan(bf, kind: str, types: tuple, width: int, entry_types: dict) -> tuple:
-    """(lane functions in order, the entry's LowFunction, a header) of ``bf``'s ``kind`` entry."""
+def _plan(bf, kind: str, types: tuple, width: int, entry_types: dict, unread: frozenset = frozenset()) -> tuple:
+    """(lane functions in order, the entry's LowFunction, a header) of ``bf``'s ``kind`` entry, which
+    copies no entry argument of ``unread`` out of its lane buffer."""
     f = bf.f
     spec = f.forward_function.specialize(types, blas=False)  # lanes never call BLAS
     sig = entry_signature(f, bf.batched, kind, types)
@@ -69,7 +70,8 @@ def _plan(bf, kind: str, types: tuple, width: int, entry_types: dict) -> tuple:
     modified = f.forward_function.modified_positions()
     # a vjp returns a modified parameter's final value from its saved slot (the forward result): the
     # value slot, back at the initial value after the adjoint, is scratch and stays in the lanes
-    written = {p for k, p in enumerate(f.params) if k in modified and kind != "vjp"} | {g.name for g in sig.grads}
+    written = {p for k, p in enumerate(f.params) if k in modified and kind != "vjp"}
+    written |= {g.name for g in sig.grads if g.name not in unread}
     written |= {t.name for t in sig.tangents if t.of in written or t.name == entry_argument("d_gradient", t.of)}
     top_low = functions[top][0]
     entry = lane_entry(f"{ascii_name(f.__name__)}_lanes_batch_{kind}", top, sig,
@@ -88,9 +90,9 @@ def lane_module_source(bf, kind: str, types: tuple, width: int, entry_types: dic
                        "\n".join("# " + line for line in header.splitlines()))
 
 
-def compile_lanes(bf, kind: str, types: tuple, width: int, entry_types: dict):
-    """The compiled lane entry for entry arguments of ``entry_types``. Raises NotLaneable."""
-    functions, entry, header = _plan(bf, kind, types, width, entry_types)
+def compile_lanes(bf, kind: str, types: tuple, width: int, entry_types: dict, unread: frozenset = frozenset()):
+    """The compiled lane entry for entry arguments of ``entry_types`` (``_plan``). Raises NotLaneable."""
+    functions, entry, header = _plan(bf, kind, types, width, entry_types, unread)
     backend = bf.f.backend
     compiled: dict = {}  # alias -> (ProgramSymbol or None, Python callable or None)
     loops = False
