@@ -432,9 +432,9 @@ def _tangent_entry(bf, method, *args):
     calls = []
     cpu_execute = bf.run
 
-    def spy(kind, types, arrays, xp):
+    def spy(kind, types, arrays, xp, *unread):
         calls.append((kind, types, [a.copy() if isinstance(a, np.ndarray) else a for a in arrays]))
-        return cpu_execute(kind, types, arrays, xp)
+        return cpu_execute(kind, types, arrays, xp, *unread)
 
     bf.run = spy
     try:
