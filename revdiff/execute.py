@@ -259,6 +259,7 @@ def _wanted(f, wrt) -> frozenset:
         return frozenset(range(len(f.params)))
     if isinstance(wrt, str):
         raise TypeError(f"wrt must be a sequence of parameter names, got the string {wrt!r}")
+    wrt = tuple(wrt)  # read twice below: an iterator once
     names = tuple(as_written(p) for p in f.params)
     unknown = [w for w in wrt if w not in names]
     if unknown:

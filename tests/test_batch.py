@@ -393,8 +393,8 @@ def test_value_is_the_calls_final_values_bit_for_bit(B, m, n):
 @pytest.mark.parametrize("layout, B", [("lanes", 11), ("elements", 11), ("auto", 1)])
 def test_a_vjp_returns_the_cotangents_wrt_names_and_only_those(layout, B):
     """``wrt``: the named parameters' cotangents, the bits of the full vjp (lanes leave the others in
-    their buffers), None for the others; the final values as before. A batch of one runs the single
-    program. An unknown name, or a bare string, is refused by name."""
+    their buffers), None for the others; the final values as before; any iterable of names. A batch
+    of one runs the single program. An unknown name, or a bare string, is refused by name."""
     A, y, gz = rng.standard_normal((B, 12, 5)), rng.standard_normal((B, 12)), rng.standard_normal((B, 12))
     bf = revdiff.batched(P.project_householder, ("z", "R", "A", "y"), layout=layout)
 
@@ -407,6 +407,7 @@ def test_a_vjp_returns_the_cotangents_wrt_names_and_only_those(layout, B):
     np.testing.assert_array_equal(some[3], grads[3])
     for got, want in zip(some_outs[:2], outs[:2]):
         np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(bf.vjp(args(), (gz, None, None, None), wrt=iter(["A"]))[1][2], grads[2])
     with pytest.raises(ValueError, match=r"wrt names 'B', not parameters of project_householder \(z, R, A, y\)"):
         bf.vjp(args(), (gz, None, None, None), wrt=("A", "B"))
     with pytest.raises(TypeError, match="a sequence of parameter names"):
