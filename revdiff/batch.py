@@ -8,7 +8,7 @@ CUDA kernels for GPU arrays), through the call driver (``execute.py``).
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -43,7 +43,7 @@ class BatchedFunction(Batching):
         return execute(self.f, "value", self.f.bind(args, kwargs), batch=self, donate=donate)
 
     def vjp(self, args: Sequence, cotangents: Sequence, donate: bool = False,
-            wrt: Sequence[str] | None = None) -> tuple:
+            wrt: Iterable[str] | None = None) -> tuple:
         """``(outs, grads)``: final values and, from ``cotangents`` of the final values (None: zero),
         the cotangents of the initial values (None for integer and bool parameters). ``donate``: the
         arrays of ``args`` are run on in place, not copies (a 10000 x 32x16 batch spends about a

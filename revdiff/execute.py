@@ -13,7 +13,7 @@ it, never counted here.
 from __future__ import annotations
 
 import functools
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -36,7 +36,7 @@ KINDS = ("call", "vjp", "jvp", "vjp_jvp")
 
 def execute(f: Reversible, kind: str, args: tuple, cotangents: Sequence | None = None,
             tangents: Sequence | None = None, *, batch: Batching | None = None, donate: bool = False,
-            wrt: Sequence[str] | None = None):
+            wrt: Iterable[str] | None = None):
     """Run ``f`` on ``args`` (bound to its parameters). One call (``batch`` None): "call" runs in place
     and returns every parameter's final value; "vjp" runs on copies and returns (outs, pullback);
     "jvp" (outs, out_tangents); "vjp_jvp" (outs, grads, out_tangents, grad_tangents). A batch: the
