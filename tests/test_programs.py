@@ -117,6 +117,46 @@ def test_the_diagonal_of_a_complex_r_is_exactly_real(method):
     np.testing.assert_allclose(Q @ R, A, atol=1e-14)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_householder_vectors_either_side_of_the_reciprocal_threshold(dtype):
+    """``householder_vector`` multiplies by a reciprocal, scaling tiny columns up by a power of two
+    first: the programs themselves (the high-level functions scale A's columns to magnitude 1) on a
+    batch in SIMD lanes whose groups lie below ``RECIPROCAL_MIN`` (subnormal, where the reciprocal
+    alone overflows), about it and far above, and on one element, against the same matrices
+    scaled exactly to magnitude 1; gradients where 1 / scale is representable."""
+    from revdiff.programs.householder import RECIPROCAL_MIN
+    from revdiff.targets.lanes.modules import LANES
+    draw = np.random.default_rng(11)
+    B, m, n = 4 * LANES, 12, 6
+    subnormal = -133 if dtype == np.float32 else -1030  # where the reciprocal alone overflows
+    exponents = np.append(subnormal, np.round(np.log2(RECIPROCAL_MIN * np.array([0.3, 1.0, 3.0, 1e2]))).astype(int))
+    e = draw.choice(exponents, size=B)
+    e[:LANES], e[LANES:2 * LANES] = exponents[0], exponents[-1]  # a group wholly below, one wholly above
+    A = np.ldexp(draw.standard_normal((B, m, n)), e[:, None, None]).astype(dtype)
+    unit = np.ldexp(A, -e[:, None, None])  # exactly A's values (float32's subnormals rounded)
+    qr = revdiff.batched(P.householder, ("Q", "R", "A"), layout="lanes")
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    for batch in (slice(None), slice(2 * LANES, 2 * LANES + 1)):
+        args = lambda X: (np.zeros((len(X), m, n), dtype), np.zeros((len(X), n, n), dtype), X)  # noqa: E731
+        Q, R, _ = qr(*args(A[batch]))
+        Q1, R1, _ = qr(*args(unit[batch]))
+        np.testing.assert_allclose(Q, Q1, atol=tol)
+        np.testing.assert_allclose(np.ldexp(R, -e[batch, None, None]), R1, atol=10 * tol)
+    keep = -e < np.finfo(dtype).maxexp - 10  # gA ~ 1 / scale representable
+    assert keep[LANES:2 * LANES].all() and not keep[:LANES].any()
+    project = revdiff.batched(P.project_householder, ("z", "R", "A", "y"), layout="lanes")
+    y, gz = draw.standard_normal((2, B, m)).astype(dtype)
+
+    def gradient(X):
+        k = len(X)
+        args = (np.zeros((k, m), dtype), np.zeros((k, n, n), dtype), X, y[keep])
+        return project.vjp(args, (gz[keep], None, None, None), wrt=("A", "y"))[1][2:]
+
+    (gA, gy), (gA1, gy1) = gradient(A[keep]), gradient(unit[keep])
+    np.testing.assert_allclose(np.ldexp(gA, e[keep, None, None]), gA1, atol=100 * tol)
+    np.testing.assert_allclose(gy, gy1, atol=10 * tol)
+
+
 def test_householder_gradient_on_triangular_input():
     """The reflector of a column already zero below the diagonal is a multiple of e_1, of either sign.
     Its own matrix, not the module's random stream: a diagonal entry near 0 (1e-3, drawn by some test

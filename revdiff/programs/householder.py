@@ -59,6 +59,14 @@ def reflect_columns(C, u, adjoint):
     del s
 
 
+#: below this |v|, ``householder_vector`` scales x and |v| up by ``RECIPROCAL_SCALE`` (exactly, a power
+#: of two) before taking the reciprocal, which would overflow in float32 below about 3e-39 and in
+#: float64 below about 6e-309; scaled, |v| lies between 2^-974 (float64's smallest subnormal times
+#: the scale; 2^-49 in float32) and 2^-23, where the reciprocal is finite in both
+RECIPROCAL_MIN = 1e-37
+RECIPROCAL_SCALE = 2.0 ** 100
+
+
 @reversible
 def householder_vector(u, x):
     """u += v / |v| for v = x + ph |x| e_1, whose reflection H = I - tau u u^H (``reflect_columns``)
@@ -67,18 +75,27 @@ def householder_vector(u, x):
     v[0], and ph does not move with x (no derivative of a phase, which grows like 1 / |x[0]|); the
     uncompute recomputes ph from x restored to rounding, which cannot cross the threshold unless
     Re(x[0]) lies within rounding of it. |v| = sqrt(2 |x| (|x| + ph Re(x[0]))), written so that it
-    cannot overflow."""
+    cannot overflow. x is multiplied by r = 1 / (c |v|) after c (1, or ``RECIPROCAL_SCALE`` for a
+    tiny |v|), as larfg scales, rather than divided by |v|: the adjoint's divisions per entry were a
+    tenth of a small matrix's gradient, and a branch per entry between the two would cost as much;
+    every |c x_i| r < 1."""
     nrm = zero(x.real.dtype)
     ph = zero(x.real.dtype)
     nv = zero(x.real.dtype)
+    c = zero(x.real.dtype)
+    r = zero(x.real.dtype)
     with routine:
         norm2(nrm, x)
         ph += -1.0 if x[0].real < -0.001 * nrm else 1.0
         nv += 2 * np.sqrt(nrm) * np.sqrt(0.5 * nrm + 0.5 * ph * x[0].real) if nrm > 0 else 0.0
+        c += RECIPROCAL_SCALE if nv < RECIPROCAL_MIN else 1.0
+        r += 1.0 / (nv * c) if nv > 0 else 0.0
     for i in range(len(x)):
-        u[i] += x[i] / nv if nv > 0 else 0.0
-    u[0] += nrm / nv * ph if nv > 0 else 0.0
+        u[i] += (x[i] * c) * r
+    u[0] += (nrm * c) * r * ph
     ~routine
+    del r
+    del c
     del nv
     del ph
     del nrm
