@@ -118,39 +118,42 @@ def test_the_diagonal_of_a_complex_r_is_exactly_real(method):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_householder_vectors_either_side_of_the_reciprocal_threshold(dtype):
-    """``householder_vector`` multiplies by a reciprocal, scaling tiny columns up by a power of two
-    first: the programs themselves (the high-level functions scale A's columns to magnitude 1) on a
-    batch in SIMD lanes whose groups lie below ``RECIPROCAL_MIN`` (subnormal, where the reciprocal
-    alone overflows), about it and far above, and on one element, against the same matrices
-    scaled exactly to magnitude 1; gradients where 1 / scale is representable."""
-    from revdiff.programs.householder import RECIPROCAL_MIN
+def test_householder_vectors_either_side_of_the_prescale_thresholds(dtype):
+    """``householder_vector`` multiplies by 1 / (c |v|), c = 2^100 for a tiny |v|, 2^-100 for a huge
+    one: the program itself (the high-level functions scale A's columns to magnitude 1 first) on a
+    batch in SIMD lanes with a group of subnormal matrices (where 1 / |v| alone overflows), a group
+    whose |v| lie about ``PRESCALE_BELOW``, one about ``PRESCALE_ABOVE`` and a mixed one (its lanes
+    disagree), and on single elements, against the same matrices scaled exactly to magnitude 1;
+    gradients where 1 / scale is representable."""
+    from revdiff.programs.householder import PRESCALE_ABOVE, PRESCALE_BELOW
     from revdiff.targets.lanes.modules import LANES
     draw = np.random.default_rng(11)
     B, m, n = 4 * LANES, 12, 6
-    subnormal = -133 if dtype == np.float32 else -1030  # where the reciprocal alone overflows
-    exponents = np.append(subnormal, np.round(np.log2(RECIPROCAL_MIN * np.array([0.3, 1.0, 3.0, 1e2]))).astype(int))
-    e = draw.choice(exponents, size=B)
-    e[:LANES], e[LANES:2 * LANES] = exponents[0], exponents[-1]  # a group wholly below, one wholly above
+    v_over_entries = np.sqrt(2 * m)  # |v| of the first column over its entries' scale, roughly
+    about = np.array([0.3, 1.0, 3.0]) / v_over_entries
+    subnormal = -133 if dtype == np.float32 else -1030
+    below, above = (np.round(np.log2(t * about)).astype(int) for t in (PRESCALE_BELOW, PRESCALE_ABOVE))
+    e = np.concatenate([np.full(LANES, subnormal), draw.choice(below, LANES), draw.choice(above, LANES),
+                        draw.choice(np.concatenate([[subnormal, 0], below, above]), LANES)])
     A = np.ldexp(draw.standard_normal((B, m, n)), e[:, None, None]).astype(dtype)
-    unit = np.ldexp(A, -e[:, None, None])  # exactly A's values (float32's subnormals rounded)
+    unit = np.ldexp(A, -e[:, None, None])  # an exact scaling of A as rounded (float32's subnormals)
     qr = revdiff.batched(P.householder, ("Q", "R", "A"), layout="lanes")
     tol = 1e-12 if dtype == np.float64 else 2e-5
-    for batch in (slice(None), slice(2 * LANES, 2 * LANES + 1)):
-        args = lambda X: (np.zeros((len(X), m, n), dtype), np.zeros((len(X), n, n), dtype), X)  # noqa: E731
-        Q, R, _ = qr(*args(A[batch]))
-        Q1, R1, _ = qr(*args(unit[batch]))
+    for batch in (slice(None), slice(0, 1), slice(LANES, LANES + 1)):
+        zeros = (np.zeros((len(e[batch]), m, n), dtype), np.zeros((len(e[batch]), n, n), dtype))
+        Q, R, _ = qr(*zeros, A[batch])
+        Q1, R1, _ = qr(*zeros, unit[batch])
         np.testing.assert_allclose(Q, Q1, atol=tol)
         np.testing.assert_allclose(np.ldexp(R, -e[batch, None, None]), R1, atol=10 * tol)
-    keep = -e < np.finfo(dtype).maxexp - 10  # gA ~ 1 / scale representable
-    assert keep[LANES:2 * LANES].all() and not keep[:LANES].any()
+    keep = -e < np.finfo(dtype).maxexp - 10  # gA ~ 1 / scale, times gz and the conditioning: representable
+    assert not keep[:LANES].any() and keep[2 * LANES:3 * LANES].all()
     project = revdiff.batched(P.project_householder, ("z", "R", "A", "y"), layout="lanes")
     y, gz = draw.standard_normal((2, B, m)).astype(dtype)
 
     def gradient(X):
-        k = len(X)
-        args = (np.zeros((k, m), dtype), np.zeros((k, n, n), dtype), X, y[keep])
-        return project.vjp(args, (gz[keep], None, None, None), wrt=("A", "y"))[1][2:]
+        zero_z, zero_R = np.zeros((len(X), m), dtype), np.zeros((len(X), n, n), dtype)
+        grads = project.vjp((zero_z, zero_R, X, y[keep]), (gz[keep], None, None, None), wrt=("A", "y"))[1]
+        return grads[2], grads[3]
 
     (gA, gy), (gA1, gy1) = gradient(A[keep]), gradient(unit[keep])
     np.testing.assert_allclose(np.ldexp(gA, e[keep, None, None]), gA1, atol=100 * tol)

@@ -59,12 +59,16 @@ def reflect_columns(C, u, adjoint):
     del s
 
 
-#: below this |v|, ``householder_vector`` scales x and |v| up by ``RECIPROCAL_SCALE`` (exactly, a power
-#: of two) before taking the reciprocal, which would overflow in float32 below about 3e-39 and in
-#: float64 below about 6e-309; scaled, |v| lies between 2^-974 (float64's smallest subnormal times
-#: the scale; 2^-49 in float32) and 2^-23, where the reciprocal is finite in both
-RECIPROCAL_MIN = 1e-37
-RECIPROCAL_SCALE = 2.0 ** 100
+#: ``householder_vector`` multiplies x by r = 1 / (c |v|), c a power of two that keeps r a normal
+#: number in float32 and float64 alike: ``PRESCALE`` below ``PRESCALE_BELOW`` (where 1 / |v| would
+#: overflow in float32 below about 3e-39, in float64 below about 6e-309; c |v| then lies between 2^-974,
+#: float64's smallest subnormal times c, or 2^-49 in float32, and 2^-22), 1 / ``PRESCALE`` above
+#: ``PRESCALE_ABOVE`` (where 1 / |v| would be subnormal, with fewer digits, above 2^126 in float32,
+#: 2^1022 in float64; c |v| then at most 2^28 in float32, 2^924 in float64), 1 between. c x is exact: x is scaled up, or scaled down by 2^-100 where
+#: only entries 2^-100 |v| times smaller than the largest, negligible in u, can lose digits.
+PRESCALE = 2.0 ** 100
+PRESCALE_BELOW = 1e-37
+PRESCALE_ABOVE = 1e37
 
 
 @reversible
@@ -75,10 +79,11 @@ def householder_vector(u, x):
     v[0], and ph does not move with x (no derivative of a phase, which grows like 1 / |x[0]|); the
     uncompute recomputes ph from x restored to rounding, which cannot cross the threshold unless
     Re(x[0]) lies within rounding of it. |v| = sqrt(2 |x| (|x| + ph Re(x[0]))), written so that it
-    cannot overflow. x is multiplied by r = 1 / (c |v|) after c (1, or ``RECIPROCAL_SCALE`` for a
-    tiny |v|), as larfg scales, rather than divided by |v|: the adjoint's divisions per entry were a
-    tenth of a small matrix's gradient, and a branch per entry between the two would cost as much;
-    every |c x_i| r < 1."""
+    cannot overflow, and |v| >= 1.41 |x|, so every |c x_i| r and |c |x|| r is below 0.71: no product
+    overflows. x is multiplied by the reciprocal r = 1 / (c |v|) (c: ``PRESCALE``), not divided by |v|
+    entry by entry: divisions cost the adjoint ten times a multiplication, and choosing between the
+    two per entry would cost a branch per entry. Digits |v| lost as a subnormal stay lost (the
+    division lost them too; the high-level functions scale A's columns to magnitude 1)."""
     nrm = zero(x.real.dtype)
     ph = zero(x.real.dtype)
     nv = zero(x.real.dtype)
@@ -88,7 +93,7 @@ def householder_vector(u, x):
         norm2(nrm, x)
         ph += -1.0 if x[0].real < -0.001 * nrm else 1.0
         nv += 2 * np.sqrt(nrm) * np.sqrt(0.5 * nrm + 0.5 * ph * x[0].real) if nrm > 0 else 0.0
-        c += RECIPROCAL_SCALE if nv < RECIPROCAL_MIN else 1.0
+        c += PRESCALE if nv < PRESCALE_BELOW else 1.0 / PRESCALE if nv > PRESCALE_ABOVE else 1.0
         r += 1.0 / (nv * c) if nv > 0 else 0.0
     for i in range(len(x)):
         u[i] += (x[i] * c) * r
