@@ -60,12 +60,13 @@ def reflect_columns(C, u, adjoint):
 
 
 #: ``householder_vector`` multiplies x by r = 1 / (c |v|), c a power of two that keeps r a normal
-#: number in float32 and float64 alike: ``PRESCALE`` below ``PRESCALE_BELOW`` (where 1 / |v| would
-#: overflow in float32 below about 3e-39, in float64 below about 6e-309; c |v| then lies between 2^-974,
-#: float64's smallest subnormal times c, or 2^-49 in float32, and 2^-22), 1 / ``PRESCALE`` above
-#: ``PRESCALE_ABOVE`` (where 1 / |v| would be subnormal, with fewer digits, above 2^126 in float32,
-#: 2^1022 in float64; c |v| then at most 2^28 in float32, 2^924 in float64), 1 between. c x is exact: x is scaled up, or scaled down by 2^-100 where
-#: only entries 2^-100 |v| times smaller than the largest, negligible in u, can lose digits.
+#: number in float32 and float64 alike. c = ``PRESCALE`` below ``PRESCALE_BELOW``, where 1 / |v| would
+#: overflow (in float32 below about 3e-39, in float64 below about 6e-309); c |v| then lies between
+#: 2^-974 (float64's smallest subnormal times c; 2^-49 in float32) and 2^-22. c = 1 / ``PRESCALE``
+#: above ``PRESCALE_ABOVE``, where 1 / |v| would be subnormal, with fewer digits (above 2^126 in
+#: float32, 2^1022 in float64); c |v| then at most 2^28 in float32, 2^924 in float64. c = 1 between.
+#: c x is exact: x is scaled up, or down by 2^-100, where only entries 2^-100 |v| times smaller
+#: than the largest, negligible in u, can lose digits.
 PRESCALE = 2.0 ** 100
 PRESCALE_BELOW = 1e-37
 PRESCALE_ABOVE = 1e37
@@ -80,7 +81,7 @@ def householder_vector(u, x):
     uncompute recomputes ph from x restored to rounding, which cannot cross the threshold unless
     Re(x[0]) lies within rounding of it. |v| = sqrt(2 |x| (|x| + ph Re(x[0]))), written so that it
     cannot overflow, and |v| >= 1.41 |x|, so every |c x_i| r and |c |x|| r is below 0.71: no product
-    overflows. x is multiplied by the reciprocal r = 1 / (c |v|) (c: ``PRESCALE``), not divided by |v|
+    overflows. x is multiplied by the reciprocal r = 1 / (c |v|) (c: see ``PRESCALE``), not divided by |v|
     entry by entry: divisions cost the adjoint ten times a multiplication, and choosing between the
     two per entry would cost a branch per entry. Digits |v| lost as a subnormal stay lost (the
     division lost them too; the high-level functions scale A's columns to magnitude 1)."""
