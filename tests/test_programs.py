@@ -160,6 +160,55 @@ def test_householder_vectors_either_side_of_the_prescale_thresholds(dtype):
     np.testing.assert_allclose(gy, gy1, atol=10 * tol)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_householder_on_columns_of_subnormal_norm_answers_or_refuses(dtype):
+    """The program itself (the high-level functions scale columns to magnitude 1 first) on matrices
+    whose column norms are subnormal, down to a column holding only the smallest subnormal (whose
+    |v| once came out 0: no reflection, a wrong Q returned as if right): every one either gets an
+    orthonormal Q and Q R = A, to the precision its subnormal digits hold, or is refused by the
+    uncompute's check, alone and in SIMD lanes. Where they still hold ten digits, it answers."""
+    tiny = np.finfo(dtype).smallest_subnormal
+    eps = np.finfo(dtype).eps
+    m, n = 6, 3
+    singles = []
+    for row in range(m):
+        A = np.eye(m, n, dtype=dtype)
+        A[:, 0] = 0
+        A[row, 0] = tiny  # a column of norm `tiny`: Q[:, 0] is e_row
+        singles.append(A)
+    draw = np.random.default_rng(5)
+    exponents = np.arange(np.finfo(dtype).minexp - 4, np.finfo(dtype).minexp - np.finfo(dtype).nmant, -3)
+    scaled = [np.ldexp(draw.standard_normal((m, n)), e).astype(dtype) for e in exponents]
+    qr = revdiff.batched(P.householder, ("Q", "R", "A"), layout="lanes")
+
+    def factors(A):
+        """(Q, R) alone and (Q, R) of the first of eight copies run in lanes; None for a refusal."""
+        runs = []
+        for run in (lambda: P.householder(np.zeros((m, n), dtype), np.zeros((n, n), dtype), A),
+                    lambda: tuple(x[0] for x in qr(np.zeros((8, m, n), dtype), np.zeros((8, n, n), dtype),
+                                                   np.repeat(A[None], 8, axis=0)))):
+            try:
+                runs.append(run()[:2])
+            except revdiff.ReversibilityError:
+                runs.append(None)
+        return runs
+
+    for row, A in enumerate(singles):
+        for got in factors(A):
+            if got is not None:
+                Q, R = got
+                np.testing.assert_allclose(np.abs(Q[:, 0]), np.eye(m)[row], atol=10 * eps)
+                assert abs(R[0, 0]) == tiny
+    for k, A in enumerate(scaled):
+        scale = np.abs(A).max(axis=0)
+        tol = 100 * (eps + tiny / scale.min())  # the relative precision of A's smallest column
+        for got in factors(A):
+            assert got is not None or k > 0  # 2^-4 of the smallest normal: every digit but four kept
+            if got is not None:
+                Q, R = (x.astype(np.float64) for x in got)
+                np.testing.assert_allclose(Q.T @ Q, np.eye(n), atol=tol)
+                np.testing.assert_allclose((Q @ R) / scale, A / scale, atol=tol)
+
 def test_householder_gradient_on_triangular_input():
     """The reflector of a column already zero below the diagonal is a multiple of e_1, of either sign.
     Its own matrix, not the module's random stream: a diagonal entry near 0 (1e-3, drawn by some test

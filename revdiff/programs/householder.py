@@ -80,10 +80,12 @@ def householder_vector(u, x):
     v[0], and ph does not move with x (no derivative of a phase, which grows like 1 / |x[0]|); the
     uncompute recomputes ph from x restored to rounding, which cannot cross the threshold unless
     Re(x[0]) lies within rounding of it. |v| = sqrt(2 |x| (|x| + ph Re(x[0]))), written so that it
-    cannot overflow, and |v| >= 1.41 |x|, so every |c x_i| r and |c |x|| r is below 0.71: no product
-    overflows. x is multiplied by the reciprocal r = 1 / (c |v|) (c: see ``PRESCALE``), not divided by |v|
-    entry by entry: divisions cost the adjoint ten times a multiplication, and choosing between the
-    two per entry would cost a branch per entry. Digits |v| lost as a subnormal stay lost (the
+    cannot overflow, and below ``PRESCALE_BELOW`` so that it halves no subnormal |x| (halving lost
+    |v|'s last digits, and all of them at the smallest subnormal: no reflection, a wrong Q).
+    |v| >= 1.41 |x|, so every |c x_i| r and |c |x|| r is below 0.71: no product overflows. x is
+    multiplied by the reciprocal r = 1 / (c |v|) (c: see ``PRESCALE``), not divided by |v| entry by
+    entry: divisions cost the adjoint ten times a multiplication, and choosing between the two per
+    entry would cost a branch per entry. Digits |v| lost as a subnormal stay lost (the
     division lost them too; the high-level functions scale A's columns to magnitude 1)."""
     nrm = zero(x.real.dtype)
     ph = zero(x.real.dtype)
@@ -93,7 +95,8 @@ def householder_vector(u, x):
     with routine:
         norm2(nrm, x)
         ph += -1.0 if x[0].real < -0.001 * nrm else 1.0
-        nv += 2 * np.sqrt(nrm) * np.sqrt(0.5 * nrm + 0.5 * ph * x[0].real) if nrm > 0 else 0.0
+        nv += (np.sqrt(2 * nrm) * np.sqrt(nrm + ph * x[0].real) if nrm < PRESCALE_BELOW else
+               2 * np.sqrt(nrm) * np.sqrt(0.5 * nrm + 0.5 * ph * x[0].real)) if nrm > 0 else 0.0
         c += PRESCALE if nv < PRESCALE_BELOW else 1.0 / PRESCALE if nv > PRESCALE_ABOVE else 1.0
         r += 1.0 / (nv * c) if nv > 0 else 0.0
     for i in range(len(x)):
