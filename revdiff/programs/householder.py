@@ -176,39 +176,41 @@ def reflect_block(C, Y):
 
 
 @reversible
-def reflect_vector(x, u, adjoint):
+def reflect_vector_kept(x, u, d, adjoint):
     """x <- H x, or H^H x with ``adjoint``: the reflection of ``reflect_columns`` for one vector, as a
     dot product and an axpy (a one-column C would run a loop per row; complex results may differ from
-    its in the last bit). With s as there, the coefficient d = u^H x is subtracted (x -= s d u) and
-    uncomputed from the reflected x, whose u^H x is (1 - s) d."""
+    its in the last bit), its coefficient kept: d[0] += u^H x, d a one-entry view of the caller's,
+    zero on entry, which stays until the caller uncomputes the reflection (``apply_reflectors``) and
+    checks it is back to zero. x -= s d[0] u, s as in ``reflect_columns``. Reading x twice, not three
+    times as a reflection that uncomputes its own coefficient does; and, d not being an ancilla here,
+    no magnitudes of u and x are scanned for its zero check (the caller's scale of d covers it: the
+    magnitudes of d and of the x it reflected)."""
     s = zero(x.dtype)
-    d = zero(x.dtype)
     with routine:
         s += (np.conj(2 * u[0].real / u[0]) if adjoint else 2 * u[0].real / u[0]) if u[0] != 0 else 0.0
-    d += np.vdot(u, x)
-    x[:] -= (s * d) * u
-    d *= -(1.0 - s)
-    d += np.vdot(u, x)
+    d[0] += np.vdot(u, x)
+    x[:] -= (s * d[0]) * u
     ~routine
-    del d
     del s
 
 
 @reversible
-def apply_reflectors(x, V):
-    """x <- H_0^H ... H_{p-1}^H x for the reflectors in V's columns, one reflection at a time."""
+def apply_reflectors(x, V, D):
+    """x <- H_0^H ... H_{p-1}^H x for the reflectors in V's columns, one reflection at a time, the
+    coefficient of reflection k kept in D[k] (D (p,) zero on entry; the caller uncomputes it with x)."""
     p = V.shape[1]
     for k in range(p - 1, -1, -1):
-        reflect_vector(x[k:], V[k:, k], True)
+        reflect_vector_kept(x[k:], V[k:, k], D[k:k + 1], True)
 
 
 @reversible
-def apply_reflectors_adjoint(x, V):
-    """x <- H_{p-1} ... H_0 x, what the triangularisation did to A: ``apply_reflectors``' inverse
-    written forward, so that programs using it compile no inverse of ``reflect_vector``."""
+def apply_reflectors_adjoint(x, V, D):
+    """x <- H_{p-1} ... H_0 x, what the triangularisation did to A: ``apply_reflectors``' inverse on
+    x written forward (its coefficients kept in D as there), so that programs using it compile no
+    inverse of ``reflect_vector_kept``."""
     p = V.shape[1]
     for k in range(p):
-        reflect_vector(x[k:], V[k:, k], False)
+        reflect_vector_kept(x[k:], V[k:, k], D[k:k + 1], False)
 
 
 @reversible

@@ -71,16 +71,20 @@ def _projection(name: str, qr):
 def reflected_projection(z, y, V, r):
     """z += H E_r E_r^H H^H y, the projection onto the first r columns of Q = H E D, for
     H = H_0^H ... H_{p-1}^H and the reflectors H_k in V's columns (``householder.apply_reflectors``)."""
-    m = V.shape[0]
+    m, p = V.shape
     reflected = zeros(m, V.dtype)  # H^H y
     projected = zeros(m, V.dtype)  # H E_r E_r^H H^H y
+    inward = zeros(p, V.dtype)  # the coefficients of both sets of reflections (kept until uncomputed)
+    outward = zeros(p, V.dtype)
     with routine:
         reflected[:] += y
-        apply_reflectors_adjoint(reflected, V)
+        apply_reflectors_adjoint(reflected, V, inward)
         projected[:r] += reflected[:r]
-        apply_reflectors(projected, V)
+        apply_reflectors(projected, V, outward)
     z[:] += projected
     ~routine
+    del outward
+    del inward
     del projected
     del reflected
 
@@ -188,14 +192,16 @@ def _householder_least_squares(name: str, triangularize_):
         V = zeros((m, n), A.dtype)
         K = zeros((n, n), A.dtype)
         c = zeros(m, A.dtype)
+        D = zeros(n, A.dtype)  # the reflections' coefficients (kept until uncomputed)
         with routine:
             add_into(W, A)
             triangularize_(W, V, K)
             c[:] += y
-            apply_reflectors_adjoint(c, V)
+            apply_reflectors_adjoint(c, V, D)
         solve_upper(x, W, c[:n])
         upper_factor(R, W)
         ~routine
+        del D
         del c
         del K
         del V
