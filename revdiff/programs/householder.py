@@ -59,14 +59,15 @@ def reflect_columns(C, u, adjoint):
     del s
 
 
-#: ``householder_vector`` multiplies x by r = 1 / (c |v|), c a power of two that keeps r a normal
-#: number in float32 and float64 alike. c = ``PRESCALE`` below ``PRESCALE_BELOW``, where 1 / |v| would
-#: overflow (in float32 below about 3e-39, in float64 below about 6e-309); c |v| then lies between
-#: 2^-974 (float64's smallest subnormal times c; 2^-49 in float32) and 2^-22. c = 1 / ``PRESCALE``
-#: above ``PRESCALE_ABOVE``, where 1 / |v| would be subnormal, with fewer digits (above 2^126 in
-#: float32, 2^1022 in float64); c |v| then at most 2^28 in float32, 2^924 in float64. c = 1 between.
-#: c x is exact: x is scaled up, or down by 2^-100, where only entries 2^-100 |v| times smaller
-#: than the largest, negligible in u, can lose digits.
+#: ``householder_vector`` computes c |v| and multiplies x by r = 1 / (c |v|), c a power of two chosen
+#: from |x| (|v| lies between 1.41 |x| and 2 |x|) so that c |x|, c |v| and r are normal numbers in
+#: float32 and float64 alike. c = ``PRESCALE`` below ``PRESCALE_BELOW``, where |v| may be subnormal
+#: (1 / |v| overflows in float32 below about 3e-39) and c |v| then lies between 1.41 2^-974 (float64's
+#: smallest subnormal times c; 1.41 2^-49 in float32) and 2^-21. c = 1 / ``PRESCALE`` above
+#: ``PRESCALE_ABOVE``, where 2 |x| may overflow and 1 / |v| be subnormal (above 2^126 in float32) and
+#: c |v| then lies between 2^23 and 2^29 in float32 (2^925 in float64). c = 1 between. c x is exact:
+#: x is scaled up, or down by 2^-100, where only entries 2^-100 |x| times smaller than the largest,
+#: negligible in u, can lose digits.
 PRESCALE = 2.0 ** 100
 PRESCALE_BELOW = 1e-37
 PRESCALE_ABOVE = 1e37
@@ -79,33 +80,33 @@ def householder_vector(u, x):
     complex); u stays 0 when x = 0. ph = -1 where Re(x[0]) < -|x| / 1000, else 1: no cancellation in
     v[0], and ph does not move with x (no derivative of a phase, which grows like 1 / |x[0]|); the
     uncompute recomputes ph from x restored to rounding, which cannot cross the threshold unless
-    Re(x[0]) lies within rounding of it. |v| = sqrt(2 |x| (|x| + ph Re(x[0]))), written so that it
-    cannot overflow, and below ``PRESCALE_BELOW`` so that it halves no subnormal |x| (halving lost
-    |v|'s last digits, and all of them at the smallest subnormal: no reflection, a wrong Q).
-    |v| >= 1.41 |x|, so every |c x_i| r and |c |x|| r is below 0.71: no product overflows. x is
-    multiplied by the reciprocal r = 1 / (c |v|) (c: see ``PRESCALE``), not divided by |v| entry by
-    entry: divisions cost the adjoint ten times a multiplication, and choosing between the two per
-    entry would cost a branch per entry. Digits |v| lost as a subnormal stay lost (the
-    division lost them too; the high-level functions scale A's columns to magnitude 1)."""
+    Re(x[0]) lies within rounding of it. nv = c |v| = 2 sqrt(c |x|) sqrt((c |x| + ph c Re(x[0])) / 2)
+    (c: see ``PRESCALE``), in which nothing overflows, no subnormal is halved and |v| itself, which may
+    be neither normal nor finite, is never formed; |v| >= 1.41 |x|, so every |c x_i| r and
+    |c |x|| r is below 0.71. x is multiplied by the reciprocal r = 1 / (c |v|), not divided by |v|
+    entry by entry: divisions cost the adjoint ten times a multiplication, and choosing between the
+    two per entry would cost a branch per entry. Where |x| itself is subnormal, its rounding (the
+    norm of a column of subnormals keeps only their digits) makes u a unit vector only to those
+    digits, and the uncompute's checks refuse what they cannot verify (the high-level functions
+    scale A's columns to magnitude 1 first)."""
     nrm = zero(x.real.dtype)
     ph = zero(x.real.dtype)
-    nv = zero(x.real.dtype)
     c = zero(x.real.dtype)
+    nv = zero(x.real.dtype)
     r = zero(x.real.dtype)
     with routine:
         norm2(nrm, x)
         ph += -1.0 if x[0].real < -0.001 * nrm else 1.0
-        nv += (np.sqrt(2 * nrm) * np.sqrt(nrm + ph * x[0].real) if nrm < PRESCALE_BELOW else
-               2 * np.sqrt(nrm) * np.sqrt(0.5 * nrm + 0.5 * ph * x[0].real)) if nrm > 0 else 0.0
-        c += PRESCALE if nv < PRESCALE_BELOW else 1.0 / PRESCALE if nv > PRESCALE_ABOVE else 1.0
-        r += 1.0 / (nv * c) if nv > 0 else 0.0
+        c += PRESCALE if nrm < PRESCALE_BELOW else 1.0 / PRESCALE if nrm > PRESCALE_ABOVE else 1.0
+        nv += 2 * np.sqrt(c * nrm) * np.sqrt(0.5 * (c * nrm) + 0.5 * ph * (c * x[0].real)) if nrm > 0 else 0.0
+        r += 1.0 / nv if nv > 0 else 0.0
     for i in range(len(x)):
         u[i] += (x[i] * c) * r
     u[0] += (nrm * c) * r * ph
     ~routine
     del r
-    del c
     del nv
+    del c
     del ph
     del nrm
 
@@ -179,12 +180,12 @@ def reflect_block(C, Y):
 def reflect_vector_kept(x, u, d, adjoint):
     """x <- H x, or H^H x with ``adjoint``: the reflection of ``reflect_columns`` for one vector, as a
     dot product and an axpy (a one-column C would run a loop per row; complex results may differ from
-    its in the last bit), its coefficient kept: d[0] += u^H x, d a one-entry view of the caller's,
-    zero on entry, which stays until the caller uncomputes the reflection (``apply_reflectors``) and
-    checks it is back to zero. x -= s d[0] u, s as in ``reflect_columns``. Reading x twice, not three
-    times as a reflection that uncomputes its own coefficient does; and, d not being an ancilla here,
-    no magnitudes of u and x are scanned for its zero check (the caller's scale of d covers it: the
-    magnitudes of d and of the x it reflected)."""
+    its in the last bit), its coefficient kept: d[0] += u^H x (without s), d a one-entry view, zero
+    on entry, of an ancilla of the program that uncomputes the reflection and checks d is back to zero
+    (``reflected_projection``, the Householder least squares). x -= s d[0] u, s as in
+    ``reflect_columns``. x is read twice, not three times as by a reflection that uncomputes its own
+    coefficient, and d being no ancilla here, u and x are not scanned for a zero check's scale (the
+    owner's scale of d is at least d's magnitude and that of the x it reflected)."""
     s = zero(x.dtype)
     with routine:
         s += (np.conj(2 * u[0].real / u[0]) if adjoint else 2 * u[0].real / u[0]) if u[0] != 0 else 0.0
@@ -195,22 +196,23 @@ def reflect_vector_kept(x, u, d, adjoint):
 
 
 @reversible
-def apply_reflectors(x, V, D):
-    """x <- H_0^H ... H_{p-1}^H x for the reflectors in V's columns, one reflection at a time, the
-    coefficient of reflection k kept in D[k] (D (p,) zero on entry; the caller uncomputes it with x)."""
+def apply_reflectors(x, V, coefficients):
+    """x <- H_0^H ... H_{p-1}^H x for the reflectors in V's columns, one reflection at a time, with
+    ``coefficients`` (p,) zero on entry: entry k receives u_k^H x as reflection k meets x
+    (``reflect_vector_kept``), for the caller to uncompute."""
     p = V.shape[1]
     for k in range(p - 1, -1, -1):
-        reflect_vector_kept(x[k:], V[k:, k], D[k:k + 1], True)
+        reflect_vector_kept(x[k:], V[k:, k], coefficients[k:k + 1], True)
 
 
 @reversible
-def apply_reflectors_adjoint(x, V, D):
-    """x <- H_{p-1} ... H_0 x, what the triangularisation did to A: ``apply_reflectors``' inverse on
-    x written forward (its coefficients kept in D as there), so that programs using it compile no
+def apply_reflectors_adjoint(x, V, coefficients):
+    """x <- H_{p-1} ... H_0 x, what the triangularisation did to A, with ``coefficients`` as in
+    ``apply_reflectors``: its inverse on x written forward, so that programs using it compile no
     inverse of ``reflect_vector_kept``."""
     p = V.shape[1]
     for k in range(p):
-        reflect_vector_kept(x[k:], V[k:, k], D[k:k + 1], False)
+        reflect_vector_kept(x[k:], V[k:, k], coefficients[k:k + 1], False)
 
 
 @reversible

@@ -74,17 +74,17 @@ def reflected_projection(z, y, V, r):
     m, p = V.shape
     reflected = zeros(m, V.dtype)  # H^H y
     projected = zeros(m, V.dtype)  # H E_r E_r^H H^H y
-    inward = zeros(p, V.dtype)  # the coefficients of both sets of reflections (kept until uncomputed)
-    outward = zeros(p, V.dtype)
+    reflected_coefficients = zeros(p, V.dtype)  # u_k^H of what each reflection into H^H y met
+    projected_coefficients = zeros(p, V.dtype)  # the same, on the way back to z
     with routine:
         reflected[:] += y
-        apply_reflectors_adjoint(reflected, V, inward)
+        apply_reflectors_adjoint(reflected, V, reflected_coefficients)
         projected[:r] += reflected[:r]
-        apply_reflectors(projected, V, outward)
+        apply_reflectors(projected, V, projected_coefficients)
     z[:] += projected
     ~routine
-    del outward
-    del inward
+    del projected_coefficients
+    del reflected_coefficients
     del projected
     del reflected
 
@@ -192,16 +192,16 @@ def _householder_least_squares(name: str, triangularize_):
         V = zeros((m, n), A.dtype)
         K = zeros((n, n), A.dtype)
         c = zeros(m, A.dtype)
-        D = zeros(n, A.dtype)  # the reflections' coefficients (kept until uncomputed)
+        coefficients = zeros(n, A.dtype)  # u_k^H of what each reflection of y met
         with routine:
             add_into(W, A)
             triangularize_(W, V, K)
             c[:] += y
-            apply_reflectors_adjoint(c, V, D)
+            apply_reflectors_adjoint(c, V, coefficients)
         solve_upper(x, W, c[:n])
         upper_factor(R, W)
         ~routine
-        del D
+        del coefficients
         del c
         del K
         del V
