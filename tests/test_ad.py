@@ -181,6 +181,25 @@ def test_runtime_checks_stay_on_in_the_adjoint():
         revdiff.vjp(drifting, 0.0, 1.0)
 
 
+def test_an_ancilla_that_held_an_infinity_fails_its_check():
+    """x * 1e30 in float64 stored into a float32 ancilla overflows to inf, and inf - x * 1e30 is inf
+    again: a tolerance relative to the largest magnitude held would be infinite and let it pass.
+    The same program where nothing overflows answers."""
+    @reversible
+    def scaled_square(y, x):
+        t = zero(x.dtype)
+        with routine:
+            t += x * 1e30
+        y += t * t
+        ~routine
+        del t
+
+    y = np.zeros(1, np.float32)[0]
+    assert np.isfinite(scaled_square(y, np.float32(1e-20))[0])
+    with pytest.raises(revdiff.ReversibilityError, match="which must be finite"):
+        scaled_square(y, np.float32(1e10))
+
+
 @reversible
 def long_loop(s, x, n):
     for i in range(n):
