@@ -181,10 +181,11 @@ def test_runtime_checks_stay_on_in_the_adjoint():
         revdiff.vjp(drifting, 0.0, 1.0)
 
 
-def test_an_ancilla_that_held_an_infinity_fails_its_check():
+def test_an_ancilla_left_holding_an_infinity_fails_its_check():
     """x * 1e30 in float64 stored into a float32 ancilla overflows to inf, and inf - x * 1e30 is inf
-    again: a tolerance relative to the largest magnitude held would be infinite and let it pass.
-    The same program where nothing overflows answers."""
+    again: a tolerance relative to the largest magnitude held, uncapped, would be infinite and let it
+    pass. The same program where nothing overflows answers, and so does an ancilla back to zero whose
+    scale an infinite operand raised (min(x, cap) with cap = inf; a dot product of max and 0)."""
     @reversible
     def scaled_square(y, x):
         t = zero(x.dtype)
@@ -196,8 +197,36 @@ def test_an_ancilla_that_held_an_infinity_fails_its_check():
 
     y = np.zeros(1, np.float32)[0]
     assert np.isfinite(scaled_square(y, np.float32(1e-20))[0])
-    with pytest.raises(revdiff.ReversibilityError, match="which must be finite"):
+    with pytest.raises(revdiff.ReversibilityError, match="at most the largest float"):
         scaled_square(y, np.float32(1e10))
+    assert capped_square(0.0, 2.0, np.inf)[0] == 4.0
+    big = np.finfo(np.float64).max
+    assert dot_square(0.0, np.array([big, 0.0]), np.array([0.0, 1e10]))[0] == 0.0
+
+
+@reversible
+def clipped_into(t, x, cap):
+    t += min(x, cap)
+
+
+@reversible
+def capped_square(y, x, cap):
+    t = zero()
+    with routine:
+        clipped_into(t, x, cap)
+    y += t * t
+    ~routine
+    del t
+
+
+@reversible
+def dot_square(y, a, b):
+    s = zero(a.dtype)
+    with routine:
+        s += np.dot(a, b)
+    y += s * s
+    ~routine
+    del s
 
 
 @reversible

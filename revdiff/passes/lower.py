@@ -12,7 +12,7 @@ from revdiff.ir import algebra as A
 from revdiff.ir import views
 from revdiff.ir.checks import CheckInfo, failure_code, register
 from revdiff.ir.high import (Alloc, Bind, Call, CallFn, Compare, Compute, Const, Dealloc, For, If, Index,
-                             Instr, Name, Select, Shape, Unary, Uncompute, While, names_read, walk_expr)
+                             Instr, Name, Shape, Unary, Uncompute, While, names_read, walk_expr)
 from revdiff.ir.options import Options
 from revdiff.ir.low import Branch, Check, Comment, HostCall, Invoke, Local, Loop, Repeat, Zero
 from revdiff.ir.types import VarType
@@ -26,7 +26,7 @@ from revdiff.passes.scales import ScaleTracking
 from revdiff.primitives import INSTRUCTIONS
 from revdiff.primitives.printer import expr_source
 
-#: the largest finite float64: an ancilla's scale above it (inf, NaN) fails its zero check
+#: the largest finite float64, the cap of an ancilla's scale in its zero check
 _LARGEST = 1.7976931348623157e308
 
 
@@ -260,15 +260,15 @@ class Lowerer(AliasChecks, ScaleTracking):
         if not self.options.check:
             return
         t = self.env[name]
-        scale = Name(f"_scale_{name}")
-        # an ancilla that held an infinity (a float32 store of a wider value that overflowed) is never
-        # back to zero: its tolerance would be infinite too, and pass whatever it holds
-        tol = Select(Compare("<=", scale, Const(_LARGEST)),
-                     A.add(Const(self.options.atol), A.mul(Const(self.options.rtol_for(t.dtype)), scale)), Const(-1.0))
+        # the scale capped at the largest float: an ancilla left holding an infinity (a float32 store of a
+        # wider value that overflowed, inf - x = inf) fails, where an infinite tolerance passed it; one
+        # back to zero passes, also where an operand it summed or a scalar a call read was infinite
+        scale = Call("min", (Name(f"_scale_{name}"), Const(_LARGEST)))
+        tol = A.add(Const(self.options.atol), A.mul(Const(self.options.rtol_for(t.dtype)), scale))
         if t.kind in ("int", "bool"):
             tol = Const(0)
         tolerance = (f"(tolerance atol={self.options.atol:g}, rtol={self.options.rtol_for(t.dtype):g} of "
-                     f"{'its largest magnitude, which must be finite' if value is None else 'the value'})")
+                     f"{'its largest magnitude, at most the largest float' if value is None else 'the value'})")
         what = f"ancilla '{name}'" if not t.is_array else f"ancilla array '{name}'"
         message = f"{what} is not zero at deallocation {tolerance}" if value is None else \
             f"{what} no longer equals {expr_source(value)}, the value it was allocated as a copy of {tolerance}"
