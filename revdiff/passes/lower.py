@@ -6,6 +6,7 @@ is ``lower(invert(body))``; the adjoint pass (``adjoint.py``) extends this class
 """
 from __future__ import annotations
 
+import sys
 from contextlib import contextmanager
 
 from revdiff.ir import algebra as A
@@ -27,7 +28,7 @@ from revdiff.primitives import INSTRUCTIONS
 from revdiff.primitives.printer import expr_source
 
 #: the largest finite float64, the cap of an ancilla's scale in its zero check
-_LARGEST = 1.7976931348623157e308
+_LARGEST = sys.float_info.max
 
 
 class Lowerer(AliasChecks, ScaleTracking):
