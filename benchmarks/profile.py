@@ -5,7 +5,7 @@ BLAS, the kernel: ``clear_page`` there is fresh memory being zeroed). Only sampl
 timed calls run are counted; the set-up and the first (compiling) call are not.
 
     python benchmarks/profile.py [--shape 10000x32x16] [--loss projection|qr] [--method cgs2]
-                                 [--dtype float64] [--repeats 10] [--top 12]
+                                 [--dtype float64] [--repeats 10] [--top 12] [--functions 0]
 
 Needs ``perf`` (linux-tools) and permission to sample the process (``perf_event_paranoid`` <= 2).
 """
@@ -73,6 +73,8 @@ def main() -> None:
     parser.add_argument("--dtype", default="float64", choices=("float32", "float64"))
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--top", type=int, default=12, help="rows of compiled programs to list")
+    parser.add_argument("--functions", type=int, default=0,
+                        help="also list this many functions of the libraries (BLAS's kernels, libc's memset)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     a = parser.parse_args()
     if a.child:
@@ -88,7 +90,7 @@ def main() -> None:
                                    *arguments])
         if recorded.returncode or not os.path.exists(window):
             sys.exit("perf record failed (is perf_event_paranoid above 2? see its message above)")
-        samples = subprocess.run(["perf", "script", "-i", data, "-F", "time,ip,dso"], check=True,
+        samples = subprocess.run(["perf", "script", "-i", data, "-F", "time,ip,sym,dso"], check=True,
                                  capture_output=True, text=True).stdout.splitlines()
         with open(window) as f:
             run = json.load(f)
@@ -96,11 +98,13 @@ def main() -> None:
     addresses = [address for address, _ in table]
     places: collections.Counter = collections.Counter()
     programs: collections.Counter = collections.Counter()
+    functions: collections.Counter = collections.Counter()
     for line in samples:
         fields = line.split()
         if len(fields) < 3:
             continue
-        stamp, ip, dso = float(fields[0].rstrip(":")), int(fields[1], 16), fields[2]
+        stamp, ip, dso = float(fields[0].rstrip(":")), int(fields[1], 16), fields[-1]
+        symbol = " ".join(fields[2:-1])
         if not run["start"] <= stamp <= run["end"]:
             continue
         if "perf-" in dso and dso.endswith(".map)"):  # the JIT's code: no file behind it
@@ -108,8 +112,9 @@ def main() -> None:
             places["compiled programs"] += 1
             programs[program_name(table[k][1]) if k >= 0 else "(unknown)"] += 1
         else:
-            library = os.path.basename(dso.strip("()"))
-            places[re.sub(r"(\.cpython.*|-[0-9a-f]{8}.*|\.so.*)$", "", library)] += 1
+            library = re.sub(r"(\.cpython.*|-[0-9a-f]{8}.*|\.so.*)$", "", os.path.basename(dso.strip("()")))
+            places[library] += 1
+            functions[f"{library}: {re.sub(r'[+]0x[0-9a-f]+$', '', symbol)}"] += 1
     total = sum(places.values()) or 1
     print(f"{a.loss} gradient, {a.dtype} {a.shape}, method {a.method}, one core: {1e3 * run['seconds']:.1f} ms a "
           f"call, {total} samples in the timed calls")
@@ -119,6 +124,10 @@ def main() -> None:
     print("\n| compiled program | share of all samples |\n|---|---|")
     for name, count in programs.most_common(a.top):
         print(f"| {name} | {100 * count / total:.1f} % |")
+    if a.functions:
+        print("\n| library function | share of all samples |\n|---|---|")
+        for name, count in functions.most_common(a.functions):
+            print(f"| {name} | {100 * count / total:.1f} % |")
 
 
 if __name__ == "__main__":

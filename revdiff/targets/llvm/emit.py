@@ -5,8 +5,10 @@ shape and its byte strides; a scalar parameter as a pointer to it, read at entry
 exit (a program returns its scalar parameters, ``ir/low.py``). Every variable lives in a stack slot
 (LLVM's first passes turn them into registers); integers compute in i64, bools in i1, floats and
 complex numbers in their own precision (``passes/infer.py``'s types: the widest float operand's).
-Ancilla arrays come from calloc and are freed at the function's one exit. A failed check writes the
-error record and leaves through that exit (``ir/checks.py``).
+Ancilla arrays come from a buffer in the function's stack frame while they fit in it
+(``FRAME_ANCILLA_BYTES``: the small ancillas of lane programs, which a call allocates by the thousand),
+else from calloc, and are freed at the function's one exit. A failed check writes the error record and
+leaves through that exit (``ir/checks.py``).
 
 No fast-math flags and no FMA contraction: the value an instruction adds going forward is the value
 its inverse subtracts.
@@ -27,6 +29,11 @@ from revdiff.ir.low import (Assign, AugAssign, Branch, Check, Comment, HostCall,
 from revdiff.ir.types import VarType, dtype_for, join
 from revdiff.passes.infer import TypeEnv, expr_type
 from revdiff.primitives.printer import expr_source
+
+#: bytes of a function's stack frame its ancilla arrays are taken from, in order, while they fit (then
+#: calloc): 64×32 float64 in lanes of 8 fits whole (a reflection's two vectors, 6 KiB). Calls nest
+#: as deep as the program's calls (no recursion), so a chain of ten holds 80 KiB of a thread's stack.
+FRAME_ANCILLA_BYTES = 8192
 
 
 @dataclass(frozen=True)
@@ -130,6 +137,13 @@ class FunctionEmitter(Calls):
                 v = self._tmp()
                 entry.append(f"  {v} = load {MEMORY[t.dtype]}, ptr %{ident(p, '.ref')}")
                 entry.append(f"  store {MEMORY[t.dtype]} {v}, ptr {self.slots[p].ref}")
+        if self.owned_names:
+            entry.append(f"  %ancilla.frame = alloca [{FRAME_ANCILLA_BYTES} x i8], align 64")
+            entry.append("  %ancilla.frame.used = alloca i64")
+            entry.append("  store i64 0, ptr %ancilla.frame.used")
+            for name in sorted(self.owned_names):
+                entry.append(f"  {self._on_heap(name)} = alloca i1")
+                entry.append(f"  store i1 false, ptr {self._on_heap(name)}")
         self.entry_lines = entry
         self.lines.append("body:")
         self.block = "body"
@@ -142,9 +156,7 @@ class FunctionEmitter(Calls):
             self.out(f"{v} = load {MEMORY[t.dtype]}, ptr {self.slots[p].ref}")
             self.out(f"store {MEMORY[t.dtype]} {v}, ptr %{ident(p, '.ref')}")
         for name in self.owned:
-            data = self._tmp()
-            self.out(f"{data} = load ptr, ptr {self.arrays[name].data}")
-            self.out(f"call void @free(ptr {data})")
+            self.out(f"call void @free(ptr {self._heap_data(name)})")
         if self.owned:
             self.libm.add(("free", "ptr"))
         self.out("ret void")
@@ -352,15 +364,30 @@ class FunctionEmitter(Calls):
         fail, go = self._new_label("nomem"), self._new_label("calloc")
         self._cond_br(refuse, fail, go)
         self._label(go)
-        old = self._op(f"load ptr, ptr {slot.data}")
-        self.out(f"call void @free(ptr {old})")
+        self.out(f"call void @free(ptr {self._heap_data(s.name)})")
         self.out(f"store ptr null, ptr {slot.data}")
         strides, size = self.padded_layout(dims, item)
         count = self._op(f"select i1 {self._op(f'icmp eq i64 {size}, 0')}, i64 {item}, i64 {size}")
         nbytes = self._op(f"add i64 {count}, {self.stagger(s.name)}")
+        # from the frame's buffer while it fits (64-byte aligned), else from the heap
+        used = self._op("load i64, ptr %ancilla.frame.used")
+        padded = self._op(f"add i64 {nbytes}, 63")
+        end = self._op(f"and i64 {self._op(f'add i64 {used}, {padded}')}, -64")
+        in_frame, on_heap, got = self._new_label("frame"), self._new_label("heap"), self._new_label("got")
+        self._cond_br(self._op(f"icmp ule i64 {end}, {FRAME_ANCILLA_BYTES}"), in_frame, on_heap)
+        self._label(in_frame)
+        self.out("store i64 " + end + ", ptr %ancilla.frame.used")
+        framed = self._op(f"getelementptr i8, ptr %ancilla.frame, i64 {used}")
+        self.libm.add(("memset", "ptr"))
+        self.out(f"call void @llvm.memset.p0.i64(ptr {framed}, i8 0, i64 {nbytes}, i1 false)")
+        self.out(f"store ptr {framed}, ptr {slot.data}")
+        self.out(f"store i1 false, ptr {self._on_heap(s.name)}")
+        self._br(got)
+        self._label(on_heap)
         data = self._op(f"call ptr @calloc(i64 {nbytes}, i64 1)")
         self.libm |= {("calloc", "ptr"), ("free", "ptr")}
-        got = self._new_label("got")
+        self.out(f"store ptr {data}, ptr {slot.data}")
+        self.out(f"store i1 true, ptr {self._on_heap(s.name)}")
         self._cond_br(self._op(f"icmp eq ptr {data}, null"), fail, got)
         self._label(fail)
         code = s.alloc if s.alloc is not None else failure_code(0, UNTRACKED)
@@ -370,13 +397,21 @@ class FunctionEmitter(Calls):
         self.out(f"store double {entries}, ptr {at}")
         self._br("exit")
         self._label(got)
-        self.out(f"store ptr {data}, ptr {slot.data}")
         for d, ref in zip(dims, slot.shape):
             self.out(f"store i64 {d}, ptr {ref}")
         for st, ref in zip(strides, slot.strides):
             self.out(f"store i64 {st}, ptr {ref}")
         self._br(done)
         self._label(done)
+
+    def _on_heap(self, name: str) -> str:
+        """The stack slot of the flag saying that ancilla ``name``'s data came from calloc."""
+        return f"%{ident(name, '.on.heap')}"
+
+    def _heap_data(self, name: str) -> str:
+        """Ancilla ``name``'s data pointer where calloc gave it, else null: what to free."""
+        data = self._op(f"load ptr, ptr {self.arrays[name].data}")
+        return self._op(f"select i1 {self._op(f'load i1, ptr {self._on_heap(name)}')}, ptr {data}, ptr null")
 
     def stagger(self, name: str) -> int:
         """The offset of ancilla array ``name``'s data in its allocation: ancillas of one program
