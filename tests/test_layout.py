@@ -126,3 +126,41 @@ def test_a_padded_ancilla_cleared_for_reuse_in_the_adjoint_gives_the_gradient(m,
     np.testing.assert_array_equal(gA, 3 * W @ B.T)
     np.testing.assert_array_equal(gB, 3 * A.T @ W)
     np.testing.assert_array_equal(gW, 3 * A @ B)
+
+
+@reversible
+def growing_sums(out, x, big):
+    """out[0] += sum_k sum_{i <= k} x[i]^2 through a work copy of x[:k + 1] made in each round (a new
+    shape each time: the frame's ancilla buffer fills up, and calloc takes over), and
+    out[1] += sum big^2 through a work copy too large for the frame."""
+    n = len(x)
+    B = zeros(len(big), x.dtype)
+    B[:] += big
+    for k in range(n):
+        w = zeros(k + 1, x.dtype)
+        w[:] += x[:k + 1]
+        for i in range(k + 1):
+            out[0] += w[i] * x[i]
+        w[:] -= x[:k + 1]
+        del w
+    for i in range(len(big)):
+        out[1] += B[i] * big[i]
+    B[:] -= big
+    del B
+
+
+@pytest.mark.parametrize("n", [0, 3, 200])
+def test_ancillas_from_the_frame_and_from_the_heap_hold_what_was_written(n):
+    """Ancillas come from a buffer in the function's frame while they fit (``FRAME_ANCILLA_BYTES``),
+    else from calloc: 200 work copies of growing length outgrow the buffer, a 4000-entry one never fits
+    it; integer-valued entries give exact sums, and the gradient is the closed form's."""
+    from revdiff.targets.llvm.memory import FRAME_ANCILLA_BYTES
+    assert 4000 * 8 > FRAME_ANCILLA_BYTES and 200 * 201 // 2 * 8 > FRAME_ANCILLA_BYTES
+    rng = np.random.default_rng(n)
+    x, big = rng.integers(-8, 9, n).astype(float), rng.integers(-8, 9, 4000).astype(float)
+    out = growing_sums(np.zeros(2), x, big)[0]
+    assert out[0] == sum((x[:k + 1] ** 2).sum() for k in range(n)) and out[1] == (big ** 2).sum()
+    _, pullback = revdiff.vjp(growing_sums, np.zeros(2), x, big)
+    _, gx, gbig = pullback(np.array([1.0, 1.0]), np.zeros(n), np.zeros(4000))
+    np.testing.assert_array_equal(gx, 2 * x * np.arange(n, 0, -1))
+    np.testing.assert_array_equal(gbig, 2 * big)

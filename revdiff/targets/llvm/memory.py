@@ -1,16 +1,19 @@
 """Memory in the LLVM emitter: stack slots of variables, arrays as (data, shape, byte strides), the
 views NumPy's basic indexing makes (integers fix axes, slices keep them, negative indices count from
-the end), and loads and stores in each dtype's memory type (narrow integers widened to i64, bools
-stored as bytes)."""
+the end), loads and stores in each dtype's memory type (narrow integers widened to i64, bools
+stored as bytes), and the allocation of ancilla arrays (from a buffer in the function's frame while
+they fit, else from calloc)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from revdiff.targets.llvm.arithmetic import Arithmetic
-from revdiff.targets.llvm.builder import EmitError, vartype
+from revdiff.targets.llvm.builder import EmitError, ident, vartype
 from revdiff.targets.llvm.types import INT, ITEMSIZE, MEMORY, UNSIGNED, scalar
-from revdiff.targets.llvm.values import Array, Scalar
+from revdiff.targets.llvm.values import Array, Scalar, float_constant
+from revdiff.ir.checks import UNTRACKED, failure_code
 from revdiff.ir.high import BinOp, Call, Const, Index, Name, Shape, Slice
+from revdiff.ir.low import Zero
 from revdiff.primitives.printer import expr_source
 
 
@@ -37,6 +40,11 @@ L1_BYTES = 32768
 #: Row strides that are multiples of this many bytes (two cache lines) are candidates for padding:
 #: below it rows spread over most sets, or the walk outgrows the cache whatever their layout.
 PADDED_STRIDE_QUANTUM = 128
+
+#: bytes of a function's stack frame its ancilla arrays are taken from, in order, while they fit (then
+#: calloc): 64×32 float64 in lanes of 8 fits whole (a reflection's two vectors, 6 KiB). Calls nest
+#: as deep as the program's calls (no recursion), so a chain of ten holds 80 KiB of a thread's stack.
+FRAME_ANCILLA_BYTES = 8192
 
 
 class Memory(Arithmetic):
@@ -210,3 +218,109 @@ class Memory(Arithmetic):
             span = self._op(f"sdiv i64 {self._op(f'add i64 {distance}, {-step - 1}')}, {-step}")
         length = self._op(f"select i1 {self._op(f'icmp slt i64 {span}, 0')}, i64 0, i64 {span}")
         return start, length, step
+
+    # ---------------------------------------------------------------- ancilla arrays
+
+    def ancilla_frame(self) -> list:
+        """The entry block's lines that set up the ancilla buffer in the frame (``FRAME_ANCILLA_BYTES``)
+        and each ancilla's flag saying that calloc gave its data."""
+        if not self.owned_names:
+            return []
+        lines = [f"  %ancilla.frame = alloca [{FRAME_ANCILLA_BYTES} x i8], align 64",
+                 "  %ancilla.frame.used = alloca i64", "  store i64 0, ptr %ancilla.frame.used"]
+        for name in sorted(self.owned_names):
+            lines += [f"  {self._on_heap(name)} = alloca i1", f"  store i1 false, ptr {self._on_heap(name)}"]
+        return lines
+
+    def zero(self, s: Zero) -> None:
+        if s.shape is None:
+            t = vartype(s.dtype)
+            self.store(Name(s.name), self.convert(Scalar("0", INT), scalar(t)))
+            return
+        slot = self.arrays[s.name]
+        if s.name not in self.owned:
+            self.owned.append(s.name)
+        dims = [self.convert(self.expr(x), INT).ref for x in s.shape]
+        item = ITEMSIZE[s.dtype]
+        allocate, done = self._new_label("alloc"), self._new_label("allocated")
+        if s.reuse:  # the array it holds has this shape: clear it
+            old = self._op(f"load ptr, ptr {slot.data}")
+            same = self._op(f"icmp ne ptr {old}, null")
+            for d, ref in zip(dims, slot.shape):
+                have = self._op(f"load i64, ptr {ref}")
+                same = self._op(f"and i1 {same}, {self._op(f'icmp eq i64 {have}, {d}')}")
+            clear = self._new_label("clear")
+            self._cond_br(same, clear, allocate)
+            self._label(clear)
+            nbytes = self.padded_layout(dims, item)[1]
+            self.libm.add(("memset", "ptr"))
+            start = self._op(f"getelementptr i8, ptr {old}, i64 {self.stagger(s.name)}")
+            self.out(f"call void @llvm.memset.p0.i64(ptr {start}, i8 0, i64 {nbytes}, i1 false)")
+            self._br(done)
+        self._br(allocate)
+        self._label(allocate)
+        # entries in float64 (no wrap-around) for the size check and the failure's report
+        entries = "1.0"
+        negative = "false"
+        for d in dims:
+            entries = self._op(f"fmul double {entries}, {self._op(f'sitofp i64 {d} to double')}")
+            negative = self._op(f"or i1 {negative}, {self._op(f'icmp slt i64 {d}, 0')}")
+        too_big = self._op(f"fcmp ogt double {entries}, {float_constant(2.0 ** 62 / item, 'double')}")
+        refuse = self._op(f"or i1 {negative}, {too_big}")
+        fail, go = self._new_label("nomem"), self._new_label("calloc")
+        self._cond_br(refuse, fail, go)
+        self._label(go)
+        self.out(f"call void @free(ptr {self._heap_data(s.name)})")
+        self.out(f"store ptr null, ptr {slot.data}")
+        strides, size = self.padded_layout(dims, item)
+        count = self._op(f"select i1 {self._op(f'icmp eq i64 {size}, 0')}, i64 {item}, i64 {size}")
+        nbytes = self._op(f"add i64 {count}, {self.stagger(s.name)}")
+        # from the frame's buffer while it fits (64-byte aligned), else from the heap
+        used = self._op("load i64, ptr %ancilla.frame.used")
+        padded = self._op(f"add i64 {nbytes}, 63")
+        end = self._op(f"and i64 {self._op(f'add i64 {used}, {padded}')}, -64")
+        in_frame, on_heap, got = self._new_label("frame"), self._new_label("heap"), self._new_label("got")
+        self._cond_br(self._op(f"icmp ule i64 {end}, {FRAME_ANCILLA_BYTES}"), in_frame, on_heap)
+        self._label(in_frame)
+        self.out("store i64 " + end + ", ptr %ancilla.frame.used")
+        framed = self._op(f"getelementptr i8, ptr %ancilla.frame, i64 {used}")
+        self.libm.add(("memset", "ptr"))
+        self.out(f"call void @llvm.memset.p0.i64(ptr {framed}, i8 0, i64 {nbytes}, i1 false)")
+        self.out(f"store ptr {framed}, ptr {slot.data}")
+        self.out(f"store i1 false, ptr {self._on_heap(s.name)}")
+        self._br(got)
+        self._label(on_heap)
+        data = self._op(f"call ptr @calloc(i64 {nbytes}, i64 1)")
+        self.libm |= {("calloc", "ptr"), ("free", "ptr")}
+        self.out(f"store ptr {data}, ptr {slot.data}")
+        self.out(f"store i1 true, ptr {self._on_heap(s.name)}")
+        self._cond_br(self._op(f"icmp eq ptr {data}, null"), fail, got)
+        self._label(fail)
+        code = s.alloc if s.alloc is not None else failure_code(0, UNTRACKED)
+        at = self._op("getelementptr double, ptr %err, i64 0")
+        self.out(f"store double {float_constant(float(code), 'double')}, ptr {at}")
+        at = self._op("getelementptr double, ptr %err, i64 2")
+        self.out(f"store double {entries}, ptr {at}")
+        self._br("exit")
+        self._label(got)
+        for d, ref in zip(dims, slot.shape):
+            self.out(f"store i64 {d}, ptr {ref}")
+        for st, ref in zip(strides, slot.strides):
+            self.out(f"store i64 {st}, ptr {ref}")
+        self._br(done)
+        self._label(done)
+
+    def _on_heap(self, name: str) -> str:
+        """The stack slot of the flag saying that ancilla ``name``'s data came from calloc."""
+        return f"%{ident(name, '.on.heap')}"
+
+    def _heap_data(self, name: str) -> str:
+        """Ancilla ``name``'s data pointer where calloc gave it, else null: what to free."""
+        data = self._op(f"load ptr, ptr {self.arrays[name].data}")
+        return self._op(f"select i1 {self._op(f'load i1, ptr {self._on_heap(name)}')}, ptr {data}, ptr null")
+
+    def stagger(self, name: str) -> int:
+        """The offset of ancilla array ``name``'s data in its allocation: ancillas of one program
+        start at different offsets modulo 4096, so that the CPU does not take accesses to the same
+        index of two of them for the same address (4K aliasing)."""
+        return 64 * (1 + sorted(self.owned_names).index(name) % 31)
