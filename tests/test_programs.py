@@ -290,6 +290,26 @@ def test_projection_and_lstsq_gradients(program, cplx):
 
 
 @pytest.mark.parametrize("cplx", [False, True])
+@pytest.mark.parametrize("loss", ["project", "lstsq"])
+def test_blocked_projection_and_lstsq_over_several_panels(loss, cplx):
+    """The blocked programs reflect y a panel at a time with the factors the triangularisation kept
+    (``apply_block_reflectors``): over two panels, the last one short, and with a zero column (a
+    zero reflector, whose row and column of T are zero), the column-by-column programs' result to
+    rounding, a round trip and the gradient."""
+    A, y = rand((70, 40), cplx), rand(70, cplx)
+    blocked, columns = (P.project_blocked_householder, P.project_householder) if loss == "project" else \
+        (P.lstsq_blocked_householder, P.lstsq_householder)
+    out = np.zeros(70 if loss == "project" else 40, A.dtype)
+    for a in (A, np.where(np.arange(40) == 35, 0, A)):
+        args = (out, np.zeros((40, 40), A.dtype), a, y)
+        got = assert_round_trip(blocked, *args, rtol=1e-10, atol=1e-12)
+        want = columns(*(x.copy() for x in args))
+        np.testing.assert_allclose(got[0], want[0], atol=1e-12)
+        np.testing.assert_allclose(got[1], want[1], atol=1e-12)
+    assert_gradient(blocked, out, np.zeros((40, 40), A.dtype), A, y)
+
+
+@pytest.mark.parametrize("cplx", [False, True])
 @pytest.mark.parametrize("adjoint", [False, True])
 def test_a_vector_is_reflected_as_a_one_column_matrix(cplx, adjoint):
     """``reflect_vector_kept`` (the reflections of y in projections and least squares) reflects as

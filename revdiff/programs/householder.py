@@ -15,9 +15,14 @@ Gram-Schmidt, nothing is kept beyond Q and R.
 by row (LAPACK's geqr2). ``blocked_householder`` is blocked as LAPACK's geqrf: each panel of
 ``PANEL`` columns is reduced the same way (in sub-blocks of ``SUBPANEL``), and the rest of the
 matrix, and Q, receive its reflectors at once in their compact WY form I - Y T Y^H (matrix
-products, BLAS-3 on the CPU). Forming Q, ``reflect_block`` uncomputes its own coefficients as
-``reflect_columns`` does, by the blocked form of the same identity; triangularising,
-``reflect_block_kept`` keeps them until the triangularisation is uncomputed, one product fewer.
+products, BLAS-3 on the CPU). Each panel's T and T^-1 are kept beside the reflectors (F[0] and F[1],
+``FACTOR_COLUMNS``) until the triangularisation is uncomputed, so that nothing applying them builds
+them again (the reflections of y in the projections and least squares are then matrix-vector
+products, two a panel).
+Forming Q, ``reflect_block`` uncomputes its own coefficients as ``reflect_columns`` does, by the blocked
+form of the same identity; triangularising, ``reflect_block_kept`` keeps them until the
+triangularisation is uncomputed, one product fewer. Every program here takes F; the column-by-column
+ones, which keep no factors, take it with no columns (2, p, 0).
 Shapes and conventions as in ``gram_schmidt``: Q (m, p), R (p, n), diag(R) real nonnegative; or
 the complete factorisation, Q (m, m) and R (m, n) with zero rows below p: ``householder`` reads the
 width of Q, and a Q of q columns (p <= q <= m) receives the first q columns of the product of the
@@ -111,10 +116,6 @@ def householder_vector(u, x):
     del nrm
 
 
-#: columns per panel of the blocked triangularisation (LAPACK's dgeqrf block size)
-PANEL = 32
-
-
 @reversible
 def reflect_columns_kept(C, u, d):
     """C <- H C as ``reflect_columns`` (the same bits for C), its coefficients kept: d += C^T v,
@@ -142,37 +143,30 @@ def reflect_columns_kept(C, u, d):
 
 
 @reversible
-def reflect_block(C, Y):
+def reflect_block(C, Y, T):
     """C <- H_0^H ... H_{b-1}^H C = (I - Y T Y^H) C for the reflectors H_j = I - tau_j y_j y_j^H of
-    the unit (or zero) vectors in Y's columns (``reflect_columns``), y_j zero above row j. T is upper
-    triangular (LAPACK's larft, forward and columnwise, for the conj(tau_j)): T[j, j] = conj(tau_j)
-    (0 for a zero reflector, whose y_j[j] is 0) and T[:j, j] = -T[j, j] T[:j, :j] G[:j, j],
-    G = Y^H Y. The coefficients W = T Y^H C that it subtracts (Y W) uncompute themselves as
-    ``reflect_columns``' d does: I - Y T Y^H unitary makes T + T^H = T^H G T (a zero reflector's row
-    and column of T are zero, and it still holds), so after the update T^H Y^H C_new = -W, and
-    Y^H C_new is Y^H C - G W, one small product from the Y^H C at hand; only that is then
-    uncomputed against C. Three products of C's size in all."""
+    the unit (or zero) vectors in Y's columns (``reflect_columns``), y_j zero above row j, and their
+    upper triangular factor T (``block_factor``). The coefficients W = T Y^H C that it subtracts
+    (Y W) uncompute themselves as ``reflect_columns``' d does: I - Y T Y^H unitary makes
+    T + T^H = T^H G T for G = Y^H Y (a zero reflector's row and column of T are zero, and it still
+    holds), so after the update T^H Y^H C_new = -W, and Y^H C_new is Y^H C - G W, one small product
+    from the Y^H C at hand; only that is then uncomputed against C. Three products of C's size in all."""
     b = Y.shape[1]
     n = C.shape[1]
     G = zeros((b, b), C.dtype)
-    T = zeros((b, b), C.dtype)
-    Th = zeros((b, b), C.dtype)
     S = zeros((b, n), C.dtype)
     W = zeros((b, n), C.dtype)
     with routine:
         G[:, :] += Y.conj().T @ Y
-        block_factor(T, Th, Y, G)
     S[:, :] += Y.conj().T @ C
     W[:, :] += T @ S
     C[:, :] -= Y @ W
     S[:, :] -= G @ W
-    W[:, :] += Th @ S
+    W[:, :] += T.conj().T @ S
     S[:, :] -= Y.conj().T @ C
     ~routine
     del W
     del S
-    del Th
-    del T
     del G
 
 
@@ -196,30 +190,30 @@ def reflect_vector_kept(x, u, d, adjoint):
 
 
 @reversible
-def apply_reflectors(x, V, coefficients):
+def apply_reflectors(x, V, F, coefficients):
     """x <- H_0^H ... H_{p-1}^H x for the reflectors in V's columns, one reflection at a time, with
     ``coefficients`` (p,) zero on entry: entry k receives u_k^H x as reflection k meets x
-    (``reflect_vector_kept``), for the caller to uncompute."""
+    (``reflect_vector_kept``), for the caller to uncompute. F: no block factors (no columns)."""
     p = V.shape[1]
     for k in range(p - 1, -1, -1):
         reflect_vector_kept(x[k:], V[k:, k], coefficients[k:k + 1], True)
 
 
 @reversible
-def apply_reflectors_adjoint(x, V, coefficients):
+def apply_reflectors_adjoint(x, V, F, coefficients):
     """x <- H_{p-1} ... H_0 x, what the triangularisation did to A, with ``coefficients`` as in
     ``apply_reflectors``: its inverse on x written forward, so that programs using it compile no
-    inverse of ``reflect_vector_kept``."""
+    inverse of ``reflect_vector_kept``. F: no block factors (no columns)."""
     p = V.shape[1]
     for k in range(p):
         reflect_vector_kept(x[k:], V[k:, k], coefficients[k:k + 1], False)
 
 
 @reversible
-def form_q(X, V):
+def form_q(X, V, F):
     """X <- H_0^H ... H_{p-1}^H X (``apply_reflectors`` on a matrix) for an X that starts as E_q D (Q's
     columns, ``_householder``): the columns before k are still zero in rows k: when reflection k comes,
-    so it reflects only X[k:, k:]."""
+    so it reflects only X[k:, k:]. F: no block factors (no columns)."""
     p = V.shape[1]
     for k in range(p - 1, -1, -1):
         reflect_columns(X[k:, k:], V[k:, k], True)
@@ -228,8 +222,9 @@ def form_q(X, V):
 @reversible
 def block_factor(T, Th, Y, G):
     """T += the upper triangular factor of H_0^H ... H_{b-1}^H = I - Y T Y^H for the reflectors in Y's
-    columns and G = Y^H Y (``reflect_block``), and Th += T^H, lower triangular (what both block
-    reflections apply)."""
+    columns and G = Y^H Y (LAPACK's larft, forward and columnwise, for the conj(tau_j)):
+    T[j, j] = conj(tau_j) (0 for a zero reflector, whose y_j[j] is 0) and
+    T[:j, j] = -T[j, j] T[:j, :j] G[:j, j]; Th += T^H, lower triangular."""
     b = Y.shape[1]
     for j in range(b):
         T[j, j] += np.conj(2 * Y[j, j].real / Y[j, j]) if Y[j, j] != 0 else 0.0
@@ -242,64 +237,150 @@ def block_factor(T, Th, Y, G):
 
 
 @reversible
-def reflect_block_kept(C, Y, K):
-    """C <- H_{b-1} ... H_0 C = (I - Y T^H Y^H) C (``reflect_block``'s adjoint), in two products of
-    C's size instead of three: the coefficients it subtracts, K += T^H Y^H C, stay in K (a zero view of the caller's,
-    uncomputed with the whole triangularisation), and S = Y^H C is uncomputed from them as
-    S -= (T^H)^-1 K, a product with a b x b matrix. The inverse of the lower triangular T^H is
-    built by substitution; a zero reflector's row and column of T^H are zero, and so are its row of
-    S and K, and its row and column of the inverse (the inverse of the other reflectors' part)."""
+def lower_inverse(Li, L):
+    """Li += L^-1 for a lower triangular L, column by column, each entry from the ones above it by
+    substitution, multiplied by the reciprocals of the diagonal (b divisions, not b^3 / 6: a
+    division's adjoint costs ten multiplications); a zero L[i, i] (a zero reflector's, whose row and
+    column of L are zero) leaves row and column i of Li zero: the inverse of the rest."""
+    b = L.shape[0]
+    r = zeros(b, L.dtype)
+    with routine:
+        for i in range(b):
+            r[i] += 1.0 / L[i, i] if L[i, i] != 0 else 0.0
+    for j in range(b):
+        Li[j, j] += r[j]
+        for i in range(j + 1, b):
+            for k in range(j, i):
+                Li[i, j] -= L[i, k] * Li[k, j] * r[i]
+    ~routine
+    del r
+
+
+@reversible
+def block_factor_kept(T, Ti, Y):
+    """T += the upper triangular factor of the reflectors in Y's columns (``block_factor``) and
+    Ti += its inverse (``lower_inverse`` of T^H, conjugate-transposed), computed, copied out and
+    uncomputed: the caller keeps them for every application of the block."""
     b = Y.shape[1]
-    n = C.shape[1]
-    G = zeros((b, b), C.dtype)
-    T = zeros((b, b), C.dtype)
-    L = zeros((b, b), C.dtype)
-    Li = zeros((b, b), C.dtype)
-    S = zeros((b, n), C.dtype)
+    G = zeros((b, b), Y.dtype)
+    U = zeros((b, b), Y.dtype)
+    L = zeros((b, b), Y.dtype)
+    Li = zeros((b, b), Y.dtype)
     with routine:
         G[:, :] += Y.conj().T @ Y
-        block_factor(T, L, Y, G)
-        for j in range(b):  # Li = L^-1, column by column, each entry from the ones above it
-            Li[j, j] += 1.0 / L[j, j] if L[j, j] != 0 else 0.0
-            for i in range(j + 1, b):
-                for k in range(j, i):
-                    Li[i, j] -= L[i, k] * Li[k, j] / L[i, i] if L[i, i] != 0 else 0.0
-    S[:, :] += Y.conj().T @ C
-    K[:, :] += L @ S
-    S[:, :] -= Li @ K
-    C[:, :] -= Y @ K
+        block_factor(U, L, Y, G)
+        lower_inverse(Li, L)
+    for i in range(b):
+        for j in range(i, b):
+            T[i, j] += U[i, j]
+            Ti[i, j] += np.conj(Li[j, i])
     ~routine
-    del S
     del Li
     del L
-    del T
+    del U
     del G
 
 
-def _blocked_triangularization(name: str, panel: int, reduce_panel, doc: str):
+@reversible
+def reflect_block_kept(C, Y, T, Ti, K):
+    """C <- H_{b-1} ... H_0 C = (I - Y T^H Y^H) C (``reflect_block``'s adjoint) for the block factor T
+    and its inverse Ti (``block_factor_kept``), in two products of C's size instead of three: the
+    coefficients it subtracts, K += T^H Y^H C, stay in K (a zero view of the caller's, uncomputed
+    with the whole triangularisation), and S = Y^H C is uncomputed from them as S -= (T^H)^-1 K, a
+    product with a b x b matrix. A zero reflector's row and column of T and Ti are zero, and so are
+    its rows of S and K."""
+    n = C.shape[1]
+    S = zeros((Y.shape[1], n), C.dtype)
+    S[:, :] += Y.conj().T @ C
+    K[:, :] += T.conj().T @ S
+    S[:, :] -= Ti.conj().T @ K
+    C[:, :] -= Y @ K
+    del S
+
+
+@reversible
+def reflect_block_vector_kept(x, Y, T, Ti, d, adjoint):
+    """x <- (I - Y T^H Y^H) x = H_{b-1} ... H_0 x (what ``reflect_block_kept`` does to a column), or
+    with ``adjoint`` (I - Y T Y^H) x = H_0^H ... H_{b-1}^H x, by matrix-vector products with the block
+    (Y walked by rows, where b reflections walk b of its columns), its coefficients kept as
+    ``reflect_vector_kept``'s: d (b,), zero on entry, += T^H Y^H x (T Y^H x), for the caller to
+    uncompute; s = Y^H x is uncomputed from them by Ti = T^-1."""
+    s = zeros(Y.shape[1], x.dtype)
+    s[:] += Y.conj().T @ x
+    if adjoint:
+        d[:] += T @ s
+        s[:] -= Ti @ d
+    else:
+        d[:] += T.conj().T @ s
+        s[:] -= Ti.conj().T @ d
+    x[:] -= Y @ d
+    del s
+
+
+#: columns per panel of the blocked triangularisation (LAPACK's dgeqrf block size)
+PANEL = 32
+#: columns per sub-panel: a panel's own columns are reduced in blocks of this many in turn
+SUBPANEL = 8
+#: columns of F (2, p, FACTOR_COLUMNS), the block factors the blocked triangularisation keeps
+#: (``_blocked_triangularization``): each panel's T in F[0] and T^-1 in F[1], its sub-panels' in the
+#: columns after (rows k to k + b for the panel or sub-panel at k)
+FACTOR_COLUMNS = PANEL + SUBPANEL
+
+
+@reversible
+def apply_block_reflectors(x, V, F, coefficients):
+    """``apply_reflectors`` a panel of ``PANEL`` reflectors at a time (``reflect_block_vector_kept``)
+    with their factors from F, from the last panel: entries k to k + b of ``coefficients`` (zero on
+    entry) keep panel k's."""
+    p = V.shape[1]
+    for k in range((p - 1) // PANEL * PANEL, -1, -PANEL):
+        b = min(PANEL, p - k)
+        reflect_block_vector_kept(x[k:], V[k:, k:k + b], F[0, k:k + b, :b], F[1, k:k + b, :b],
+                                  coefficients[k:k + b], True)
+
+
+@reversible
+def apply_block_reflectors_adjoint(x, V, F, coefficients):
+    """``apply_reflectors_adjoint`` a panel of ``PANEL`` reflectors at a time, from the first, its
+    coefficients kept as ``apply_block_reflectors``'."""
+    p = V.shape[1]
+    for k in range(0, p, PANEL):
+        b = min(PANEL, p - k)
+        reflect_block_vector_kept(x[k:], V[k:, k:k + b], F[0, k:k + b, :b], F[1, k:k + b, :b],
+                                  coefficients[k:k + b], False)
+
+
+def _blocked_triangularization(name: str, panel: int, reduce_panel, every_factor: bool, doc: str):
     """``triangularize_columns`` panel by panel: each panel of ``panel`` columns reduced by ``reduce_panel``,
-    its reflectors then applied to the columns after it as one block (``reflect_block_kept``,
-    whose coefficients K keeps: K (p, n) zero on entry, each block's in its own rows and columns)."""
+    its block factor T and T^-1 computed into the first ``panel`` columns of F[0] and F[1]
+    (``block_factor_kept``: rows k to k + b for the panel at k; the panel's own factors, if
+    ``reduce_panel`` keeps any, in the columns after; the last panel's, which reflects no columns
+    after it, only with ``every_factor``, for those who apply the reflectors later), its reflectors
+    then applied to the columns after it as one block (``reflect_block_kept``, whose coefficients K
+    keeps: K (p, n) zero on entry, each block's in its own rows and columns)."""
 
     @reversible
-    def blocked(W, V, K):
+    def blocked(W, V, K, F):
         m, n = W.shape
         p = min(m, n)
         for k in range(0, p, panel):
             b = min(panel, p - k)
-            reduce_panel(W[k:, k:k + b], V[k:, k:k + b], K[k:k + b, k:k + b])
+            reduce_panel(W[k:, k:k + b], V[k:, k:k + b], K[k:k + b, k:k + b], F[:, k:k + b, panel:])
+            if k + b < n or every_factor:
+                block_factor_kept(F[0, k:k + b, :b], F[1, k:k + b, :b], V[k:, k:k + b])
             if k + b < n:
-                reflect_block_kept(W[k:, k + b:], V[k:, k:k + b], K[k:k + b, k + b:])
+                reflect_block_kept(W[k:, k + b:], V[k:, k:k + b], F[0, k:k + b, :b], F[1, k:k + b, :b],
+                                   K[k:k + b, k + b:])
 
     return named(blocked, name, doc)
 
 
 @reversible
-def triangularize_columns(W, V, K):
+def triangularize_columns(W, V, K, F):
     """Reduce W to upper triangular form in place, column by column: the k-th reflection maps
     W[k:, k] to a multiple of e_1 and is applied to W[k:, k + 1:] in the same sweep; column k of V
     receives the k-th unit reflector and row k of K (p, n), zero on entry, its coefficients
-    (``reflect_columns_kept``)."""
+    (``reflect_columns_kept``). F: no block factors (no columns)."""
     m, n = W.shape
     p = min(m, n)
     for k in range(p):
@@ -307,25 +388,24 @@ def triangularize_columns(W, V, K):
         reflect_columns_kept(W[k:, k:], V[k:, k], K[k, k:])
 
 
-#: columns per sub-panel: a panel's own columns are reduced in blocks of this many in turn
-SUBPANEL = 8
 triangularize_panel = _blocked_triangularization(
-    "triangularize_panel", SUBPANEL, triangularize_columns,
+    "triangularize_panel", SUBPANEL, triangularize_columns, False,
     f"``triangularize_columns`` on a panel, in blocks of {SUBPANEL} columns: the panel's own trailing columns "
     "receive each block's reflections as one block reflection.")
 triangularize_blocked = _blocked_triangularization(
-    "triangularize_blocked", PANEL, triangularize_panel,
+    "triangularize_blocked", PANEL, triangularize_panel, True,
     f"``triangularize_columns`` in panels of {PANEL} columns (each reduced by ``triangularize_panel``), each "
     "panel's reflections applied to the columns after it as one block reflection.")
 
 
 @reversible
-def form_q_blocked(X, V):
-    """``form_q`` a panel at a time from the last, each panel's reflections as one block on X[k:, k:]."""
+def form_q_blocked(X, V, F):
+    """``form_q`` a panel at a time from the last, each panel's reflections as one block on X[k:, k:]
+    with its factor from F."""
     p = V.shape[1]
     for k in range((p - 1) // PANEL * PANEL, -1, -PANEL):
         b = min(PANEL, p - k)
-        reflect_block(X[k:, k:], V[k:, k:k + b])
+        reflect_block(X[k:, k:], V[k:, k:k + b], F[0, k:k + b, :b])
 
 
 @reversible
@@ -340,9 +420,9 @@ def upper_factor(R, W):
             R[k, j] += np.conj(W[k, k] / abs(W[k, k]) if W[k, k] != 0 else 1) * W[k, j]
 
 
-def _householder(name: str, triangularize_, form_q_, doc: str):
-    """Householder QR with the given triangularisation (its kept coefficients in a (p, n) K) and
-    formation of Q."""
+def _householder(name: str, triangularize_, form_q_, factor_columns: int, doc: str):
+    """Householder QR with the given triangularisation (its kept coefficients in a (p, n) K, its block
+    factors in a (2, p, ``factor_columns``) F) and formation of Q."""
 
     @reversible
     def householder(Q, R, A):
@@ -352,21 +432,23 @@ def _householder(name: str, triangularize_, form_q_, doc: str):
         W = zeros((m, n), A.dtype)
         V = zeros((m, p), A.dtype)
         K = zeros((p, n), A.dtype)
+        F = zeros((2, p, factor_columns), A.dtype)
         X = zeros((m, q), A.dtype)
         with routine:
             add_into(W, A)
-            triangularize_(W, V, K)
+            triangularize_(W, V, K, F)
             # Q = H_0^H ... H_{p-1}^H E_q D with D the phases of diag(W) (1 beyond p), so that
             # R = D^H W has a nonnegative diagonal
             for k in range(p):
                 X[k, k] += W[k, k] / abs(W[k, k]) if W[k, k] != 0 else 1
             for k in range(p, q):
                 X[k, k] += 1
-            form_q_(X, V)
+            form_q_(X, V, F)
         add_into(Q, X)
         upper_factor(R, W)
         ~routine
         del X
+        del F
         del K
         del V
         del W
@@ -375,11 +457,11 @@ def _householder(name: str, triangularize_, form_q_, doc: str):
 
 
 householder = _householder(
-    "householder", triangularize_columns, form_q,
+    "householder", triangularize_columns, form_q, 0,
     """QR by Householder reflections, one column at a time: orthogonal to O(u) at any condition
     number. Q has p = min(m, n) columns (thin) or m (complete; R then has m rows, those below p zero).""")
 blocked_householder = _householder(
-    "blocked_householder", triangularize_blocked, form_q_blocked,
+    "blocked_householder", triangularize_blocked, form_q_blocked, FACTOR_COLUMNS,
     f"""``householder`` blocked: panels of {PANEL} columns, each applied to the rest of A and to Q as one
     block reflector by matrix products. The same factorisation to rounding, faster beyond one panel
     of BLAS-sized matrices (where the method ``householder`` runs it: ``methods.chosen_method``).""")
