@@ -78,6 +78,26 @@ def test_blocked_householder_over_several_panels(m, n, q, cplx):
 
 
 @pytest.mark.parametrize("cplx", [False, True])
+def test_blocked_householder_reduces_panels_of_wide_matrices_in_a_copy(cplx):
+    """From ``COPIED_PANEL_FROM`` columns each panel is reduced in a contiguous copy swapped in and out:
+    a wide 40 x 520 QR (two panels, the last short) and a tall 530 x 520 projection give the
+    column-by-column programs' results to rounding and round-trip; the QR's gradient."""
+    from revdiff.programs.householder import COPIED_PANEL_FROM
+    assert 520 >= COPIED_PANEL_FROM
+    A = rand((40, 520), cplx)
+    args = (np.zeros((40, 40), A.dtype), np.zeros((40, 520), A.dtype), A)
+    Q, R, _ = assert_round_trip(P.blocked_householder, *args, rtol=1e-10, atol=1e-12)
+    Q1, R1, _ = P.householder(*(a.copy() for a in args))
+    np.testing.assert_allclose(Q, Q1, atol=1e-13)
+    np.testing.assert_allclose(R, R1, atol=1e-12)
+    assert_gradient(P.blocked_householder, *args)
+    A, y = rand((530, 520), cplx), rand(530, cplx)
+    args = (np.zeros(530, A.dtype), np.zeros((520, 520), A.dtype), A, y)
+    z, _, _, _ = assert_round_trip(P.project_blocked_householder, *args, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(z, P.project_householder(*(a.copy() for a in args))[0], atol=1e-11)
+
+
+@pytest.mark.parametrize("cplx", [False, True])
 def test_blocked_householder_with_zero_and_dependent_columns(cplx):
     """A zero column leaves a zero reflector in its panel (T[j, j] = 0): still orthogonal Q and Q R = A."""
     A = rand((80, 50), cplx)
