@@ -43,6 +43,7 @@ calls = {
     "lstsq_vjp": lambda: P.lstsq_vjp(A, y, gx),
     "project_vjp 512 lanes": lambda: P.project_vjp(*batch(512, 32, 16)),
     "bcgs2 project_vjp 3x80x70": lambda: P.project_vjp(*batch(3, 80, 70), method="bcgs2"),
+    "project_vjp 256x128": lambda: P.project_vjp(*batch(1, 256, 128)),
 }
 calls[name]()
 t2, c2 = time.perf_counter(), time.process_time()
@@ -83,7 +84,7 @@ print("RESULT " + json.dumps({"import": [t1 - t0, c1 - c0], "call": [t2 - t1, c2
 """
 
 NAMES = ["qr", "qr_vjp", "project", "project_vjp", "lstsq", "lstsq_vjp", "project_vjp 512 lanes",
-         "bcgs2 project_vjp 3x80x70"]
+         "bcgs2 project_vjp 3x80x70", "project_vjp 256x128"]
 
 
 def run(code: str, arg: str, cache: str) -> dict:

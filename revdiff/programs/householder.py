@@ -15,14 +15,14 @@ Gram-Schmidt, nothing is kept beyond Q and R.
 by row (LAPACK's geqr2). ``blocked_householder`` is blocked as LAPACK's geqrf: each panel of
 ``PANEL`` columns is reduced the same way (in sub-blocks of ``SUBPANEL``), and the rest of the
 matrix, and Q, receive its reflectors at once in their compact WY form I - Y T Y^H (matrix
-products, BLAS-3 on the CPU). Each panel's T and T^-1 are kept beside the reflectors (F[0] and F[1],
-``FACTOR_COLUMNS``) until the triangularisation is uncomputed, so that nothing applying them builds
+products, BLAS-3 on the CPU). Each panel's T, T^-1, T^H and T^-H are kept beside the reflectors (F[0]
+to F[3], ``FACTOR_COLUMNS``) until the triangularisation is uncomputed, so that nothing applying them builds
 them again (the reflections of y in the projections and least squares are then matrix-vector
 products, two a panel).
 Forming Q, ``reflect_block`` uncomputes its own coefficients as ``reflect_columns`` does, by the blocked
 form of the same identity; triangularising, ``reflect_block_kept`` keeps them until the
 triangularisation is uncomputed, one product fewer. Every program here takes F; the column-by-column
-ones, which keep no factors, take it with no columns (2, p, 0).
+ones, which keep no factors, take it with no columns (4, p, 0).
 Shapes and conventions as in ``gram_schmidt``: Q (m, p), R (p, n), diag(R) real nonnegative; or
 the complete factorisation, Q (m, m) and R (m, n) with zero rows below p: ``householder`` reads the
 width of Q, and a Q of q columns (p <= q <= m) receives the first q columns of the product of the
@@ -143,10 +143,10 @@ def reflect_columns_kept(C, u, d):
 
 
 @reversible
-def reflect_block(C, Y, T):
+def reflect_block(C, Y, T, L):
     """C <- H_0^H ... H_{b-1}^H C = (I - Y T Y^H) C for the reflectors H_j = I - tau_j y_j y_j^H of
-    the unit (or zero) vectors in Y's columns (``reflect_columns``), y_j zero above row j, and their
-    upper triangular factor T (``block_factor``). The coefficients W = T Y^H C that it subtracts
+    the unit (or zero) vectors in Y's columns (``reflect_columns``), y_j zero above row j, their
+    upper triangular factor T (``block_factor``) and L = T^H. The coefficients W = T Y^H C that it subtracts
     (Y W) uncompute themselves as ``reflect_columns``' d does: I - Y T Y^H unitary makes
     T + T^H = T^H G T for G = Y^H Y (a zero reflector's row and column of T are zero, and it still
     holds), so after the update T^H Y^H C_new = -W, and Y^H C_new is Y^H C - G W, one small product
@@ -162,7 +162,7 @@ def reflect_block(C, Y, T):
     W[:, :] += T @ S
     C[:, :] -= Y @ W
     S[:, :] -= G @ W
-    W[:, :] += T.conj().T @ S
+    W[:, :] += L @ S
     S[:, :] -= Y.conj().T @ C
     ~routine
     del W
@@ -257,10 +257,11 @@ def lower_inverse(Li, L):
 
 
 @reversible
-def block_factor_kept(T, Ti, Y):
-    """T += the upper triangular factor of the reflectors in Y's columns (``block_factor``) and
-    Ti += its inverse (``lower_inverse`` of T^H, conjugate-transposed), computed, copied out and
-    uncomputed: the caller keeps them for every application of the block."""
+def block_factor_kept(F, Y):
+    """F[0] += the upper triangular factor T of the reflectors in Y's columns (``block_factor``),
+    F[1] += T^-1, F[2] += T^H and F[3] += T^-H (``lower_inverse`` of T^H), for F (4, b, b), computed,
+    copied out and uncomputed: the caller keeps them for every application of the block, each in the
+    form a product reads without transposing."""
     b = Y.shape[1]
     G = zeros((b, b), Y.dtype)
     U = zeros((b, b), Y.dtype)
@@ -270,10 +271,12 @@ def block_factor_kept(T, Ti, Y):
         G[:, :] += Y.conj().T @ Y
         block_factor(U, L, Y, G)
         lower_inverse(Li, L)
+    add_into(F[0], U)
+    add_into(F[2], L)
+    add_into(F[3], Li)
     for i in range(b):
         for j in range(i, b):
-            T[i, j] += U[i, j]
-            Ti[i, j] += np.conj(Li[j, i])
+            F[1, i, j] += np.conj(Li[j, i])
     ~routine
     del Li
     del L
@@ -282,48 +285,50 @@ def block_factor_kept(T, Ti, Y):
 
 
 @reversible
-def reflect_block_kept(C, Y, T, Ti, K):
-    """C <- H_{b-1} ... H_0 C = (I - Y T^H Y^H) C (``reflect_block``'s adjoint) for the block factor T
-    and its inverse Ti (``block_factor_kept``), in two products of C's size instead of three: the
-    coefficients it subtracts, K += T^H Y^H C, stay in K (a zero view of the caller's, uncomputed
-    with the whole triangularisation), and S = Y^H C is uncomputed from them as S -= (T^H)^-1 K, a
-    product with a b x b matrix. A zero reflector's row and column of T and Ti are zero, and so are
-    its rows of S and K."""
+def reflect_block_kept(C, Y, L, Li, K):
+    """C <- (I - Y L Y^H) C for Li = L^-1 and L = T^H, T the block factor (``block_factor_kept``):
+    H_{b-1} ... H_0 C (``reflect_block``'s adjoint, the triangularisation's), or L = T:
+    H_0^H ... H_{b-1}^H C. Two products of C's size instead of three: the coefficients it
+    subtracts, K += L Y^H C, stay in K (a zero view of the caller's, uncomputed with the whole
+    triangularisation), and S = Y^H C is uncomputed from them as S -= Li K, a product with a b x b
+    matrix. A zero reflector's row and column of L and Li are zero, and so are its rows of S and K."""
     n = C.shape[1]
     S = zeros((Y.shape[1], n), C.dtype)
     S[:, :] += Y.conj().T @ C
-    K[:, :] += T.conj().T @ S
-    S[:, :] -= Ti.conj().T @ K
+    K[:, :] += L @ S
+    S[:, :] -= Li @ K
     C[:, :] -= Y @ K
     del S
 
 
 @reversible
-def reflect_block_vector_kept(x, Y, T, Ti, d, adjoint):
-    """x <- (I - Y T^H Y^H) x = H_{b-1} ... H_0 x (what ``reflect_block_kept`` does to a column), or
-    with ``adjoint`` (I - Y T Y^H) x = H_0^H ... H_{b-1}^H x, by matrix-vector products with the block
-    (Y walked by rows, where b reflections walk b of its columns), its coefficients kept as
-    ``reflect_vector_kept``'s: d (b,), zero on entry, += T^H Y^H x (T Y^H x), for the caller to
-    uncompute; s = Y^H x is uncomputed from them by Ti = T^-1."""
-    s = zeros(Y.shape[1], x.dtype)
-    s[:] += Y.conj().T @ x
-    if adjoint:
-        d[:] += T @ s
-        s[:] -= Ti @ d
-    else:
-        d[:] += T.conj().T @ s
-        s[:] -= Ti.conj().T @ d
-    x[:] -= Y @ d
-    del s
+def reflect_block_vector_kept(x, Y, M, Mi, d):
+    """x <- (I - Y M Y^H) x: with M = T, H_0^H ... H_{b-1}^H x; with M = T^H, H_{b-1} ... H_0 x. It is
+    ``reflect_block_kept`` on a one-column copy of x (swapped in and out exactly), with M and its
+    inverse Mi: products with the block, which walk Y by rows where b reflections walk b of its
+    columns, compiled once for both. Its coefficients are kept as ``reflect_vector_kept``'s:
+    d (b,), zero on entry, += M Y^H x, for the caller to uncompute."""
+    column = zeros((len(x), 1), x.dtype)
+    e = zeros((len(d), 1), x.dtype)
+    column[:, 0] += x
+    x[:] -= column[:, 0]
+    reflect_block_kept(column, Y, M, Mi, e)
+    x[:] += column[:, 0]
+    column[:, 0] -= x
+    d[:] += e[:, 0]
+    e[:, 0] -= d
+    del e
+    del column
 
 
 #: columns per panel of the blocked triangularisation (LAPACK's dgeqrf block size)
 PANEL = 32
 #: columns per sub-panel: a panel's own columns are reduced in blocks of this many in turn
 SUBPANEL = 8
-#: columns of F (2, p, FACTOR_COLUMNS), the block factors the blocked triangularisation keeps
-#: (``_blocked_triangularization``): each panel's T in F[0] and T^-1 in F[1], its sub-panels' in the
-#: columns after (rows k to k + b for the panel or sub-panel at k)
+#: columns of F (4, p, FACTOR_COLUMNS), the block factors the blocked triangularisation keeps
+#: (``_blocked_triangularization``): each panel's T, T^-1, T^H and T^-H in F[0] to F[3]
+#: (``block_factor_kept``), its sub-panels' in the columns after (rows k to k + b for the panel or
+#: sub-panel at k)
 FACTOR_COLUMNS = PANEL + SUBPANEL
 
 
@@ -336,7 +341,7 @@ def apply_block_reflectors(x, V, F, coefficients):
     for k in range((p - 1) // PANEL * PANEL, -1, -PANEL):
         b = min(PANEL, p - k)
         reflect_block_vector_kept(x[k:], V[k:, k:k + b], F[0, k:k + b, :b], F[1, k:k + b, :b],
-                                  coefficients[k:k + b], True)
+                                  coefficients[k:k + b])
 
 
 @reversible
@@ -346,20 +351,20 @@ def apply_block_reflectors_adjoint(x, V, F, coefficients):
     p = V.shape[1]
     for k in range(0, p, PANEL):
         b = min(PANEL, p - k)
-        reflect_block_vector_kept(x[k:], V[k:, k:k + b], F[0, k:k + b, :b], F[1, k:k + b, :b],
-                                  coefficients[k:k + b], False)
+        reflect_block_vector_kept(x[k:], V[k:, k:k + b], F[2, k:k + b, :b], F[3, k:k + b, :b],
+                                  coefficients[k:k + b])
 
 
 def _blocked_triangularization(name: str, panel: int, reduce_panel, reduce_copied, copied_from: int,
                                every_factor: bool, doc: str):
-    """``triangularize_columns`` panel by panel: each panel of ``panel`` columns reduced by ``reduce_panel``
-    (by ``reduce_copied`` where W has ``copied_from`` columns or more),
-    its block factor T and T^-1 computed into the first ``panel`` columns of F[0] and F[1]
-    (``block_factor_kept``: rows k to k + b for the panel at k; the panel's own factors, if
-    ``reduce_panel`` keeps any, in the columns after; the last panel's, which reflects no columns
-    after it, only with ``every_factor``, for those who apply the reflectors later), its reflectors
-    then applied to the columns after it as one block (``reflect_block_kept``, whose coefficients K
-    keeps: K (p, n) zero on entry, each block's in its own rows and columns)."""
+    """``triangularize_columns`` panel by panel: each panel of ``panel`` columns reduced by
+    ``reduce_panel`` (by ``reduce_copied`` where W has ``copied_from`` columns or more), its block
+    factors computed into the first ``panel`` columns of F (``block_factor_kept``: rows k to k + b
+    for the panel at k; the panel's own factors, if ``reduce_panel`` keeps any, in the columns after;
+    the last panel's, which reflects no columns after it, only with ``every_factor``, for those who
+    apply the reflectors later), its reflectors then applied to the columns after it as one block
+    (``reflect_block_kept``, whose coefficients K keeps: K (p, n) zero on entry, each block's in its
+    own rows and columns)."""
 
     @reversible
     def blocked(W, V, K, F):
@@ -372,9 +377,9 @@ def _blocked_triangularization(name: str, panel: int, reduce_panel, reduce_copie
             else:
                 reduce_panel(W[k:, k:k + b], V[k:, k:k + b], K[k:k + b, k:k + b], F[:, k:k + b, panel:])
             if k + b < n or every_factor:
-                block_factor_kept(F[0, k:k + b, :b], F[1, k:k + b, :b], V[k:, k:k + b])
+                block_factor_kept(F[:, k:k + b, :b], V[k:, k:k + b])
             if k + b < n:
-                reflect_block_kept(W[k:, k + b:], V[k:, k:k + b], F[0, k:k + b, :b], F[1, k:k + b, :b],
+                reflect_block_kept(W[k:, k + b:], V[k:, k:k + b], F[2, k:k + b, :b], F[3, k:k + b, :b],
                                    K[k:k + b, k + b:])
 
     return named(blocked, name, doc)
@@ -413,13 +418,13 @@ def triangularize_panel_copied(W, V, K, F):
     m, b = W.shape
     Wc = zeros((m, b), W.dtype)
     Vc = zeros((m, V.shape[1]), W.dtype)
-    Wc[:, :] += W
-    W[:, :] -= Wc
+    add_into(Wc, W)
+    ~add_into(W, Wc)
     triangularize_panel(Wc, Vc, K, F)
-    W[:, :] += Wc
-    Wc[:, :] -= W
-    V[:, :] += Vc
-    Vc[:, :] -= V
+    add_into(W, Wc)
+    ~add_into(Wc, W)
+    add_into(V, Vc)
+    ~add_into(Vc, V)
     del Vc
     del Wc
 
@@ -437,7 +442,7 @@ def form_q_blocked(X, V, F):
     p = V.shape[1]
     for k in range((p - 1) // PANEL * PANEL, -1, -PANEL):
         b = min(PANEL, p - k)
-        reflect_block(X[k:, k:], V[k:, k:k + b], F[0, k:k + b, :b])
+        reflect_block(X[k:, k:], V[k:, k:k + b], F[0, k:k + b, :b], F[2, k:k + b, :b])
 
 
 @reversible
@@ -454,7 +459,7 @@ def upper_factor(R, W):
 
 def _householder(name: str, triangularize_, form_q_, factor_columns: int, doc: str):
     """Householder QR with the given triangularisation (its kept coefficients in a (p, n) K, its block
-    factors in a (2, p, ``factor_columns``) F) and formation of Q."""
+    factors in a (4, p, ``factor_columns``) F) and formation of Q."""
 
     @reversible
     def householder(Q, R, A):
@@ -464,7 +469,7 @@ def _householder(name: str, triangularize_, form_q_, factor_columns: int, doc: s
         W = zeros((m, n), A.dtype)
         V = zeros((m, p), A.dtype)
         K = zeros((p, n), A.dtype)
-        F = zeros((2, p, factor_columns), A.dtype)
+        F = zeros((4, p, factor_columns), A.dtype)
         X = zeros((m, q), A.dtype)
         with routine:
             add_into(W, A)

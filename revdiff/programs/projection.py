@@ -118,7 +118,7 @@ def _householder_leading_projection(name: str, method: str):
         W = zeros((m, n), A.dtype)
         V = zeros((m, p), A.dtype)
         K = zeros((p, n), A.dtype)
-        F = zeros((2, p, factor_columns), A.dtype)
+        F = zeros((4, p, factor_columns), A.dtype)
         with routine:
             add_into(W, A)
             triangularize_(W, V, K, F)
@@ -144,7 +144,7 @@ def _householder_projection(name: str, method: str):
         W = zeros((m, n), A.dtype)
         V = zeros((m, p), A.dtype)
         K = zeros((p, n), A.dtype)
-        F = zeros((2, p, factor_columns), A.dtype)
+        F = zeros((4, p, factor_columns), A.dtype)
         with routine:
             add_into(W, A)
             triangularize_(W, V, K, F)
@@ -216,7 +216,7 @@ def _householder_least_squares(name: str, method: str):
         W = zeros((m, n), A.dtype)
         V = zeros((m, n), A.dtype)
         K = zeros((n, n), A.dtype)
-        F = zeros((2, n, factor_columns), A.dtype)
+        F = zeros((4, n, factor_columns), A.dtype)
         c = zeros(m, A.dtype)
         coefficients = zeros(n, A.dtype)  # what the reflections of y kept
         with routine:
