@@ -312,9 +312,8 @@ def test_projection_and_lstsq_gradients(program, cplx):
 @pytest.mark.parametrize("cplx", [False, True])
 @pytest.mark.parametrize("loss", ["project", "lstsq"])
 def test_blocked_projection_and_lstsq_over_several_panels(loss, cplx):
-    """The blocked programs reflect y a panel at a time with the factors the triangularisation kept
-    (``apply_block_reflectors``): over two panels, the last one short, and with a zero column (a
-    zero reflector, whose row and column of T are zero), the column-by-column programs' result to
+    """The blocked programs over two panels, the last one short, and with a zero column (a zero
+    reflector, whose row and column of T are zero): the column-by-column programs' result to
     rounding, a round trip and the gradient."""
     A, y = rand((70, 40), cplx), rand(70, cplx)
     blocked, columns = (P.project_blocked_householder, P.project_householder) if loss == "project" else \

@@ -15,14 +15,9 @@ Gram-Schmidt, nothing is kept beyond Q and R.
 by row (LAPACK's geqr2). ``blocked_householder`` is blocked as LAPACK's geqrf: each panel of
 ``PANEL`` columns is reduced the same way (in sub-blocks of ``SUBPANEL``), and the rest of the
 matrix, and Q, receive its reflectors at once in their compact WY form I - Y T Y^H (matrix
-products, BLAS-3 on the CPU). Each panel's T, T^-1, T^H and T^-H are kept beside the reflectors (F[0]
-to F[3], ``FACTOR_COLUMNS``) until the triangularisation is uncomputed, so that nothing applying them builds
-them again (the reflections of y in the projections and least squares are then matrix-vector
-products, two a panel).
-Forming Q, ``reflect_block`` uncomputes its own coefficients as ``reflect_columns`` does, by the blocked
-form of the same identity; triangularising, ``reflect_block_kept`` keeps them until the
-triangularisation is uncomputed, one product fewer. Every program here takes F; the column-by-column
-ones, which keep no factors, take it with no columns (4, p, 0).
+products, BLAS-3 on the CPU). Forming Q, ``reflect_block`` uncomputes its own coefficients as
+``reflect_columns`` does, by the blocked form of the same identity; triangularising,
+``reflect_block_kept`` keeps them until the triangularisation is uncomputed, one product fewer.
 Shapes and conventions as in ``gram_schmidt``: Q (m, p), R (p, n), diag(R) real nonnegative; or
 the complete factorisation, Q (m, m) and R (m, n) with zero rows below p: ``householder`` reads the
 width of Q, and a Q of q columns (p <= q <= m) receives the first q columns of the product of the
@@ -116,6 +111,10 @@ def householder_vector(u, x):
     del nrm
 
 
+#: columns per panel of the blocked triangularisation (LAPACK's dgeqrf block size)
+PANEL = 32
+
+
 @reversible
 def reflect_columns_kept(C, u, d):
     """C <- H C as ``reflect_columns`` (the same bits for C), its coefficients kept: d += C^T v,
@@ -143,30 +142,37 @@ def reflect_columns_kept(C, u, d):
 
 
 @reversible
-def reflect_block(C, Y, T, L):
+def reflect_block(C, Y):
     """C <- H_0^H ... H_{b-1}^H C = (I - Y T Y^H) C for the reflectors H_j = I - tau_j y_j y_j^H of
-    the unit (or zero) vectors in Y's columns (``reflect_columns``), y_j zero above row j, their
-    upper triangular factor T (``block_factor``) and L = T^H. The coefficients W = T Y^H C that it subtracts
-    (Y W) uncompute themselves as ``reflect_columns``' d does: I - Y T Y^H unitary makes
-    T + T^H = T^H G T for G = Y^H Y (a zero reflector's row and column of T are zero, and it still
-    holds), so after the update T^H Y^H C_new = -W, and Y^H C_new is Y^H C - G W, one small product
-    from the Y^H C at hand; only that is then uncomputed against C. Three products of C's size in all."""
+    the unit (or zero) vectors in Y's columns (``reflect_columns``), y_j zero above row j. T is upper
+    triangular (LAPACK's larft, forward and columnwise, for the conj(tau_j)): T[j, j] = conj(tau_j)
+    (0 for a zero reflector, whose y_j[j] is 0) and T[:j, j] = -T[j, j] T[:j, :j] G[:j, j],
+    G = Y^H Y. The coefficients W = T Y^H C that it subtracts (Y W) uncompute themselves as
+    ``reflect_columns``' d does: I - Y T Y^H unitary makes T + T^H = T^H G T (a zero reflector's row
+    and column of T are zero, and it still holds), so after the update T^H Y^H C_new = -W, and
+    Y^H C_new is Y^H C - G W, one small product from the Y^H C at hand; only that is then
+    uncomputed against C. Three products of C's size in all."""
     b = Y.shape[1]
     n = C.shape[1]
     G = zeros((b, b), C.dtype)
+    T = zeros((b, b), C.dtype)
+    Th = zeros((b, b), C.dtype)
     S = zeros((b, n), C.dtype)
     W = zeros((b, n), C.dtype)
     with routine:
         G[:, :] += Y.conj().T @ Y
+        block_factor(T, Th, Y, G)
     S[:, :] += Y.conj().T @ C
     W[:, :] += T @ S
     C[:, :] -= Y @ W
     S[:, :] -= G @ W
-    W[:, :] += L @ S
+    W[:, :] += Th @ S
     S[:, :] -= Y.conj().T @ C
     ~routine
     del W
     del S
+    del Th
+    del T
     del G
 
 
@@ -190,30 +196,30 @@ def reflect_vector_kept(x, u, d, adjoint):
 
 
 @reversible
-def apply_reflectors(x, V, F, coefficients):
+def apply_reflectors(x, V, coefficients):
     """x <- H_0^H ... H_{p-1}^H x for the reflectors in V's columns, one reflection at a time, with
     ``coefficients`` (p,) zero on entry: entry k receives u_k^H x as reflection k meets x
-    (``reflect_vector_kept``), for the caller to uncompute. F: no block factors (no columns)."""
+    (``reflect_vector_kept``), for the caller to uncompute."""
     p = V.shape[1]
     for k in range(p - 1, -1, -1):
         reflect_vector_kept(x[k:], V[k:, k], coefficients[k:k + 1], True)
 
 
 @reversible
-def apply_reflectors_adjoint(x, V, F, coefficients):
+def apply_reflectors_adjoint(x, V, coefficients):
     """x <- H_{p-1} ... H_0 x, what the triangularisation did to A, with ``coefficients`` as in
     ``apply_reflectors``: its inverse on x written forward, so that programs using it compile no
-    inverse of ``reflect_vector_kept``. F: no block factors (no columns)."""
+    inverse of ``reflect_vector_kept``."""
     p = V.shape[1]
     for k in range(p):
         reflect_vector_kept(x[k:], V[k:, k], coefficients[k:k + 1], False)
 
 
 @reversible
-def form_q(X, V, F):
+def form_q(X, V):
     """X <- H_0^H ... H_{p-1}^H X (``apply_reflectors`` on a matrix) for an X that starts as E_q D (Q's
     columns, ``_householder``): the columns before k are still zero in rows k: when reflection k comes,
-    so it reflects only X[k:, k:]. F: no block factors (no columns)."""
+    so it reflects only X[k:, k:]."""
     p = V.shape[1]
     for k in range(p - 1, -1, -1):
         reflect_columns(X[k:, k:], V[k:, k], True)
@@ -222,9 +228,8 @@ def form_q(X, V, F):
 @reversible
 def block_factor(T, Th, Y, G):
     """T += the upper triangular factor of H_0^H ... H_{b-1}^H = I - Y T Y^H for the reflectors in Y's
-    columns and G = Y^H Y (LAPACK's larft, forward and columnwise, for the conj(tau_j)):
-    T[j, j] = conj(tau_j) (0 for a zero reflector, whose y_j[j] is 0) and
-    T[:j, j] = -T[j, j] T[:j, :j] G[:j, j]; Th += T^H, lower triangular."""
+    columns and G = Y^H Y (``reflect_block``), and Th += T^H, lower triangular (what both block
+    reflections apply)."""
     b = Y.shape[1]
     for j in range(b):
         T[j, j] += np.conj(2 * Y[j, j].real / Y[j, j]) if Y[j, j] != 0 else 0.0
@@ -237,160 +242,69 @@ def block_factor(T, Th, Y, G):
 
 
 @reversible
-def lower_inverse(Li, L):
-    """Li += L^-1 for a lower triangular L, column by column, each entry from the ones above it by
-    substitution, multiplied by the reciprocals of the diagonal (b divisions, not b^3 / 6: a
-    division's adjoint costs ten multiplications); a zero L[i, i] (a zero reflector's, whose row and
-    column of L are zero) leaves row and column i of Li zero: the inverse of the rest."""
-    b = L.shape[0]
-    r = zeros(b, L.dtype)
-    with routine:
-        for i in range(b):
-            r[i] += 1.0 / L[i, i] if L[i, i] != 0 else 0.0
-    for j in range(b):
-        Li[j, j] += r[j]
-        for i in range(j + 1, b):
-            for k in range(j, i):
-                Li[i, j] -= L[i, k] * Li[k, j] * r[i]
-    ~routine
-    del r
-
-
-@reversible
-def block_factor_kept(F, Y):
-    """F[0] += the upper triangular factor T of the reflectors in Y's columns (``block_factor``),
-    F[1] += T^-1, F[2] += T^H and F[3] += T^-H (``lower_inverse`` of T^H), for F (4, b, b), computed,
-    copied out and uncomputed: the caller keeps them for every application of the block, each in the
-    form a product reads without transposing."""
+def reflect_block_kept(C, Y, K):
+    """C <- H_{b-1} ... H_0 C = (I - Y T^H Y^H) C (``reflect_block``'s adjoint), in two products of
+    C's size instead of three: the coefficients it subtracts, K += T^H Y^H C, stay in K (a zero view of the caller's,
+    uncomputed with the whole triangularisation), and S = Y^H C is uncomputed from them as
+    S -= (T^H)^-1 K, a product with a b x b matrix. The inverse of the lower triangular T^H is
+    built by substitution; a zero reflector's row and column of T^H are zero, and so are its row of
+    S and K, and its row and column of the inverse (the inverse of the other reflectors' part)."""
     b = Y.shape[1]
-    G = zeros((b, b), Y.dtype)
-    U = zeros((b, b), Y.dtype)
-    L = zeros((b, b), Y.dtype)
-    Li = zeros((b, b), Y.dtype)
+    n = C.shape[1]
+    G = zeros((b, b), C.dtype)
+    T = zeros((b, b), C.dtype)
+    L = zeros((b, b), C.dtype)
+    Li = zeros((b, b), C.dtype)
+    S = zeros((b, n), C.dtype)
     with routine:
         G[:, :] += Y.conj().T @ Y
-        block_factor(U, L, Y, G)
-        lower_inverse(Li, L)
-    add_into(F[0], U)
-    add_into(F[2], L)
-    add_into(F[3], Li)
-    for i in range(b):
-        for j in range(i, b):
-            F[1, i, j] += np.conj(Li[j, i])
-    ~routine
-    del Li
-    del L
-    del U
-    del G
-
-
-@reversible
-def reflect_block_kept(C, Y, L, Li, K):
-    """C <- (I - Y L Y^H) C for Li = L^-1 and L = T^H, T the block factor (``block_factor_kept``):
-    H_{b-1} ... H_0 C (``reflect_block``'s adjoint, the triangularisation's), or L = T:
-    H_0^H ... H_{b-1}^H C. Two products of C's size instead of three: the coefficients it
-    subtracts, K += L Y^H C, stay in K (a zero view of the caller's, uncomputed with the whole
-    triangularisation), and S = Y^H C is uncomputed from them as S -= Li K, a product with a b x b
-    matrix. A zero reflector's row and column of L and Li are zero, and so are its rows of S and K."""
-    n = C.shape[1]
-    S = zeros((Y.shape[1], n), C.dtype)
+        block_factor(T, L, Y, G)
+        for j in range(b):  # Li = L^-1, column by column, each entry from the ones above it
+            Li[j, j] += 1.0 / L[j, j] if L[j, j] != 0 else 0.0
+            for i in range(j + 1, b):
+                for k in range(j, i):
+                    Li[i, j] -= L[i, k] * Li[k, j] / L[i, i] if L[i, i] != 0 else 0.0
     S[:, :] += Y.conj().T @ C
     K[:, :] += L @ S
     S[:, :] -= Li @ K
     C[:, :] -= Y @ K
+    ~routine
     del S
-
-
-@reversible
-def reflect_block_vector_kept(x, Y, M, Mi, d):
-    """x <- (I - Y M Y^H) x: with M = T, H_0^H ... H_{b-1}^H x; with M = T^H, H_{b-1} ... H_0 x. It is
-    ``reflect_block_kept`` on a one-column copy of x (swapped in and out exactly), with M and its
-    inverse Mi: products with the block, which walk Y by rows where b reflections walk b of its
-    columns, compiled once for both. Its coefficients are kept as ``reflect_vector_kept``'s:
-    d (b,), zero on entry, += M Y^H x, for the caller to uncompute."""
-    column = zeros((len(x), 1), x.dtype)
-    e = zeros((len(d), 1), x.dtype)
-    column[:, 0] += x
-    x[:] -= column[:, 0]
-    reflect_block_kept(column, Y, M, Mi, e)
-    x[:] += column[:, 0]
-    column[:, 0] -= x
-    d[:] += e[:, 0]
-    e[:, 0] -= d
-    del e
-    del column
-
-
-#: columns per panel of the blocked triangularisation (LAPACK's dgeqrf block size)
-PANEL = 32
-#: columns per sub-panel: a panel's own columns are reduced in blocks of this many in turn
-SUBPANEL = 8
-#: columns of F (4, p, FACTOR_COLUMNS), the block factors the blocked triangularisation keeps
-#: (``_blocked_triangularization``): each panel's T, T^-1, T^H and T^-H in F[0] to F[3]
-#: (``block_factor_kept``), its sub-panels' in the columns after (rows k to k + b for the panel or
-#: sub-panel at k)
-FACTOR_COLUMNS = PANEL + SUBPANEL
-
-
-@reversible
-def apply_block_reflectors(x, V, F, coefficients):
-    """``apply_reflectors`` a panel of ``PANEL`` reflectors at a time (``reflect_block_vector_kept``)
-    with their factors from F, from the last panel: entries k to k + b of ``coefficients`` (zero on
-    entry) keep panel k's."""
-    p = V.shape[1]
-    for k in range((p - 1) // PANEL * PANEL, -1, -PANEL):
-        b = min(PANEL, p - k)
-        reflect_block_vector_kept(x[k:], V[k:, k:k + b], F[0, k:k + b, :b], F[1, k:k + b, :b],
-                                  coefficients[k:k + b])
-
-
-@reversible
-def apply_block_reflectors_adjoint(x, V, F, coefficients):
-    """``apply_reflectors_adjoint`` a panel of ``PANEL`` reflectors at a time, from the first, its
-    coefficients kept as ``apply_block_reflectors``'."""
-    p = V.shape[1]
-    for k in range(0, p, PANEL):
-        b = min(PANEL, p - k)
-        reflect_block_vector_kept(x[k:], V[k:, k:k + b], F[2, k:k + b, :b], F[3, k:k + b, :b],
-                                  coefficients[k:k + b])
+    del Li
+    del L
+    del T
+    del G
 
 
 def _blocked_triangularization(name: str, panel: int, reduce_panel, reduce_copied, copied_from: int,
-                               every_factor: bool, doc: str):
+                               doc: str):
     """``triangularize_columns`` panel by panel: each panel of ``panel`` columns reduced by
-    ``reduce_panel`` (by ``reduce_copied`` where W has ``copied_from`` columns or more), its block
-    factors computed into the first ``panel`` columns of F (``block_factor_kept``: rows k to k + b
-    for the panel at k; the panel's own factors, if ``reduce_panel`` keeps any, in the columns after;
-    the last panel's, which reflects no columns after it, only with ``every_factor``, for those who
-    apply the reflectors later), its reflectors then applied to the columns after it as one block
-    (``reflect_block_kept``, whose coefficients K keeps: K (p, n) zero on entry, each block's in its
-    own rows and columns)."""
+    ``reduce_panel`` (by ``reduce_copied`` where W has ``copied_from`` columns or more), its reflectors
+    then applied to the columns after it as one block (``reflect_block_kept``, whose coefficients K
+    keeps: K (p, n) zero on entry, each block's in its own rows and columns)."""
 
     @reversible
-    def blocked(W, V, K, F):
+    def blocked(W, V, K):
         m, n = W.shape
         p = min(m, n)
         for k in range(0, p, panel):
             b = min(panel, p - k)
             if n >= copied_from:
-                reduce_copied(W[k:, k:k + b], V[k:, k:k + b], K[k:k + b, k:k + b], F[:, k:k + b, panel:])
+                reduce_copied(W[k:, k:k + b], V[k:, k:k + b], K[k:k + b, k:k + b])
             else:
-                reduce_panel(W[k:, k:k + b], V[k:, k:k + b], K[k:k + b, k:k + b], F[:, k:k + b, panel:])
-            if k + b < n or every_factor:
-                block_factor_kept(F[:, k:k + b, :b], V[k:, k:k + b])
+                reduce_panel(W[k:, k:k + b], V[k:, k:k + b], K[k:k + b, k:k + b])
             if k + b < n:
-                reflect_block_kept(W[k:, k + b:], V[k:, k:k + b], F[2, k:k + b, :b], F[3, k:k + b, :b],
-                                   K[k:k + b, k + b:])
+                reflect_block_kept(W[k:, k + b:], V[k:, k:k + b], K[k:k + b, k + b:])
 
     return named(blocked, name, doc)
 
 
 @reversible
-def triangularize_columns(W, V, K, F):
+def triangularize_columns(W, V, K):
     """Reduce W to upper triangular form in place, column by column: the k-th reflection maps
     W[k:, k] to a multiple of e_1 and is applied to W[k:, k + 1:] in the same sweep; column k of V
     receives the k-th unit reflector and row k of K (p, n), zero on entry, its coefficients
-    (``reflect_columns_kept``). F: no block factors (no columns)."""
+    (``reflect_columns_kept``)."""
     m, n = W.shape
     p = min(m, n)
     for k in range(p):
@@ -398,8 +312,10 @@ def triangularize_columns(W, V, K, F):
         reflect_columns_kept(W[k:, k:], V[k:, k], K[k, k:])
 
 
+#: columns per sub-panel: a panel's own columns are reduced in blocks of this many in turn
+SUBPANEL = 8
 triangularize_panel = _blocked_triangularization(
-    "triangularize_panel", SUBPANEL, triangularize_columns, triangularize_columns, 0, False,
+    "triangularize_panel", SUBPANEL, triangularize_columns, triangularize_columns, 0,
     f"``triangularize_columns`` on a panel, in blocks of {SUBPANEL} columns: the panel's own trailing columns "
     "receive each block's reflections as one block reflection.")
 #: ``triangularize_blocked`` reduces each panel in a contiguous copy (``triangularize_panel_copied``)
@@ -412,15 +328,15 @@ COPIED_PANEL_FROM = 512
 
 
 @reversible
-def triangularize_panel_copied(W, V, K, F):
+def triangularize_panel_copied(W, V, K):
     """``triangularize_panel`` on a contiguous copy of the panel W and of its reflectors V (whose rows
-    lie a whole matrix row apart in place), swapped in and out exactly (W -= its copy leaves zeros)."""
+    lie a whole matrix row apart in place), swapped in and out exactly (W minus its copy is zero)."""
     m, b = W.shape
     Wc = zeros((m, b), W.dtype)
     Vc = zeros((m, V.shape[1]), W.dtype)
     add_into(Wc, W)
     ~add_into(W, Wc)
-    triangularize_panel(Wc, Vc, K, F)
+    triangularize_panel(Wc, Vc, K)
     add_into(W, Wc)
     ~add_into(Wc, W)
     add_into(V, Vc)
@@ -430,19 +346,18 @@ def triangularize_panel_copied(W, V, K, F):
 
 
 triangularize_blocked = _blocked_triangularization(
-    "triangularize_blocked", PANEL, triangularize_panel, triangularize_panel_copied, COPIED_PANEL_FROM, True,
+    "triangularize_blocked", PANEL, triangularize_panel, triangularize_panel_copied, COPIED_PANEL_FROM,
     f"``triangularize_columns`` in panels of {PANEL} columns (each reduced by ``triangularize_panel``), each "
     "panel's reflections applied to the columns after it as one block reflection.")
 
 
 @reversible
-def form_q_blocked(X, V, F):
-    """``form_q`` a panel at a time from the last, each panel's reflections as one block on X[k:, k:]
-    with its factor from F."""
+def form_q_blocked(X, V):
+    """``form_q`` a panel at a time from the last, each panel's reflections as one block on X[k:, k:]."""
     p = V.shape[1]
     for k in range((p - 1) // PANEL * PANEL, -1, -PANEL):
         b = min(PANEL, p - k)
-        reflect_block(X[k:, k:], V[k:, k:k + b], F[0, k:k + b, :b], F[2, k:k + b, :b])
+        reflect_block(X[k:, k:], V[k:, k:k + b])
 
 
 @reversible
@@ -457,9 +372,9 @@ def upper_factor(R, W):
             R[k, j] += np.conj(W[k, k] / abs(W[k, k]) if W[k, k] != 0 else 1) * W[k, j]
 
 
-def _householder(name: str, triangularize_, form_q_, factor_columns: int, doc: str):
-    """Householder QR with the given triangularisation (its kept coefficients in a (p, n) K, its block
-    factors in a (4, p, ``factor_columns``) F) and formation of Q."""
+def _householder(name: str, triangularize_, form_q_, doc: str):
+    """Householder QR with the given triangularisation (its kept coefficients in a (p, n) K) and
+    formation of Q."""
 
     @reversible
     def householder(Q, R, A):
@@ -469,23 +384,21 @@ def _householder(name: str, triangularize_, form_q_, factor_columns: int, doc: s
         W = zeros((m, n), A.dtype)
         V = zeros((m, p), A.dtype)
         K = zeros((p, n), A.dtype)
-        F = zeros((4, p, factor_columns), A.dtype)
         X = zeros((m, q), A.dtype)
         with routine:
             add_into(W, A)
-            triangularize_(W, V, K, F)
+            triangularize_(W, V, K)
             # Q = H_0^H ... H_{p-1}^H E_q D with D the phases of diag(W) (1 beyond p), so that
             # R = D^H W has a nonnegative diagonal
             for k in range(p):
                 X[k, k] += W[k, k] / abs(W[k, k]) if W[k, k] != 0 else 1
             for k in range(p, q):
                 X[k, k] += 1
-            form_q_(X, V, F)
+            form_q_(X, V)
         add_into(Q, X)
         upper_factor(R, W)
         ~routine
         del X
-        del F
         del K
         del V
         del W
@@ -494,11 +407,11 @@ def _householder(name: str, triangularize_, form_q_, factor_columns: int, doc: s
 
 
 householder = _householder(
-    "householder", triangularize_columns, form_q, 0,
+    "householder", triangularize_columns, form_q,
     """QR by Householder reflections, one column at a time: orthogonal to O(u) at any condition
     number. Q has p = min(m, n) columns (thin) or m (complete; R then has m rows, those below p zero).""")
 blocked_householder = _householder(
-    "blocked_householder", triangularize_blocked, form_q_blocked, FACTOR_COLUMNS,
+    "blocked_householder", triangularize_blocked, form_q_blocked,
     f"""``householder`` blocked: panels of {PANEL} columns, each applied to the rest of A and to Q as one
     block reflector by matrix products. The same factorisation to rounding, faster beyond one panel
     of BLAS-sized matrices (where the method ``householder`` runs it: ``methods.chosen_method``).""")

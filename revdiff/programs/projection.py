@@ -15,8 +15,7 @@ from revdiff.language import routine, zeros
 from revdiff.programs.elementwise import add_into
 from revdiff.programs.naming import named
 from revdiff.programs.gram_schmidt import bcgs2, cgs, cgs2, mgs
-from revdiff.programs.householder import (FACTOR_COLUMNS, apply_block_reflectors, apply_block_reflectors_adjoint,
-                                          apply_reflectors, apply_reflectors_adjoint, triangularize_blocked,
+from revdiff.programs.householder import (apply_reflectors, apply_reflectors_adjoint, triangularize_blocked,
                                           triangularize_columns, upper_factor)
 
 
@@ -68,47 +67,29 @@ def _projection(name: str, qr):
     return named(project, name)
 
 
-def _reflected_projection(name: str, apply_adjoint, apply):
-    """The projection by reflections of y, the reflectors applied by ``apply_adjoint`` and ``apply``
-    (one at a time, or a panel at a time with the block factors in F)."""
-    @reversible
-    def reflected_projection(z, y, V, F, r):
-        """z += H E_r E_r^H H^H y, the projection onto the first r columns of Q = H E D, for
-        H = H_0^H ... H_{p-1}^H and the reflectors H_k in V's columns (``householder.apply_reflectors``)."""
-        m, p = V.shape
-        reflected = zeros(m, V.dtype)  # H^H y
-        projected = zeros(m, V.dtype)  # H E_r E_r^H H^H y
-        reflected_coefficients = zeros(p, V.dtype)  # what the reflections into H^H y kept
-        projected_coefficients = zeros(p, V.dtype)  # the same, on the way back to z
-        with routine:
-            reflected[:] += y
-            apply_adjoint(reflected, V, F, reflected_coefficients)
-            projected[:r] += reflected[:r]
-            apply(projected, V, F, projected_coefficients)
-        z[:] += projected
-        ~routine
-        del projected_coefficients
-        del reflected_coefficients
-        del projected
-        del reflected
-
-    return named(reflected_projection, name)
+@reversible
+def reflected_projection(z, y, V, r):
+    """z += H E_r E_r^H H^H y, the projection onto the first r columns of Q = H E D, for
+    H = H_0^H ... H_{p-1}^H and the reflectors H_k in V's columns (``householder.apply_reflectors``)."""
+    m, p = V.shape
+    reflected = zeros(m, V.dtype)  # H^H y
+    projected = zeros(m, V.dtype)  # H E_r E_r^H H^H y
+    reflected_coefficients = zeros(p, V.dtype)  # u_k^H of what each reflection into H^H y met
+    projected_coefficients = zeros(p, V.dtype)  # the same, on the way back to z
+    with routine:
+        reflected[:] += y
+        apply_reflectors_adjoint(reflected, V, reflected_coefficients)
+        projected[:r] += reflected[:r]
+        apply_reflectors(projected, V, projected_coefficients)
+    z[:] += projected
+    ~routine
+    del projected_coefficients
+    del reflected_coefficients
+    del projected
+    del reflected
 
 
-reflected_projection = _reflected_projection("reflected_projection", apply_reflectors_adjoint, apply_reflectors)
-block_reflected_projection = _reflected_projection("block_reflected_projection", apply_block_reflectors_adjoint,
-                                                   apply_block_reflectors)
-
-#: the Householder triangularisations, with the columns of the block factors they keep and the
-#: projection that reads them
-HOUSEHOLDER = {"householder": (triangularize_columns, 0, reflected_projection, apply_reflectors_adjoint),
-               "blocked_householder": (triangularize_blocked, FACTOR_COLUMNS, block_reflected_projection,
-                                       apply_block_reflectors_adjoint)}
-
-
-def _householder_leading_projection(name: str, method: str):
-    triangularize_, factor_columns, reflected_projection_, _ = HOUSEHOLDER[method]
-
+def _householder_leading_projection(name: str, triangularize_):
     @reversible
     def project(z, R, A, y, r):
         """z += Q[:, :r] Q[:, :r]^H y for Householder's Q, formed by reflections of y alone
@@ -118,14 +99,12 @@ def _householder_leading_projection(name: str, method: str):
         W = zeros((m, n), A.dtype)
         V = zeros((m, p), A.dtype)
         K = zeros((p, n), A.dtype)
-        F = zeros((4, p, factor_columns), A.dtype)
         with routine:
             add_into(W, A)
-            triangularize_(W, V, K, F)
-        reflected_projection_(z, y, V, F, r)
+            triangularize_(W, V, K)
+        reflected_projection(z, y, V, r)
         upper_factor(R, W)
         ~routine
-        del F
         del K
         del V
         del W
@@ -133,9 +112,7 @@ def _householder_leading_projection(name: str, method: str):
     return named(project, name)
 
 
-def _householder_projection(name: str, method: str):
-    triangularize_, factor_columns, reflected_projection_, _ = HOUSEHOLDER[method]
-
+def _householder_projection(name: str, triangularize_):
     @reversible
     def project(z, R, A, y):
         """z += Q Q^H y for Householder's Q, formed by reflections of y alone; R += A's triangular factor."""
@@ -144,14 +121,12 @@ def _householder_projection(name: str, method: str):
         W = zeros((m, n), A.dtype)
         V = zeros((m, p), A.dtype)
         K = zeros((p, n), A.dtype)
-        F = zeros((4, p, factor_columns), A.dtype)
         with routine:
             add_into(W, A)
-            triangularize_(W, V, K, F)
-        reflected_projection_(z, y, V, F, p)
+            triangularize_(W, V, K)
+        reflected_projection(z, y, V, p)
         upper_factor(R, W)
         ~routine
-        del F
         del K
         del V
         del W
@@ -163,13 +138,15 @@ def _householder_projection(name: str, method: str):
 LEADING_PROJECTIONS = {
     **{name: _leading_projection(f"project_leading_{name}", qr)
        for name, qr in (("cgs2", cgs2), ("bcgs2", bcgs2), ("mgs", mgs), ("cgs", cgs))},
-    **{name: _householder_leading_projection(f"project_leading_{name}", name) for name in HOUSEHOLDER}}
+    "householder": _householder_leading_projection("project_leading_householder", triangularize_columns),
+    "blocked_householder": _householder_leading_projection("project_leading_blocked_householder",
+                                                           triangularize_blocked)}
 project_cgs2 = _projection("project_cgs2", cgs2)
 project_bcgs2 = _projection("project_bcgs2", bcgs2)
 project_mgs = _projection("project_mgs", mgs)
 project_cgs = _projection("project_cgs", cgs)
-project_householder = _householder_projection("project_householder", "householder")
-project_blocked_householder = _householder_projection("project_blocked_householder", "blocked_householder")
+project_householder = _householder_projection("project_householder", triangularize_columns)
+project_blocked_householder = _householder_projection("project_blocked_householder", triangularize_blocked)
 
 
 @reversible
@@ -205,9 +182,7 @@ def _least_squares(name: str, qr):
     return named(lstsq, name)
 
 
-def _householder_least_squares(name: str, method: str):
-    triangularize_, factor_columns, _, apply_adjoint = HOUSEHOLDER[method]
-
+def _householder_least_squares(name: str, triangularize_):
     @reversible
     def lstsq(x, R, A, y):
         """x += argmin |A x - y| = W^-1 (H^H y)[:n] for A of full column rank (m >= n), W the
@@ -216,20 +191,18 @@ def _householder_least_squares(name: str, method: str):
         W = zeros((m, n), A.dtype)
         V = zeros((m, n), A.dtype)
         K = zeros((n, n), A.dtype)
-        F = zeros((4, n, factor_columns), A.dtype)
         c = zeros(m, A.dtype)
-        coefficients = zeros(n, A.dtype)  # what the reflections of y kept
+        coefficients = zeros(n, A.dtype)  # u_k^H of what each reflection of y met
         with routine:
             add_into(W, A)
-            triangularize_(W, V, K, F)
+            triangularize_(W, V, K)
             c[:] += y
-            apply_adjoint(c, V, F, coefficients)
+            apply_reflectors_adjoint(c, V, coefficients)
         solve_upper(x, W, c[:n])
         upper_factor(R, W)
         ~routine
         del coefficients
         del c
-        del F
         del K
         del V
         del W
@@ -241,5 +214,5 @@ lstsq_cgs2 = _least_squares("lstsq_cgs2", cgs2)
 lstsq_bcgs2 = _least_squares("lstsq_bcgs2", bcgs2)
 lstsq_mgs = _least_squares("lstsq_mgs", mgs)
 lstsq_cgs = _least_squares("lstsq_cgs", cgs)
-lstsq_householder = _householder_least_squares("lstsq_householder", "householder")
-lstsq_blocked_householder = _householder_least_squares("lstsq_blocked_householder", "blocked_householder")
+lstsq_householder = _householder_least_squares("lstsq_householder", triangularize_columns)
+lstsq_blocked_householder = _householder_least_squares("lstsq_blocked_householder", triangularize_blocked)
