@@ -320,10 +320,11 @@ triangularize_panel = _blocked_triangularization(
     "receive each block's reflections as one block reflection.")
 #: ``triangularize_blocked`` reduces each panel in a contiguous copy (``triangularize_panel_copied``)
 #: in matrices of this many columns or more, where a walk down a panel's columns in place steps a
-#: page (4 KiB) a row in float64. One core (CPU time per gradient, the copy over in place): float64
-#: projections 0.81-0.83 at 2000 x 1000, 0.81-0.85 at 1400 x 700, 0.85 at 1000 x 500, 0.97 at
-#: 800 x 400, 1.07-1.08 at 500 x 250 and 256 x 128; float32 0.74-0.82 at 2000 x 1000 but 1.06-1.14
-#: at 1000 x 500 (rows of 2 KiB), where the rule, which cannot read the dtype, stays in place.
+#: page (4 KiB) a row in float64. One core (CPU time per projection gradient, minima and medians of 3
+#: alternating rounds, the copy over in place): float64 0.80-0.81 at 2000 x 1000, 0.79-0.81 at
+#: 1400 x 700, 0.92-0.99 at 1000 x 500, 0.98-1.04 at 800 x 400, 1.02-1.09 at 500 x 250, 1.13-1.15 at
+#: 256 x 128; float32 0.80-0.85 at 2000 x 1000 but 1.13-1.16 at 1000 x 500 (rows of 2 KiB), where the
+#: rule, which cannot read the dtype, stays in place.
 COPIED_PANEL_FROM = 512
 
 
