@@ -15,7 +15,8 @@ Gram-Schmidt, nothing is kept beyond Q and R.
 by row (LAPACK's geqr2). ``blocked_householder`` is blocked as LAPACK's geqrf: each panel of
 ``PANEL`` columns is reduced the same way (in sub-blocks of ``SUBPANEL``), and the rest of the
 matrix, and Q, receive its reflectors at once in their compact WY form I - Y T Y^H (matrix
-products, BLAS-3 on the CPU). Forming Q, ``reflect_block`` uncomputes its own coefficients as
+products, BLAS-3 on the CPU); from ``COPIED_PANEL_FROM`` columns each panel is reduced in a contiguous
+copy. Forming Q, ``reflect_block`` uncomputes its own coefficients as
 ``reflect_columns`` does, by the blocked form of the same identity; triangularising,
 ``reflect_block_kept`` keeps them until the triangularisation is uncomputed, one product fewer.
 Shapes and conventions as in ``gram_schmidt``: Q (m, p), R (p, n), diag(R) real nonnegative; or
@@ -315,7 +316,7 @@ def triangularize_columns(W, V, K):
 #: columns per sub-panel: a panel's own columns are reduced in blocks of this many in turn
 SUBPANEL = 8
 triangularize_panel = _blocked_triangularization(
-    "triangularize_panel", SUBPANEL, triangularize_columns, triangularize_columns, 0,
+    "triangularize_panel", SUBPANEL, triangularize_columns, triangularize_columns, 0,  # never copied: one callee
     f"``triangularize_columns`` on a panel, in blocks of {SUBPANEL} columns: the panel's own trailing columns "
     "receive each block's reflections as one block reflection.")
 #: ``triangularize_blocked`` reduces each panel in a contiguous copy (``triangularize_panel_copied``)
@@ -323,18 +324,19 @@ triangularize_panel = _blocked_triangularization(
 #: page (4 KiB) a row in float64. One core (CPU time per projection gradient, minima and medians of 3
 #: alternating rounds, the copy over in place): float64 0.80-0.81 at 2000 x 1000, 0.79-0.81 at
 #: 1400 x 700, 0.92-0.99 at 1000 x 500, 0.98-1.04 at 800 x 400, 1.02-1.09 at 500 x 250, 1.13-1.15 at
-#: 256 x 128; float32 0.80-0.85 at 2000 x 1000 but 1.13-1.16 at 1000 x 500 (rows of 2 KiB), where the
-#: rule, which cannot read the dtype, stays in place.
+#: 256 x 128; float32 0.80-0.85 at 2000 x 1000 but 1.13-1.16 at 1000 x 500 (rows of 2 KiB), where
+#: the rule, a count of columns (the language has no test of a dtype), keeps it in place.
 COPIED_PANEL_FROM = 512
 
 
 @reversible
 def triangularize_panel_copied(W, V, K):
-    """``triangularize_panel`` on a contiguous copy of the panel W and of its reflectors V (whose rows
-    lie a whole matrix row apart in place), swapped in and out exactly (W minus its copy is zero)."""
+    """``triangularize_panel`` on a contiguous copy of the panel W, whose rows lie a row of the
+    matrix apart in place, moved in and out exactly (W minus its copy is zero), its reflectors written
+    into a contiguous Vc and added into V's panel (zero on entry), Vc then uncomputed against it."""
     m, b = W.shape
     Wc = zeros((m, b), W.dtype)
-    Vc = zeros((m, V.shape[1]), W.dtype)
+    Vc = zeros((m, b), V.dtype)
     add_into(Wc, W)
     ~add_into(W, Wc)
     triangularize_panel(Wc, Vc, K)
@@ -348,8 +350,9 @@ def triangularize_panel_copied(W, V, K):
 
 triangularize_blocked = _blocked_triangularization(
     "triangularize_blocked", PANEL, triangularize_panel, triangularize_panel_copied, COPIED_PANEL_FROM,
-    f"``triangularize_columns`` in panels of {PANEL} columns (each reduced by ``triangularize_panel``), each "
-    "panel's reflections applied to the columns after it as one block reflection.")
+    f"``triangularize_columns`` in panels of {PANEL} columns (each reduced by ``triangularize_panel``, in a "
+    f"contiguous copy from {COPIED_PANEL_FROM} columns), each panel's reflections applied to the columns after it "
+    "as one block reflection.")
 
 
 @reversible

@@ -6,7 +6,7 @@ exit (a program returns its scalar parameters, ``ir/low.py``). Every variable li
 (LLVM's first passes turn them into registers); integers compute in i64, bools in i1, floats and
 complex numbers in their own precision (``passes/infer.py``'s types: the widest float operand's).
 Ancilla arrays come from a buffer in the function's stack frame while they fit in it
-(``memory.FRAME_ANCILLA_BYTES``: the small ancillas of lane programs, which a call allocates by the thousand),
+(``memory.FRAME_ANCILLA_BYTES``: the small ancillas that a batched call's lane programs allocate by the thousand),
 else from calloc, and are freed at the function's one exit. A failed check writes the error record and
 leaves through that exit (``ir/checks.py``).
 
@@ -145,7 +145,7 @@ class FunctionEmitter(Calls):
             self.out(f"{v} = load {MEMORY[t.dtype]}, ptr {self.slots[p].ref}")
             self.out(f"store {MEMORY[t.dtype]} {v}, ptr %{ident(p, '.ref')}")
         for name in self.owned:
-            self.out(f"call void @free(ptr {self._heap_data(name)})")
+            self.out(f"call void @free(ptr {self._data_to_free(name)})")
         if self.owned:
             self.libm.add(("free", "ptr"))
         self.out("ret void")

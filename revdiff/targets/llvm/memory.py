@@ -41,16 +41,20 @@ L1_BYTES = 32768
 #: below it rows spread over most sets, or the walk outgrows the cache whatever their layout.
 PADDED_STRIDE_QUANTUM = 128
 
-#: bytes of a function's stack frame its ancilla arrays are taken from, in order, while they fit (then
-#: calloc): 64×32 float64 in lanes of 8 fits whole (a reflection's two vectors, 6 KiB). Calls nest
-#: as deep as the program's calls (no recursion), so a chain of ten holds 80 KiB of a thread's stack.
+#: bytes of the buffer in a function's stack frame that its ancilla arrays are taken from, one after
+#: another (each at a 64-byte boundary plus its ``stagger``), while they fit; then calloc. The buffer is
+#: never rewound: an ancilla allocated again with a new shape (a fresh ``zeros`` in a loop) leaves its
+#: old place behind, and later ones come from calloc. A column reflection's two lane vectors at 64×32
+#: float64 in lanes of 8 (4 KiB and 2 KiB, 6.2 KiB with their staggers) fit. Calls nest as deep as
+#: the program's calls (the language has no recursion): a chain of ten holds 80 KiB of a thread's stack.
 FRAME_ANCILLA_BYTES = 8192
 
 
 class Memory(Arithmetic):
     """Variables, arrays and views. Subclasses set ``slots`` (scalar name -> Slot), ``arrays`` (array
     name -> Array for parameters, ArraySlot for locals), ``owned_names`` (ancilla arrays: their last
-    axis contiguous, outer axes possibly padded, ``padded_layout``) and ``nonnegative`` (loop
+    axis contiguous, outer axes possibly padded, ``padded_layout``), ``owned`` (those allocated so
+    far, freed at exit), ``libm`` (the C functions and intrinsics used) and ``nonnegative`` (loop
     variables known not to go below zero)."""
 
     def padded_layout(self, dims: list, item: int) -> tuple:
@@ -229,10 +233,14 @@ class Memory(Arithmetic):
         lines = [f"  %ancilla.frame = alloca [{FRAME_ANCILLA_BYTES} x i8], align 64",
                  "  %ancilla.frame.used = alloca i64", "  store i64 0, ptr %ancilla.frame.used"]
         for name in sorted(self.owned_names):
-            lines += [f"  {self._on_heap(name)} = alloca i1", f"  store i1 false, ptr {self._on_heap(name)}"]
+            lines += [f"  {self._heap_flag(name)} = alloca i1", f"  store i1 false, ptr {self._heap_flag(name)}"]
         return lines
 
     def zero(self, s: Zero) -> None:
+        """Allocate ancilla ``s.name`` as zeros of ``s.shape``: a scalar set to 0; an array cleared in
+        place where it already holds one of this shape (``s.reuse``), else taken from the frame's
+        buffer or from calloc, its size refused (the failure ``s.alloc``) if negative or beyond 2^62
+        bytes, or if calloc fails."""
         if s.shape is None:
             t = vartype(s.dtype)
             self.store(Name(s.name), self.convert(Scalar("0", INT), scalar(t)))
@@ -253,9 +261,7 @@ class Memory(Arithmetic):
             self._cond_br(same, clear, allocate)
             self._label(clear)
             nbytes = self.padded_layout(dims, item)[1]
-            self.libm.add(("memset", "ptr"))
-            start = self._op(f"getelementptr i8, ptr {old}, i64 {self.stagger(s.name)}")
-            self.out(f"call void @llvm.memset.p0.i64(ptr {start}, i8 0, i64 {nbytes}, i1 false)")
+            self._clear(self._op(f"getelementptr i8, ptr {old}, i64 {self.stagger(s.name)}"), nbytes)
             self._br(done)
         self._br(allocate)
         self._label(allocate)
@@ -270,7 +276,7 @@ class Memory(Arithmetic):
         fail, go = self._new_label("nomem"), self._new_label("calloc")
         self._cond_br(refuse, fail, go)
         self._label(go)
-        self.out(f"call void @free(ptr {self._heap_data(s.name)})")
+        self.out(f"call void @free(ptr {self._data_to_free(s.name)})")
         self.out(f"store ptr null, ptr {slot.data}")
         strides, size = self.padded_layout(dims, item)
         count = self._op(f"select i1 {self._op(f'icmp eq i64 {size}, 0')}, i64 {item}, i64 {size}")
@@ -284,16 +290,15 @@ class Memory(Arithmetic):
         self._label(in_frame)
         self.out("store i64 " + end + ", ptr %ancilla.frame.used")
         framed = self._op(f"getelementptr i8, ptr %ancilla.frame, i64 {used}")
-        self.libm.add(("memset", "ptr"))
-        self.out(f"call void @llvm.memset.p0.i64(ptr {framed}, i8 0, i64 {nbytes}, i1 false)")
+        self._clear(framed, nbytes)
         self.out(f"store ptr {framed}, ptr {slot.data}")
-        self.out(f"store i1 false, ptr {self._on_heap(s.name)}")
+        self.out(f"store i1 false, ptr {self._heap_flag(s.name)}")
         self._br(got)
         self._label(on_heap)
         data = self._op(f"call ptr @calloc(i64 {nbytes}, i64 1)")
         self.libm |= {("calloc", "ptr"), ("free", "ptr")}
         self.out(f"store ptr {data}, ptr {slot.data}")
-        self.out(f"store i1 true, ptr {self._on_heap(s.name)}")
+        self.out(f"store i1 true, ptr {self._heap_flag(s.name)}")
         self._cond_br(self._op(f"icmp eq ptr {data}, null"), fail, got)
         self._label(fail)
         code = s.alloc if s.alloc is not None else failure_code(0, UNTRACKED)
@@ -310,17 +315,24 @@ class Memory(Arithmetic):
         self._br(done)
         self._label(done)
 
-    def _on_heap(self, name: str) -> str:
+    def _clear(self, pointer: str, nbytes: str) -> None:
+        """Zero ``nbytes`` bytes from ``pointer``."""
+        self.libm.add(("memset", "ptr"))
+        self.out(f"call void @llvm.memset.p0.i64(ptr {pointer}, i8 0, i64 {nbytes}, i1 false)")
+
+    def _heap_flag(self, name: str) -> str:
         """The stack slot of the flag saying that ancilla ``name``'s data came from calloc."""
         return f"%{ident(name, '.on.heap')}"
 
-    def _heap_data(self, name: str) -> str:
+    def _data_to_free(self, name: str) -> str:
         """Ancilla ``name``'s data pointer where calloc gave it, else null: what to free."""
         data = self._op(f"load ptr, ptr {self.arrays[name].data}")
-        return self._op(f"select i1 {self._op(f'load i1, ptr {self._on_heap(name)}')}, ptr {data}, ptr null")
+        return self._op(f"select i1 {self._op(f'load i1, ptr {self._heap_flag(name)}')}, ptr {data}, ptr null")
 
     def stagger(self, name: str) -> int:
-        """The offset of ancilla array ``name``'s data in its allocation: ancillas of one program
-        start at different offsets modulo 4096, so that the CPU does not take accesses to the same
-        index of two of them for the same address (4K aliasing)."""
+        """The offset of ancilla array ``name``'s data in its allocation: ancillas of one program that
+        calloc gives (page-aligned when large) start at different offsets modulo 4096, so that the CPU
+        does not take accesses to the same index of two of them for the same address (4K aliasing).
+        In the frame's buffer it adds to the place where the ancilla lands, which the allocations
+        before it decide."""
         return 64 * (1 + sorted(self.owned_names).index(name) % 31)
