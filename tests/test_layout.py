@@ -164,3 +164,45 @@ def test_ancillas_from_the_frame_and_from_the_heap_hold_what_was_written(n):
     _, gx, gbig = pullback(np.array([1.0, 1.0]), np.zeros(n), np.zeros(4000))
     np.testing.assert_array_equal(gx, 2 * x * np.arange(n, 0, -1))
     np.testing.assert_array_equal(gbig, 2 * big)
+
+
+@reversible
+def _chain_leaf(out, x):
+    for i in range(len(x)):
+        out[0] += x[i] * x[i]
+
+
+def _chain_level(inner):
+    @reversible
+    def level(out, x):
+        w = zeros(len(x), x.dtype)
+        w[:] += x
+        inner(out, w)
+        w[:] -= x
+        del w
+
+    return level
+
+
+_CHAIN = _chain_leaf
+for _ in range(16):
+    _CHAIN = _chain_level(_CHAIN)
+
+
+def test_a_deep_chain_of_calls_with_ancillas_runs_in_a_thread_with_a_small_stack():
+    """Ancillas take from a call's frame only what they use (``FRAME_ANCILLA_BYTES`` is a cap, not a
+    reservation): 17 nested calls, each with a small ancilla, run in a thread of 96 KiB of stack (a
+    fixed 8 KiB buffer a call overflowed it: a segfault), and give what the main thread gives."""
+    import threading
+    x = np.arange(1.0, 51.0)
+    want = _CHAIN(np.zeros(1), x)[0]
+    assert want[0] == (x ** 2).sum()
+    got = []
+    previous = threading.stack_size(96 * 1024)
+    try:
+        worker = threading.Thread(target=lambda: got.append(_CHAIN(np.zeros(1), x)[0]))
+        worker.start()
+        worker.join()
+    finally:
+        threading.stack_size(previous)
+    np.testing.assert_array_equal(got[0], want)

@@ -41,12 +41,13 @@ L1_BYTES = 32768
 #: below it rows spread over most sets, or the walk outgrows the cache whatever their layout.
 PADDED_STRIDE_QUANTUM = 128
 
-#: bytes of the buffer in a function's stack frame that its ancilla arrays are taken from, one after
-#: another (each at a 64-byte boundary plus its ``stagger``), while they fit; then calloc. The buffer is
-#: never rewound: an ancilla allocated again with a new shape (a fresh ``zeros`` in a loop) leaves its
-#: old place behind, and later ones come from calloc. A column reflection's two lane vectors at 64×32
-#: float64 in lanes of 8 (4 KiB and 2 KiB, 6.2 KiB with their staggers) fit. Calls nest as deep as
-#: the program's calls (the language has no recursion): a chain of ten holds 80 KiB of a thread's stack.
+#: bytes of a call's stack frame its ancilla arrays may take: each is taken by alloca as it is allocated
+#: (64-byte aligned, with its ``stagger``) while the call's total stays within this, then from calloc.
+#: Nothing is given back before the call returns: an ancilla allocated again with a new shape (a fresh
+#: ``zeros`` in a loop) leaves its old place behind, and later ones come from calloc. A column
+#: reflection's two lane vectors at 64×32 float64 in lanes of 8 (4 KiB and 2 KiB, 6.2 KiB with their
+#: staggers) fit. A call whose ancillas are larger takes no stack for them, and calls nest only as deep
+#: as the program's calls (the language has no recursion).
 FRAME_ANCILLA_BYTES = 8192
 
 
@@ -226,12 +227,11 @@ class Memory(Arithmetic):
     # ---------------------------------------------------------------- ancilla arrays
 
     def ancilla_frame(self) -> list:
-        """The entry block's lines that set up the ancilla buffer in the frame (``FRAME_ANCILLA_BYTES``)
-        and each ancilla's flag saying that calloc gave its data."""
+        """The entry block's lines that set up the count of bytes the call's ancillas took from its
+        frame (``FRAME_ANCILLA_BYTES``) and each ancilla's flag saying that calloc gave its data."""
         if not self.owned_names:
             return []
-        lines = [f"  %ancilla.frame = alloca [{FRAME_ANCILLA_BYTES} x i8], align 64",
-                 "  %ancilla.frame.used = alloca i64", "  store i64 0, ptr %ancilla.frame.used"]
+        lines = ["  %ancilla.frame.used = alloca i64", "  store i64 0, ptr %ancilla.frame.used"]
         for name in sorted(self.owned_names):
             lines += [f"  {self._heap_flag(name)} = alloca i1", f"  store i1 false, ptr {self._heap_flag(name)}"]
         return lines
@@ -281,15 +281,15 @@ class Memory(Arithmetic):
         strides, size = self.padded_layout(dims, item)
         count = self._op(f"select i1 {self._op(f'icmp eq i64 {size}, 0')}, i64 {item}, i64 {size}")
         nbytes = self._op(f"add i64 {count}, {self.stagger(s.name)}")
-        # from the frame's buffer while it fits (64-byte aligned), else from the heap
+        # from the frame (alloca, 64-byte aligned) while the call's total fits, else from the heap
         used = self._op("load i64, ptr %ancilla.frame.used")
-        padded = self._op(f"add i64 {nbytes}, 63")
-        end = self._op(f"and i64 {self._op(f'add i64 {used}, {padded}')}, -64")
+        padded = self._op(f"and i64 {self._op(f'add i64 {nbytes}, 63')}, -64")
+        end = self._op(f"add i64 {used}, {padded}")
         in_frame, on_heap, got = self._new_label("frame"), self._new_label("heap"), self._new_label("got")
         self._cond_br(self._op(f"icmp ule i64 {end}, {FRAME_ANCILLA_BYTES}"), in_frame, on_heap)
         self._label(in_frame)
         self.out("store i64 " + end + ", ptr %ancilla.frame.used")
-        framed = self._op(f"getelementptr i8, ptr %ancilla.frame, i64 {used}")
+        framed = self._op(f"alloca i8, i64 {padded}, align 64")
         self._clear(framed, nbytes)
         self.out(f"store ptr {framed}, ptr {slot.data}")
         self.out(f"store i1 false, ptr {self._heap_flag(s.name)}")
