@@ -131,7 +131,7 @@ def test_a_padded_ancilla_cleared_for_reuse_in_the_adjoint_gives_the_gradient(m,
 @reversible
 def growing_sums(out, x, big):
     """out[0] += sum_k sum_{i <= k} x[i]^2 through a work copy of x[:k + 1] made in each round (a new
-    shape each time: the frame's ancilla buffer fills up, and calloc takes over), and
+    shape each time: the call's share of its frame fills up, and calloc takes over), and
     out[1] += sum big^2 through a work copy too large for the frame."""
     n = len(x)
     B = zeros(len(big), x.dtype)
@@ -151,8 +151,8 @@ def growing_sums(out, x, big):
 
 @pytest.mark.parametrize("n", [0, 3, 200])
 def test_ancillas_from_the_frame_and_from_the_heap_hold_what_was_written(n):
-    """Ancillas come from a buffer in the function's frame while they fit (``FRAME_ANCILLA_BYTES``),
-    else from calloc: 200 work copies of growing length outgrow the buffer, a 4000-entry one never fits
+    """Ancillas come from the call's stack frame while their total fits (``FRAME_ANCILLA_BYTES``),
+    else from calloc: 200 work copies of growing length outgrow it, a 4000-entry one never fits
     it; integer-valued entries give exact sums, and the gradient is the closed form's."""
     from revdiff.targets.llvm.memory import FRAME_ANCILLA_BYTES
     assert 4000 * 8 > FRAME_ANCILLA_BYTES and 200 * 201 // 2 * 8 > FRAME_ANCILLA_BYTES
@@ -192,7 +192,7 @@ for _ in range(16):
 def test_a_deep_chain_of_calls_with_ancillas_runs_in_a_thread_with_a_small_stack():
     """Ancillas take from a call's frame only what they use (``FRAME_ANCILLA_BYTES`` is a cap, not a
     reservation): 17 nested calls, each with a small ancilla, run in a thread of 96 KiB of stack (a
-    fixed 8 KiB buffer a call overflowed it: a segfault), and give what the main thread gives."""
+    fixed 8 KiB a call overflowed it: a segfault), and give what the main thread gives."""
     import threading
     x = np.arange(1.0, 51.0)
     want = _CHAIN(np.zeros(1), x)[0]

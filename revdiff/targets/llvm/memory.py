@@ -1,7 +1,7 @@
 """Memory in the LLVM emitter: stack slots of variables, arrays as (data, shape, byte strides), the
 views NumPy's basic indexing makes (integers fix axes, slices keep them, negative indices count from
 the end), loads and stores in each dtype's memory type (narrow integers widened to i64, bools
-stored as bytes), and the allocation of ancilla arrays (from a buffer in the function's frame while
+stored as bytes), and the allocation of ancilla arrays (from the call's stack frame while
 they fit, else from calloc)."""
 from __future__ import annotations
 
@@ -238,8 +238,8 @@ class Memory(Arithmetic):
 
     def zero(self, s: Zero) -> None:
         """Allocate ancilla ``s.name`` as zeros of ``s.shape``: a scalar set to 0; an array cleared in
-        place where it already holds one of this shape (``s.reuse``), else taken from the frame's
-        buffer or from calloc, its size refused (the failure ``s.alloc``) if negative or beyond 2^62
+        place where it already holds one of this shape (``s.reuse``), else taken from the call's
+        stack or from calloc, its size refused (the failure ``s.alloc``) if negative or beyond 2^62
         bytes, or if calloc fails."""
         if s.shape is None:
             t = vartype(s.dtype)
@@ -333,6 +333,6 @@ class Memory(Arithmetic):
         """The offset of ancilla array ``name``'s data in its allocation: ancillas of one program that
         calloc gives (page-aligned when large) start at different offsets modulo 4096, so that the CPU
         does not take accesses to the same index of two of them for the same address (4K aliasing).
-        In the frame's buffer it adds to the place where the ancilla lands, which the allocations
+        On the stack it adds to the place where the ancilla lands, which the allocations
         before it decide."""
         return 64 * (1 + sorted(self.owned_names).index(name) % 31)
