@@ -6,8 +6,9 @@ exit (a program returns its scalar parameters, ``ir/low.py``). Every variable li
 (LLVM's first passes turn them into registers); integers compute in i64, bools in i1, floats and
 complex numbers in their own precision (``passes/infer.py``'s types: the widest float operand's).
 Ancilla arrays come from the call's stack frame while their total fits (``memory.FRAME_ANCILLA_BYTES``:
-the small ancillas that a batched call's lane programs allocate by the thousand), else from calloc, and are freed at the function's one exit. A failed check writes the error record and
-leaves through that exit (``ir/checks.py``).
+the small ancillas that a batched call's lane programs allocate by the thousand), else from calloc,
+and are freed at the function's one exit. A failed check writes the error record and leaves through
+that exit (``ir/checks.py``).
 
 No fast-math flags and no FMA contraction: the value an instruction adds going forward is the value
 its inverse subtracts.
