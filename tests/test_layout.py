@@ -191,8 +191,8 @@ for _ in range(16):
 
 def test_a_deep_chain_of_calls_with_ancillas_runs_in_a_thread_with_a_small_stack():
     """Ancillas take from a call's frame only what they use (``FRAME_ANCILLA_BYTES`` is a cap, not a
-    reservation): 17 nested calls, each with a small ancilla, run in a thread of 96 KiB of stack (a
-    fixed 8 KiB a call overflowed it: a segfault), and give what the main thread gives."""
+    reservation): 17 nested calls, each with a small ancilla, run in a thread of 96 KiB of stack (8 KiB
+    reserved in each call would overflow it: a segfault), and give what the main thread gives."""
     import threading
     x = np.arange(1.0, 51.0)
     want = _CHAIN(np.zeros(1), x)[0]
