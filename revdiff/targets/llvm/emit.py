@@ -1,7 +1,9 @@
 """Print low-level IR as LLVM IR: one function per program, compiled by LLVM without a Python front end.
 
-A program is ``void @symbol(params..., ptr err)``: an array parameter arrives as its data pointer, its
-shape and its byte strides; a scalar parameter as a pointer to it, read at entry and written back at
+A program is ``void @symbol(params..., ptr err)``: an array parameter arrives as its data pointer
+(``noalias``: arrays of different names are different memory wherever one is written, which every
+call checks, ``calls.py`` and ``passes/aliasing.py``, and loop fusion assumes too), its shape and its
+byte strides; a scalar parameter as a pointer to it, read at entry and written back at
 exit (a program returns its scalar parameters, ``ir/low.py``). Every variable lives in a stack slot
 (LLVM's first passes turn them into registers); integers compute in i64, bools in i1, floats and
 complex numbers in their own precision (``passes/infer.py``'s types: the widest float operand's).
@@ -99,7 +101,7 @@ class FunctionEmitter(Calls):
                 data = f"%{ident(p, '.data')}"
                 shape = tuple(f"%{ident(p, f'.shape{k}')}" for k in range(t.ndim))
                 strides = tuple(f"%{ident(p, f'.stride{k}')}" for k in range(t.ndim))
-                params += [f"ptr {data}"] + [f"i64 {s}" for s in shape + strides]
+                params += [f"ptr noalias {data}"] + [f"i64 {s}" for s in shape + strides]
                 if p in self.unit_stride:
                     strides = strides[:-1] + (str(ITEMSIZE[t.dtype]),)
                 self.arrays[p] = Array(data, shape, strides, t.dtype)
