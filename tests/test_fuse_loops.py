@@ -66,6 +66,18 @@ def test_reductions_keep_their_own_accumulators():
     assert [type(s).__name__ for s in inner] == ["Local", "Local", "Loop", "AugAssign", "AugAssign"]
 
 
+def test_an_accumulator_set_to_zero_between_loops_moves_before_them():
+    """The gradient of an outer product sets its row sums to zero between the restore's loop and
+    its own: the zero moves first, and the loops fuse."""
+    body = fused(loop("i", AugAssign(at("x", i), "+", at("a", i))),
+                 Zero("s", None, "float64"),
+                 loop("j", AugAssign(Name("s"), "+", at("g", j)), AugAssign(at("h", j), "+", at("g", j))))
+    assert [type(t).__name__ for t in body] == ["Zero", "Loop"] and len(body[1].body) == 3
+    # an array allocated between them still keeps them apart (it can fail)
+    assert loops(fused(loop("i", AugAssign(at("x", i), "+", at("a", i))), Zero("t", (n,), "float64"),
+                       loop("j", AugAssign(at("t", j), "+", at("g", j))))) == 2
+
+
 def test_a_check_in_one_body_fuses():
     body = fused(loop("i", Check(Compare(">", at("a", i), Const(0.0)), 1, 1, ()), AugAssign(at("x", i), "+", Const(1.0))),
                  loop("j", AugAssign(at("y", j), "+", Const(1.0))))
@@ -89,6 +101,48 @@ def test_a_loop_moves_into_a_branch_where_it_fuses():
                         [loop("k", AugAssign(at("z", Name("k")), "+", Const(1.0)), stop=Name("m"))]))
     assert len(body) == 1 and isinstance(body[0], Branch)
     assert loops(body[0].then) == 1 and loops(body[0].orelse) == 2
+
+
+def _walk_in_blocks(var, left_var, target, source, stop=n):
+    """A walk over pairs of columns and then the column left over (``primitives/loops.index_blocks``):
+    x[c] += a[c] for c = var and var + 1, then c = (n - n % 2) + left_var."""
+    bulk = BinOp("-", stop, BinOp("%", stop, Const(2)))
+    v, w = Name(var), Name(left_var)
+    return [Loop(var, Const(0), bulk, Const(2), [AugAssign(at(target, v), "+", at(source, v)),
+                                                 AugAssign(at(target, BinOp("+", v, Const(1))), "+",
+                                                           at(source, BinOp("+", v, Const(1))))]),
+            Loop(left_var, Const(0), BinOp("%", stop, Const(2)), Const(1),
+                 [AugAssign(at(target, BinOp("+", bulk, w)), "+", at(source, BinOp("+", bulk, w)))])]
+
+
+def test_walks_in_blocks_fuse_block_with_block_and_leftover_with_leftover():
+    """The second walk's block loop moves before the first's leftover loop (they commute) to fuse
+    with the first's block loop; then the leftover loops fuse."""
+    body = fused(*_walk_in_blocks("i", "k", "x", "a"), *_walk_in_blocks("j", "l", "y", "a"))
+    assert len(body) == 2 and [s.step for s in body] == [Const(2), Const(1)]
+    assert [len(s.body) for s in body] == [4, 2]
+    # reading x, which the first walk's leftover loop writes, the second walk's blocks stay after it
+    assert len(fused(*_walk_in_blocks("i", "k", "x", "a"), *_walk_in_blocks("j", "l", "y", "x"))) == 4
+
+
+def test_indices_within_a_block_belong_to_its_iteration():
+    """x[i] and x[i + 1] written by a loop counting by 2, read at the same indices by the next:
+    iteration i touches only its own two elements, so the loops fuse; x[i + 2] is the next block's."""
+    own = fused(loop("i", AugAssign(at("x", BinOp("+", i, Const(1))), "+", Const(1.0)), step=Const(2)),
+                loop("j", AugAssign(at("y", j), "+", at("x", BinOp("+", j, Const(1)))), step=Const(2)))
+    assert loops(own) == 1
+    other = fused(loop("i", AugAssign(at("x", BinOp("+", i, Const(2))), "+", Const(1.0)), step=Const(2)),
+                  loop("j", AugAssign(at("y", j), "+", at("x", BinOp("+", j, Const(2)))), step=Const(2)))
+    assert loops(other) == 2
+
+
+def test_a_walk_in_blocks_moves_into_a_branch_where_it_fuses():
+    cond = Compare(">", Shape("q", 0), Const(32))
+    body = fused(*_walk_in_blocks("i", "k", "x", "a"),
+                 Branch(cond, _walk_in_blocks("j", "l", "y", "a"),
+                        [loop("m", AugAssign(at("z", Name("m")), "+", Const(1.0)), stop=Name("m"))]))
+    assert len(body) == 1 and isinstance(body[0], Branch)
+    assert loops(body[0].then) == 2 and loops(body[0].orelse) == 3
 
 
 # ------------------------------------------------------------------------------ must not fuse
@@ -161,7 +215,8 @@ def test_a_temporary_reading_what_the_loop_writes_stays_after_it():
 def test_the_gram_schmidt_adjoint_sweeps_twice():
     """On the walk by columns, restoring ``v`` (``v += Q r``), ``g_Q -= g_v rᵀ`` and ``g_r -= Qᵀ g_v``
     are one sweep over Q's columns; restoring ``r`` (``r -= Qᵀ v``), ``g_Q += v g_rᵀ`` and
-    ``g_v += Q g_r`` another. On the walk by rows, two pairs of the six sweep together."""
+    ``g_v += Q g_r`` another, each a walk over blocks of columns and one over the columns left over
+    (``primitives/loops.index_blocks``). On the walk by rows, two pairs of the six sweep together."""
     from revdiff.programs.gram_schmidt import classical_pass
     args = (np.zeros(8), np.zeros(4), np.zeros((8, 4)), 3)
 
@@ -170,11 +225,11 @@ def test_the_gram_schmidt_adjoint_sweeps_twice():
         branch, = [s for s in low.body if isinstance(s, Branch)]
         return [sum(isinstance(s, Loop) for s in arm) for arm in (branch.then, branch.orelse)]
 
-    assert arms(classical_pass) == [4, 2]
+    assert arms(classical_pass) == [6, 4]
     assert "fuse_loops=True" in classical_pass.source("adjoint", *args)
     unfused = classical_pass.with_options(fuse_loops=False)
     low = unfused.specialize(unfused.argument_types(args), False).low_function("adjoint")
-    assert sum(isinstance(s, (Loop, Branch)) for s in low.body) == 6
+    assert sum(isinstance(s, (Loop, Branch)) for s in low.body) == 8  # six, the two restores two loops each
 
 
 def _rand(rng, shape, cplx=False):

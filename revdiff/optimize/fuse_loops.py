@@ -33,9 +33,16 @@ by at most one copy of each loop.
 
 Between two loops. Comments move inside the fused loop, before the statements they describe. A
 temporary computed between the loops (``x = -r[j]`` between the inner loops of two column sweeps)
-moves before the first loop when it commutes with it and that loop cannot stop the program; any
-other statement that cannot stop the program moves after the second loop when it commutes with it
-(a check stays before the loops it guards). Otherwise the loops stay apart.
+or an accumulator set to zero there moves before the first loop when it commutes with it and that
+loop cannot stop the program; any other statement that cannot stop the program moves after the
+second loop when it commutes with it (a check stays before the loops it guards). Otherwise the
+loops stay apart.
+
+Walks in blocks. A walk over blocks of columns (or rows) is two loops, the blocks and the indices
+left over (``primitives/loops.index_blocks``). A loop that fuses with nothing just after another
+moves before it where the two commute, to fuse with the loop before that: the blocks of two walks
+fuse, then their leftovers. Rule 2 counts ``var + c`` (0 <= c < the step) as the loop variable: an
+iteration's block is its own. The two loops of a walk move into a branch's arms together.
 """
 from __future__ import annotations
 
@@ -79,13 +86,33 @@ def _append(out: list, s, counters: frozenset) -> None:
         if arranged is None:
             return
         before, comments, after = arranged
+        if _walk_in_blocks(out, k) and isinstance(s, Branch) and not comments:  # both loops of the walk
+            merged = _loops_into_branch(out[k - 1:k + 1], [], s, counters)
+            if merged is not None:
+                out[k - 1:] = [merged]
+                s, k = merged, k - 1
+                continue
         merged = _merge(out[k], comments, s, counters)
         if merged is None:
+            _hop(out, k, s, counters)
             return
         out[k:] = before + [merged] + after
         if after:
             return
         s = merged
+
+
+def _hop(out: list, k: int, s, counters: frozenset) -> None:
+    """Loop ``s`` (last in ``out``) that did not fuse with the loop ``out[k]`` just before it: where
+    the two commute, ``s`` moves before ``out[k]`` and fuses with the loop just before that. A column
+    walk in blocks is two loops, the blocks and the columns left over (``primitives/vector.py``): so
+    the blocks of consecutive statements fuse, and then their columns left over."""
+    if not (isinstance(s, Loop) and isinstance(out[k], Loop) and k == len(out) - 2 and k > 0
+            and isinstance(out[k - 1], Loop) and _commute(_effects([out[k]]), _effects([s]))):
+        return
+    merged = _merge(out[k - 1], [], s, counters)
+    if merged is not None:
+        out[k - 1:] = [merged, out[k]]
 
 
 def _concat(first: list, then: list, counters: frozenset) -> tuple[list, bool]:
@@ -111,7 +138,7 @@ def _arranged(p, between: list, s) -> "tuple[list, list, list] | None":
         fx = _effects([t])
         if isinstance(t, Comment):
             comments.append(t)
-        elif isinstance(t, Local) and _hoistable(fx, first) and _hoistable(fx, moved_after):
+        elif _temporary(t) and _hoistable(fx, first) and _hoistable(fx, moved_after):
             before.append(t)
         elif not fx.stops and _commute(fx, second):
             after.append(t)
@@ -119,6 +146,11 @@ def _arranged(p, between: list, s) -> "tuple[list, list, list] | None":
         else:
             return None
     return before, comments, after
+
+
+def _temporary(t) -> bool:
+    """A temporary: a Local, or a number set to zero (an accumulator, ``Zero`` without a shape)."""
+    return isinstance(t, Local) or (isinstance(t, Zero) and t.shape is None)
 
 
 def _merge(p, comments: list, s, counters: frozenset):
@@ -131,18 +163,29 @@ def _merge(p, comments: list, s, counters: frozenset):
         return replace(p, then=_concat(p.then, comments + s.then, counters)[0],
                        orelse=_concat(p.orelse, comments + s.orelse, counters)[0])
     if isinstance(p, Loop) and isinstance(s, Branch):  # the loop into both arms, first
-        if _changes(_effects([p]), s.cond) or _branches(p):
-            return None
-        arms = [_concat([p], comments + arm, counters) for arm in (s.then, s.orelse)]
-        target = s
-    elif isinstance(p, Branch) and isinstance(s, Loop) and not _branches(s):  # the loop into both arms, last
+        return _loops_into_branch([p], comments, s, counters)
+    if isinstance(p, Branch) and isinstance(s, Loop) and not _branches(s):  # the loop into both arms, last
         arms = [_concat(arm, comments + [s], counters) for arm in (p.then, p.orelse)]
-        target = p
-    else:
+        if any(merged for _, merged in arms):
+            return replace(p, then=arms[0][0], orelse=arms[1][0])
+    return None
+
+
+def _loops_into_branch(loops: list, comments: list, s: Branch, counters: frozenset):
+    """Branch ``s`` with ``loops`` (run just before it) moved to the start of both arms, where they
+    fuse with a loop of at least one arm; None otherwise."""
+    if any(_changes(_effects([p]), s.cond) or _branches(p) for p in loops):
         return None
+    arms = [_concat(list(loops), comments + arm, counters) for arm in (s.then, s.orelse)]
     if not any(merged for _, merged in arms):
         return None
-    return replace(target, then=arms[0][0], orelse=arms[1][0])
+    return replace(s, then=arms[0][0], orelse=arms[1][0])
+
+
+def _walk_in_blocks(out: list, k: int) -> bool:
+    """Whether ``out[k - 1]`` and ``out[k]``, the last two statements, are adjacent loops (a walk in
+    blocks and its indices left over, ``primitives/loops.index_blocks``)."""
+    return k == len(out) - 2 and k > 0 and isinstance(out[k - 1], Loop) and isinstance(out[k], Loop)
 
 
 def _branches(loop: Loop) -> bool:
@@ -158,7 +201,7 @@ def _fused(p: Loop, comments: list, s: Loop, counters: frozenset) -> "Loop | Non
         return None
     body = [rename_statement(t, lambda n: p.var if n == s.var else n) for t in s.body]
     first, second = _effects(p.body), _effects(body)
-    if p.var in first.assigned | second.assigned or not _commute(first, second, p.var):
+    if p.var in first.assigned | second.assigned or not _commute(first, second, p.var, _step(p)):
         return None
     both = _effects(p.body + body)
     if any(_changes(both, e) for e in (p.start, p.stop, p.step)):
@@ -306,10 +349,11 @@ def _hoistable(temporary: _Effects, passed: _Effects) -> bool:
     return not passed.stops and _commute(temporary, passed)
 
 
-def _commute(a: _Effects, b: _Effects, var: "str | None" = None) -> bool:
+def _commute(a: _Effects, b: _Effects, var: "str | None" = None, step: int = 1) -> bool:
     """Whether statements with effects ``a`` and ``b`` may run in either order: the same results and,
-    on a failing input, the same error. With ``var`` (both loops' variable), whether their
-    iterations may interleave: arrays both access only in slice ``var`` of one dimension do not count."""
+    on a failing input, the same error. With ``var`` (both loops' variable, counting by ``step``),
+    whether their iterations may interleave: arrays both access only in the slices ``var + c``
+    (0 <= c < step) of one dimension do not count."""
     if a.stops and b.stops:
         return False
     for x, y in ((a, b), (b, a)):
@@ -320,9 +364,24 @@ def _commute(a: _Effects, b: _Effects, var: "str | None" = None) -> bool:
                 return False
             accesses = x.elements.get(array, []) + y.elements[array]
             rank = min(len(ix) for ix in accesses)
-            if not any(all(ix[d] == Name(var) for ix in accesses) for d in range(rank)):
+            if not any(all(_in_iteration(ix[d], var, step) for ix in accesses) for d in range(rank)):
                 return False
     return True
+
+
+def _step(loop: Loop) -> int:
+    """The step of a loop counting up by a constant (1 otherwise: the slices it owns are then only ``var``)."""
+    step = loop.step.value if isinstance(loop.step, Const) and type(loop.step.value) is int else 1
+    return max(step, 1)
+
+
+def _in_iteration(index: Expr, var: str, step: int) -> bool:
+    """Whether ``index`` is ``var + c`` with 0 <= c < step: of the iteration at ``var`` alone, for a
+    loop counting by ``step`` (iterations own disjoint slices of ``step`` indices)."""
+    if index == Name(var):
+        return True
+    return (isinstance(index, BinOp) and index.op == "+" and index.left == Name(var)
+            and isinstance(index.right, Const) and type(index.right.value) is int and 0 <= index.right.value < step)
 
 
 def _changes(fx: _Effects, e: Expr) -> bool:

@@ -19,7 +19,8 @@ from revdiff.ir import algebra as A
 from revdiff.ir import views as V
 from revdiff.ir.high import BinOp, Const, Expr, Index, Name, Shape, Slice, rewrite_expr
 from revdiff.primitives.table import INSTRUCTIONS, Instruction, instruction
-from revdiff.primitives.vector import axpy_forward, axpy_gradient, check_lengths, check_views
+from revdiff.primitives.loops import check_lengths, check_views
+from revdiff.primitives.vector import axpy_forward, axpy_gradient
 
 RankOf = Callable[[str], int]
 

@@ -8,7 +8,7 @@ from revdiff.ir import algebra as A
 from revdiff.ir.high import Compare, Const, Select
 from revdiff.ir.low import Assign, AugAssign
 from revdiff.primitives.table import Instruction, instruction
-from revdiff.primitives.vector import _at, _complex, _len, _signed, check_views
+from revdiff.primitives.loops import any_complex, check_views, element, length, signed
 
 SYNTAX = "s += np.linalg.norm(x)"
 
@@ -21,14 +21,14 @@ def _norm(ctx, x):
     float32 to float64), the same in the instruction, its inverse and its gradient, so the inverse
     subtracts exactly what the forward added. A NaN or infinite x_i gives NaN (the high-level
     functions refuse them)."""
-    n = _len(ctx, x)
-    t = ctx.accumulator("scale", A.call("abs", _at(ctx, x, Const(0))))
-    ctx.loop(Const(0), n, lambda i: ctx.emit(Assign((t,), (A.call("max", t, A.call("abs", _at(ctx, x, i))),))), "i")
+    n = length(ctx, x)
+    t = ctx.accumulator("scale", A.call("abs", element(ctx, x, Const(0))))
+    ctx.loop(Const(0), n, lambda i: ctx.emit(Assign((t,), (A.call("max", t, A.call("abs", element(ctx, x, i))),))), "i")
     scaled = Compare(">", t, Const(0))
-    cplx = _complex(ctx, x)
+    cplx = any_complex(ctx, x)
 
     def square(i):
-        q = ctx.temp(Select(scaled, A.div(_at(ctx, x, i), t), _at(ctx, x, i)), "q")
+        q = ctx.temp(Select(scaled, A.div(element(ctx, x, i), t), element(ctx, x, i)), "q")
         return A.real_part(A.mul(q, A.conj_if(q, True))) if cplx else A.mul(q, q)
 
     total = ctx.accumulator("sumsq", t)
@@ -56,13 +56,13 @@ def _norm_gradient(sign: int):
             return
         nrm = _norm(ctx, x)
         positive = Compare(">", nrm, Const(0))
-        g = ctx.temp(_signed(sign, gs), "gs")  # s is real
+        g = ctx.temp(signed(sign, gs), "gs")  # s is real
 
         def push(i):
-            xi = _at(ctx, x, i)
+            xi = element(ctx, x, i)
             ctx.push(xi, A.mul(g, Select(positive, A.div(xi, nrm), A.sub(xi, xi))))
 
-        ctx.loop(Const(0), _len(ctx, x), push, "i")
+        ctx.loop(Const(0), length(ctx, x), push, "i")
 
     return rule
 

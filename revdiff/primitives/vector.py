@@ -1,13 +1,14 @@
 """Vector instructions: ``y += A @ x`` (and ``A.T``, ``A.conj().T``), ``Y[:, :] += A @ B`` (same
 forms), ``s += np.dot(x, y)`` and ``s += np.vdot(x, y)`` on array views, with ``-=`` as their
 inverses, and the rules of ``y += a * x``, which the whole-array statements (``elementwise.py``) use
-for that form (``norm.py`` has ``s += np.linalg.norm(x)``).
+for that form (``norm.py`` has ``s += np.linalg.norm(x)``, ``outer.py`` ``Y[:, :] += np.outer(u, v)``).
 
 Each is one instruction of the table with its own forward and gradient rule: the adjoint of
 ``y += A @ x`` pushes ``gA += gy x^H`` and ``gx += A^H gy`` directly, never a closed-form adjoint
 of the program around it. The rules lower to loops whose innermost index walks the last axis of
-the matrix (contiguous for C-ordered arrays), or, for small matrices, the longer axis. Reductions
-use four partial sums in a fixed order, so the inverse subtracts exactly the value the forward added.
+the matrix (contiguous for C-ordered arrays), or, for small matrices, the longer axis, a block of
+columns at a time (``loops.index_blocks``). Reductions use four partial sums in a fixed order, so
+the inverse subtracts exactly the value the forward added.
 On the CPU, real ``A @ x`` on large views and its gradient call BLAS instead (``ctx.host_call``,
 ``targets/llvm/host.py``); those loops remain the fallback and the GPU's code.
 
@@ -19,13 +20,13 @@ from functools import partial
 
 from revdiff.ir import algebra as A
 from revdiff.ir import views as V
-from revdiff.ir.high import BinOp, Compare, Const, Name
+from revdiff.ir.high import Compare, Const, Name
 from revdiff.ir.low import AugAssign
 from revdiff.ir.types import is_real
-from revdiff.primitives.printer import expr_source
+from revdiff.primitives.loops import (any_complex, blas_operands, check_lengths, check_views, index_blocks, element,
+                                      host_view, length, partial_sum, partial_sums, rank_of, signed)
 from revdiff.primitives.table import Instruction, instruction
 
-PARTIAL_SUMS = 4  # independent accumulators of a reduction: instruction-level parallelism
 # Up to this many elements, A @ x runs column by column (long inner loops over rows, which small
 # matrices need to vectorise); above it, row by row (contiguous in C order, which large ones need).
 # The choice depends only on shapes, so an instruction and its inverse always take the same one.
@@ -44,77 +45,6 @@ COLUMN_WALK_MAX_ROWS = 32
 BLAS_MIN_ELEMENTS = 2048
 
 
-# ---------------------------------------------------------------- helpers shared by the rules
-
-
-def _rank(ctx, view) -> int:
-    return ctx.rank(V.base(view))
-
-
-def _len(ctx, view, axis: int = 0):
-    return V.lengths(view, _rank(ctx, view))[axis]
-
-
-def _at(ctx, view, *coords):
-    return V.element(view, _rank(ctx, view), coords)
-
-
-def _view(ctx, view):
-    """The view as generated code writes it, as an array slice for a host routine."""
-    return V.normalized(view, _rank(ctx, view))
-
-
-def _blas(ctx, *views) -> bool:
-    """All operands share one real BLAS dtype, so the instruction may call host BLAS on them."""
-    dtypes = {ctx.dtype(V.base(v)) for v in views}
-    return len(dtypes) == 1 and dtypes <= {"float32", "float64"}
-
-
-def _complex(ctx, *operands) -> bool:
-    return any(not is_real(ctx.kind(v)) for v in operands)
-
-
-def check_views(ctx, syntax: str, *views) -> None:
-    """Every integer index of a view lies in its array and every written slice inside it (NumPy
-    would silently shorten it): the instruction's loops then run unchecked."""
-    for v in views:
-        rank = _rank(ctx, v)
-        for axis in V.fixed_axes(v, rank):
-            ctx.check_index(V.normalized(v, rank), axis)
-        for ok, lower, upper, axis in V.bound_conditions(v, _rank(ctx, v)):
-            ctx.require(ok, f"{syntax}: the slice {expr_source(lower)}:{expr_source(upper)} of "
-                            f"'{V.base(v)}' (axis {axis}) is outside the array", lower, upper,
-                        labels=("start", "stop"))
-
-
-def check_lengths(ctx, syntax: str, a, what_a: str, b, what_b: str) -> None:
-    if a == b:
-        return
-    ctx.require(Compare("==", a, b), f"{syntax}: {what_a} and {what_b} differ", a, b,
-                labels=(what_a, what_b))
-
-
-def _sum(ctx, n, term, like):
-    """sum(term(j) for j in range(n)) as four interleaved partial sums, combined in a fixed order;
-    returns the expression of the total (the accumulators are typed like ``like``)."""
-    accs = [ctx.accumulator("acc", like) for _ in range(PARTIAL_SUMS)]
-    bulk = ctx.temp(A.sub(n, BinOp("%", n, Const(PARTIAL_SUMS))), "bulk")
-
-    def unrolled(j):
-        for u, acc in enumerate(accs):
-            ctx.emit(AugAssign(acc, "+", term(A.add(j, Const(u)))))
-
-    ctx.loop(Const(0), bulk, unrolled, "j", Const(PARTIAL_SUMS))
-    ctx.loop(bulk, n, lambda j: ctx.emit(AugAssign(accs[0], "+", term(j))), "j")
-    while len(accs) > 1:  # pairwise: (a0 + a1) + (a2 + a3)
-        accs = [A.add(accs[k], accs[k + 1]) if k + 1 < len(accs) else accs[k] for k in range(0, len(accs), 2)]
-    return accs[0]
-
-
-def _signed(sign: int, e):
-    return e if sign > 0 else A.neg(e)
-
-
 # ---------------------------------------------------------------- y += A @ x  (and A.T, A.conj().T)
 
 _MATVEC_SYNTAX = {"n": "y += A @ x", "t": "y += A.T @ x", "h": "y += A.conj().T @ x"}
@@ -125,10 +55,10 @@ def _matvec_shapes(ctx, ops, form: str) -> tuple:
     y, M, x = ops
     syntax = _MATVEC_SYNTAX[form]
     check_views(ctx, syntax, y, M, x)
-    rows, cols = V.lengths(M, _rank(ctx, M))
+    rows, cols = V.lengths(M, rank_of(ctx, M))
     out_len, in_len = (rows, cols) if form == "n" else (cols, rows)
-    check_lengths(ctx, syntax, _len(ctx, y), "len(y)", out_len, "rows of op(A)")
-    check_lengths(ctx, syntax, _len(ctx, x), "len(x)", in_len, "columns of op(A)")
+    check_lengths(ctx, syntax, length(ctx, y), "len(y)", out_len, "rows of op(A)")
+    check_lengths(ctx, syntax, length(ctx, x), "len(x)", in_len, "columns of op(A)")
     return rows, cols
 
 
@@ -138,35 +68,39 @@ def _matvec_forward(form: str, sign: int):
     def rule(ops, ctx):
         y, M, x = ops
         rows, cols = _matvec_shapes(ctx, ops, form)
-        opM = lambda i, j: A.conj_if(_at(ctx, M, i, j), form == "h" and _complex(ctx, M))  # noqa: E731
+        opM = lambda i, j: A.conj_if(element(ctx, M, i, j), form == "h" and any_complex(ctx, M))  # noqa: E731
 
         def by_rows():  # contiguous along each row of A: for large matrices
             if form == "n":  # y[i] op= sum_j A[i, j] x[j]: a row dot product per i
                 def row(i):
-                    total = _sum(ctx, cols, lambda j: A.mul(opM(i, j), _at(ctx, x, j)), _at(ctx, y, i))
-                    ctx.emit(AugAssign(_at(ctx, y, i), op, total))
+                    total = partial_sum(ctx, cols, lambda j: A.mul(opM(i, j), element(ctx, x, j)), element(ctx, y, i))
+                    ctx.emit(AugAssign(element(ctx, y, i), op, total))
             else:  # y[j] op= op(A[i, j]) x[i]: row i of A scaled into y
                 def row(i):
-                    xi = ctx.temp(_at(ctx, x, i), "x")
-                    ctx.loop(Const(0), cols, lambda j: ctx.emit(AugAssign(_at(ctx, y, j), op, A.mul(opM(i, j), xi))),
-                             "j")
+                    xi = ctx.temp(element(ctx, x, i), "x")
+                    ctx.loop(Const(0), cols,
+                             lambda j: ctx.emit(AugAssign(element(ctx, y, j), op, A.mul(opM(i, j), xi))), "j")
             ctx.loop(Const(0), rows, row, "i")
 
-        def by_columns():  # long inner loops over the rows of A: for small matrices
+        def by_columns():  # long inner loops over the rows of A, a block of columns at a time: small matrices
             if form == "n":  # y op= A[:, j] x[j], column by column
-                def column(j):
-                    xj = ctx.temp(_at(ctx, x, j), "x")
-                    ctx.loop(Const(0), rows, lambda i: ctx.emit(AugAssign(_at(ctx, y, i), op, A.mul(opM(i, j), xj))),
-                             "i")
+                def columns(js):
+                    xs = [ctx.temp(element(ctx, x, j), "x") for j in js]
+                    ctx.loop(Const(0), rows, lambda i: [
+                        ctx.emit(AugAssign(element(ctx, y, i), op, A.mul(opM(i, j), xj)))
+                        for j, xj in zip(js, xs)], "i")
             else:  # y[j] op= sum_i op(A[i, j]) x[i]: a column dot product per j
-                def column(j):
-                    total = _sum(ctx, rows, lambda i: A.mul(opM(i, j), _at(ctx, x, i)), _at(ctx, y, j))
-                    ctx.emit(AugAssign(_at(ctx, y, j), op, total))
-            ctx.loop(Const(0), cols, column, "j")
+                def columns(js):
+                    terms = [partial(lambda i, j: A.mul(opM(i, j), element(ctx, x, i)), j=j) for j in js]
+                    totals = partial_sums(ctx, rows, terms, element(ctx, y, js[0]))
+                    for j, total in zip(js, totals):
+                        ctx.emit(AugAssign(element(ctx, y, j), op, total))
+            index_blocks(ctx, cols, columns)
 
-        if _blas(ctx, y, M, x):  # real: one BLAS gemv into scratch on large views, then y op= it
-            ctx.host_call("matvec", (_view(ctx, y), _view(ctx, M), _view(ctx, x), Const(form != "n"), Const(sign)),
-                          by_columns, Compare(">", A.mul(rows, cols), Const(BLAS_MIN_ELEMENTS)))
+        if blas_operands(ctx, y, M, x):  # real: one BLAS gemv into scratch on large views, then y op= it
+            ctx.host_call("matvec", (host_view(ctx, y), host_view(ctx, M), host_view(ctx, x), Const(form != "n"),
+                                     Const(sign)), by_columns,
+                          Compare(">", A.mul(rows, cols), Const(BLAS_MIN_ELEMENTS)))
         else:
             ctx.choose(Compare(">", A.mul(rows, cols), Const(SMALL_MATRIX)), by_rows, by_columns)
 
@@ -179,8 +113,8 @@ def _matvec_gradient(form: str, sign: int):
         gy = ctx.grad(y)
         if gy is None:
             return
-        rows, cols = V.lengths(M, _rank(ctx, M))
-        if not _blas(ctx, y, M, x):
+        rows, cols = V.lengths(M, rank_of(ctx, M))
+        if not blas_operands(ctx, y, M, x):
             _matvec_gradient_rows(ctx, form, sign, ops, gy, rows, cols, True, True)
             return
         # real: BLAS on large views. The fallback (views up to BLAS_MIN_ELEMENTS, the SIMD lanes) walks
@@ -196,11 +130,11 @@ def _matvec_gradient(form: str, sign: int):
 
         if gM is not None:  # real: gA += sign * gy x^T (form n) or sign * x gy^T (A.T, A.conj().T)
             u, v = (gy, x) if form == "n" else (x, gy)
-            ctx.host_call("outer_update", (_view(ctx, gM), _view(ctx, u), _view(ctx, v), Const(sign)),
+            ctx.host_call("outer_update", (host_view(ctx, gM), host_view(ctx, u), host_view(ctx, v), Const(sign)),
                           fallback(True, False), large)
         if gx is not None:  # real: gx += sign * op(A)^T gy
             ctx.host_call("matvec_input_gradient",
-                          (_view(ctx, gx), _view(ctx, M), _view(ctx, gy), Const(form != "n"), Const(sign)),
+                          (host_view(ctx, gx), host_view(ctx, M), host_view(ctx, gy), Const(form != "n"), Const(sign)),
                           fallback(False, True), large)
 
     return rule
@@ -210,51 +144,56 @@ def _matvec_gradient_columns(ctx, form: str, sign: int, ops, gy, rows, cols, to_
     """The gradient of ``y (+/-)= op(A) @ x`` as loops over the columns of A, each a long loop over
     its rows, pushing the cotangents of A (``to_matrix``) and/or of x (``to_input``)."""
     y, M, x = ops
-    cplx = _complex(ctx, y, M, x)
+    cplx = any_complex(ctx, y, M, x)
     conj = lambda e: A.conj_if(e, cplx)  # noqa: E731
     if form == "n":  # y_i += A_ij x_j:  gA_ij += gy_i conj(x_j);  gx_j += sum_i conj(A_ij) gy_i
-        def column(j):
+        def columns(js):
             if to_input:
-                total = _sum(ctx, rows, lambda i: A.mul(conj(_at(ctx, M, i, j)), _at(ctx, gy, i)), gy)
-                ctx.push(_at(ctx, x, j), _signed(sign, total))
+                terms = [partial(lambda i, j: A.mul(conj(element(ctx, M, i, j)), element(ctx, gy, i)), j=j) for j in js]
+                totals = partial_sums(ctx, rows, terms, gy)
+                for j, total in zip(js, totals):
+                    ctx.push(element(ctx, x, j), signed(sign, total))
             if to_matrix:
-                xj = ctx.temp(_signed(sign, conj(_at(ctx, x, j))), "x")
-                ctx.loop(Const(0), rows, lambda i: ctx.push(_at(ctx, M, i, j), A.mul(_at(ctx, gy, i), xj)), "i")
+                xs = [ctx.temp(signed(sign, conj(element(ctx, x, j))), "x") for j in js]
+                ctx.loop(Const(0), rows, lambda i: [ctx.push(element(ctx, M, i, j), A.mul(element(ctx, gy, i), xj))
+                                                    for j, xj in zip(js, xs)], "i")
     else:  # A.T:      y_j += A_ij x_i:        gA_ij += gy_j conj(x_i);  gx_i += conj(A_ij) gy_j
         # A.conj().T: y_j += conj(A_ij) x_i:  gA_ij += conj(gy_j) x_i;  gx_i += A_ij gy_j
         hermitian = form == "h"
 
-        def column(j):
-            gyj = ctx.temp(_signed(sign, _at(ctx, gy, j)), "gy")
+        def columns(js):
+            gys = [ctx.temp(signed(sign, element(ctx, gy, j)), "gy") for j in js]
             if to_input:
-                ctx.loop(Const(0), rows, lambda i: ctx.push(
-                    _at(ctx, x, i), A.mul(_at(ctx, M, i, j) if hermitian else conj(_at(ctx, M, i, j)), gyj)), "i")
+                ctx.loop(Const(0), rows, lambda i: [ctx.push(
+                    element(ctx, x, i), A.mul(element(ctx, M, i, j) if hermitian else conj(element(ctx, M, i, j)), gyj))
+                    for j, gyj in zip(js, gys)], "i")
             if to_matrix:
-                g = conj(gyj) if hermitian else gyj
-                ctx.loop(Const(0), rows, lambda i: ctx.push(
-                    _at(ctx, M, i, j), A.mul(g, _at(ctx, x, i) if hermitian else conj(_at(ctx, x, i)))), "i")
-    ctx.loop(Const(0), cols, column, "j")
+                gs = [conj(gyj) if hermitian else gyj for gyj in gys]
+                ctx.loop(Const(0), rows, lambda i: [ctx.push(
+                    element(ctx, M, i, j), A.mul(g, element(ctx, x, i) if hermitian else conj(element(ctx, x, i))))
+                    for j, g in zip(js, gs)], "i")
+    index_blocks(ctx, cols, columns)
 
 
 def _matvec_gradient_rows(ctx, form: str, sign: int, ops, gy, rows, cols, to_matrix: bool, to_input: bool):
     """The gradient of ``y (+/-)= op(A) @ x`` as loops over the rows of A, pushing the cotangents
     of A (``to_matrix``) and/or of x (``to_input``)."""
     y, M, x = ops
-    cplx = _complex(ctx, y, M, x)
+    cplx = any_complex(ctx, y, M, x)
     conj = lambda e: A.conj_if(e, cplx)  # noqa: E731
 
     def push_matrix(i, j, e):
         if to_matrix:
-            ctx.push(_at(ctx, M, i, j), e)
+            ctx.push(element(ctx, M, i, j), e)
 
     if form == "n":  # y_i += A_ij x_j:  gA_ij += gy_i conj(x_j);  gx_j += conj(A_ij) gy_i
         def row(i):
-            gyi = ctx.temp(_signed(sign, _at(ctx, gy, i)), "gy")
+            gyi = ctx.temp(signed(sign, element(ctx, gy, i)), "gy")
 
             def column(j):
-                push_matrix(i, j, A.mul(gyi, conj(_at(ctx, x, j))))
+                push_matrix(i, j, A.mul(gyi, conj(element(ctx, x, j))))
                 if to_input:
-                    ctx.push(_at(ctx, x, j), A.mul(conj(_at(ctx, M, i, j)), gyi))
+                    ctx.push(element(ctx, x, j), A.mul(conj(element(ctx, M, i, j)), gyi))
             ctx.loop(Const(0), cols, column, "j")
     else:  # A.T:      y_j += A_ij x_i:        gA_ij += gy_j conj(x_i);  gx_i += sum_j conj(A_ij) gy_j
         # A.conj().T: y_j += conj(A_ij) x_i:  gA_ij += conj(gy_j) x_i;  gx_i += sum_j A_ij gy_j
@@ -262,13 +201,13 @@ def _matvec_gradient_rows(ctx, form: str, sign: int, ops, gy, rows, cols, to_mat
 
         def row(i):
             if to_input:
-                total = _sum(ctx, cols, lambda j: A.mul(_at(ctx, M, i, j) if hermitian else conj(_at(ctx, M, i, j)),
-                                                        _at(ctx, gy, j)), gy)
-                ctx.push(_at(ctx, x, i), _signed(sign, total))
+                total = partial_sum(ctx, cols, lambda j: A.mul(
+                    element(ctx, M, i, j) if hermitian else conj(element(ctx, M, i, j)), element(ctx, gy, j)), gy)
+                ctx.push(element(ctx, x, i), signed(sign, total))
             if to_matrix:
-                xi = ctx.temp(_signed(sign, _at(ctx, x, i) if hermitian else conj(_at(ctx, x, i))), "x")
+                xi = ctx.temp(signed(sign, element(ctx, x, i) if hermitian else conj(element(ctx, x, i))), "x")
                 ctx.loop(Const(0), cols, lambda j: push_matrix(
-                    i, j, A.mul(conj(_at(ctx, gy, j)) if hermitian else _at(ctx, gy, j), xi)), "j")
+                    i, j, A.mul(conj(element(ctx, gy, j)) if hermitian else element(ctx, gy, j), xi)), "j")
     ctx.loop(Const(0), rows, row, "i")
 
 
@@ -282,10 +221,10 @@ def _matmat_shapes(ctx, ops, form: str) -> tuple:
     Y, M, B = ops
     syntax = _MATMAT_SYNTAX[form]
     check_views(ctx, syntax, Y, M, B)
-    a_rows, a_cols = V.lengths(M, _rank(ctx, M))
+    a_rows, a_cols = V.lengths(M, rank_of(ctx, M))
     rows, inner = (a_rows, a_cols) if form == "n" else (a_cols, a_rows)
-    y_rows, y_cols = V.lengths(Y, _rank(ctx, Y))
-    b_rows, b_cols = V.lengths(B, _rank(ctx, B))
+    y_rows, y_cols = V.lengths(Y, rank_of(ctx, Y))
+    b_rows, b_cols = V.lengths(B, rank_of(ctx, B))
     check_lengths(ctx, syntax, y_rows, "rows of Y", rows, "rows of op(A)")
     check_lengths(ctx, syntax, b_rows, "rows of B", inner, "columns of op(A)")
     check_lengths(ctx, syntax, y_cols, "columns of Y", b_cols, "columns of B")
@@ -295,8 +234,8 @@ def _matmat_shapes(ctx, ops, form: str) -> tuple:
 def _op_element(ctx, form: str, M, i, k):
     """Element (i, k) of op(A): A[i, k], A[k, i] or conj(A[k, i])."""
     if form == "n":
-        return _at(ctx, M, i, k)
-    return A.conj_if(_at(ctx, M, k, i), form == "h" and _complex(ctx, M))
+        return element(ctx, M, i, k)
+    return A.conj_if(element(ctx, M, k, i), form == "h" and any_complex(ctx, M))
 
 
 def _matmat_forward(form: str, sign: int):
@@ -309,15 +248,15 @@ def _matmat_forward(form: str, sign: int):
         def loops():  # Y[i, j] op= sum_k op(A)[i, k] B[k, j], four partial sums in a fixed order
             def column(j):
                 def row(i):
-                    total = _sum(ctx, inner, lambda k: A.mul(_op_element(ctx, form, M, i, k), _at(ctx, B, k, j)),
-                                 _at(ctx, Y, i, j))
-                    ctx.emit(AugAssign(_at(ctx, Y, i, j), op, total))
+                    total = partial_sum(ctx, inner, lambda k: A.mul(_op_element(ctx, form, M, i, k),
+                                                                    element(ctx, B, k, j)), element(ctx, Y, i, j))
+                    ctx.emit(AugAssign(element(ctx, Y, i, j), op, total))
                 ctx.loop(Const(0), rows, row, "i")
             ctx.loop(Const(0), cols, column, "j")
 
-        if _blas(ctx, Y, M, B):  # real: one BLAS gemm into scratch, then Y op= it (targets/llvm/host.py)
-            ctx.host_call("matmat", (_view(ctx, Y), _view(ctx, M), _view(ctx, B), Const(form != "n"), Const(False),
-                                     Const(sign)), loops, _large_product(rows, inner, cols))
+        if blas_operands(ctx, Y, M, B):  # real: one BLAS gemm into scratch, then Y op= it (targets/llvm/host.py)
+            ctx.host_call("matmat", (host_view(ctx, Y), host_view(ctx, M), host_view(ctx, B), Const(form != "n"),
+                                     Const(False), Const(sign)), loops, _large_product(rows, inner, cols))
         else:
             loops()
 
@@ -335,33 +274,34 @@ def _matmat_gradient(form: str, sign: int):
         gY = ctx.grad(Y)
         if gY is None:
             return
-        rows, inner = (V.lengths(M, _rank(ctx, M)) if form == "n" else V.lengths(M, _rank(ctx, M))[::-1])
-        cols = V.lengths(B, _rank(ctx, B))[1]
+        rows, inner = (V.lengths(M, rank_of(ctx, M)) if form == "n" else V.lengths(M, rank_of(ctx, M))[::-1])
+        cols = V.lengths(B, rank_of(ctx, B))[1]
         gM, gB = ctx.grad(M), ctx.grad(B)
-        blas = _blas(ctx, Y, M, B)
+        blas = blas_operands(ctx, Y, M, B)
         large = _large_product(rows, inner, cols)
 
         def loops(to_matrix: bool, to_right: bool):
-            def element(i, k, j):
-                g = _signed(sign, _at(ctx, gY, i, j))
+            def one(i, k, j):
+                g = signed(sign, element(ctx, gY, i, j))
                 a = _op_element(ctx, form, M, i, k)
                 if to_matrix:
-                    ctx.push(a, A.mul(g, A.conj_if(_at(ctx, B, k, j), _complex(ctx, Y, M, B))))
+                    ctx.push(a, A.mul(g, A.conj_if(element(ctx, B, k, j), any_complex(ctx, Y, M, B))))
                 if to_right:
-                    ctx.push(_at(ctx, B, k, j), A.mul(A.conj_if(a, _complex(ctx, Y, M, B)), g))
+                    ctx.push(element(ctx, B, k, j), A.mul(A.conj_if(a, any_complex(ctx, Y, M, B)), g))
             ctx.loop(Const(0), cols, lambda j: ctx.loop(Const(0), rows, lambda i: ctx.loop(
-                Const(0), inner, lambda k: element(i, k, j), "k"), "i"), "j")
+                Const(0), inner, lambda k: one(i, k, j), "k"), "i"), "j")
 
         if not blas:
             loops(True, True)
             return
         if gM is not None:  # real: gA += sign gY B^T (A @ B) or sign B gY^T (A.T @ B)
             args = (gY, B, Const(False), Const(True)) if form == "n" else (B, gY, Const(False), Const(True))
-            ctx.host_call("matmat_gradient", (_view(ctx, gM), _view(ctx, args[0]), _view(ctx, args[1]), args[2], args[3],
-                                     Const(sign)), lambda: loops(True, False), large)
+            ctx.host_call("matmat_gradient", (host_view(ctx, gM), host_view(ctx, args[0]), host_view(ctx, args[1]),
+                                              args[2], args[3], Const(sign)), lambda: loops(True, False), large)
         if gB is not None:  # real: gB += sign op(A)^T gY
-            ctx.host_call("matmat_gradient", (_view(ctx, gB), _view(ctx, M), _view(ctx, gY), Const(form == "n"), Const(False),
-                                     Const(sign)), lambda: loops(False, True), large)
+            ctx.host_call("matmat_gradient", (host_view(ctx, gB), host_view(ctx, M), host_view(ctx, gY),
+                                              Const(form == "n"), Const(False), Const(sign)),
+                          lambda: loops(False, True), large)
 
     return rule
 
@@ -375,10 +315,10 @@ def _dot_forward(conjugate_first: bool, sign: int):
     def rule(ops, ctx):
         s, x, y = ops
         check_views(ctx, syntax, x, y)
-        n = _len(ctx, x)
-        check_lengths(ctx, syntax, n, "len(x)", _len(ctx, y), "len(y)")
-        cplx = conjugate_first and _complex(ctx, x)
-        total = _sum(ctx, n, lambda i: A.mul(A.conj_if(_at(ctx, x, i), cplx), _at(ctx, y, i)), s)
+        n = length(ctx, x)
+        check_lengths(ctx, syntax, n, "len(x)", length(ctx, y), "len(y)")
+        cplx = conjugate_first and any_complex(ctx, x)
+        total = partial_sum(ctx, n, lambda i: A.mul(A.conj_if(element(ctx, x, i), cplx), element(ctx, y, i)), s)
         ctx.emit(AugAssign(s, "+" if sign > 0 else "-", total))
 
     return rule
@@ -390,12 +330,12 @@ def _dot_gradient(conjugate_first: bool, sign: int):
         gs = ctx.grad(s)
         if gs is None:
             return
-        cplx = _complex(ctx, x, y) or not is_real(ctx.kind(s))
+        cplx = any_complex(ctx, x, y) or not is_real(ctx.kind(s))
         conj = lambda e: A.conj_if(e, cplx)  # noqa: E731
-        g = ctx.temp(_signed(sign, gs), "gs")
+        g = ctx.temp(signed(sign, gs), "gs")
 
-        def element(i):
-            xi, yi = _at(ctx, x, i), _at(ctx, y, i)
+        def one(i):
+            xi, yi = element(ctx, x, i), element(ctx, y, i)
             if conjugate_first:  # s += conj(x_i) y_i:  gx_i += conj(gs) y_i;  gy_i += gs x_i
                 ctx.push(xi, A.mul(conj(g), yi))
                 ctx.push(yi, A.mul(g, xi))
@@ -403,7 +343,7 @@ def _dot_gradient(conjugate_first: bool, sign: int):
                 ctx.push(xi, A.mul(g, conj(yi)))
                 ctx.push(yi, A.mul(g, conj(xi)))
 
-        ctx.loop(Const(0), _len(ctx, x), element, "i")
+        ctx.loop(Const(0), length(ctx, x), one, "i")
 
     return rule
 
@@ -416,11 +356,11 @@ def axpy_forward(sign: int):
         y, a, x = ops
         syntax = "y += a * x"
         check_views(ctx, syntax, y, x)
-        n = _len(ctx, y)
-        check_lengths(ctx, syntax, n, "len(y)", _len(ctx, x), "len(x)")
+        n = length(ctx, y)
+        check_lengths(ctx, syntax, n, "len(y)", length(ctx, x), "len(x)")
         scale = a if isinstance(a, (Const, Name)) else ctx.temp(a, "a")
         ctx.loop(Const(0), n, lambda i: ctx.emit(
-            AugAssign(_at(ctx, y, i), "+" if sign > 0 else "-", A.mul(scale, _at(ctx, x, i)))), "i")
+            AugAssign(element(ctx, y, i), "+" if sign > 0 else "-", A.mul(scale, element(ctx, x, i)))), "i")
 
     return rule
 
@@ -432,14 +372,14 @@ def axpy_gradient(sign: int):
         gy = ctx.grad(y)
         if gy is None:
             return
-        cplx = _complex(ctx, y, x) or not is_real(ctx.kind(a))
+        cplx = any_complex(ctx, y, x) or not is_real(ctx.kind(a))
         conj = lambda e: A.conj_if(e, cplx)  # noqa: E731
-        n = _len(ctx, y)
+        n = length(ctx, y)
         if ctx.kind(a) in ("float", "complex") and not isinstance(a, Const):
-            total = _sum(ctx, n, lambda i: A.mul(_at(ctx, gy, i), conj(_at(ctx, x, i))), gy)
-            ctx.push(a, _signed(sign, total))
-        scale = ctx.temp(_signed(sign, conj(a)), "a")
-        ctx.loop(Const(0), n, lambda i: ctx.push(_at(ctx, x, i), A.mul(_at(ctx, gy, i), scale)), "i")
+            total = partial_sum(ctx, n, lambda i: A.mul(element(ctx, gy, i), conj(element(ctx, x, i))), gy)
+            ctx.push(a, signed(sign, total))
+        scale = ctx.temp(signed(sign, conj(a)), "a")
+        ctx.loop(Const(0), n, lambda i: ctx.push(element(ctx, x, i), A.mul(element(ctx, gy, i), scale)), "i")
 
     return rule
 
