@@ -72,6 +72,14 @@ def matrix_vector(y, A, x, w, z, u):
 
 
 @reversible
+def outer_products(Y, u, v, w, x):
+    """Five rows: blocks of rows and one row left over (``primitives/loops.index_blocks``)."""
+    Y[:, :] += np.outer(u, v)
+    Y[:, :] -= np.outer(w, x)
+    Y[1:4, 1:] += np.outer(u[:3], x[1:])
+
+
+@reversible
 def matrix_matrix(Y, A, B, C, Z, U):
     Y[:, :] += A @ B
     Y[:, :] -= A @ C
@@ -116,6 +124,8 @@ INSTRUCTION_EXAMPLES = {
                                                 _vector(3, c), _vector(4, c)), True),
     "matrix_matrix": (matrix_matrix, lambda c: (_matrix(4, 2, c), _matrix(4, 3, c), _matrix(3, 2, c),
                                                 _matrix(3, 2, c), _matrix(3, 2, c), _matrix(4, 2, c)), True),
+    "outer_products": (outer_products, lambda c: (_matrix(5, 3, c), _vector(5, c), _vector(3, c), _vector(5, c),
+                                                  _vector(3, c)), True),
     "dots_and_axpy": (dots_and_axpy, lambda c: (_scalar(c), _vector(5, c), _vector(5, c), _vector(5, c),
                                                 _scalar(c), _scalar(c)), True),
     "norms": (norms, lambda c: (_scalar(False), _vector(5, c), _vector(5, c)), True),

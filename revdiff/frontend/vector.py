@@ -5,6 +5,7 @@ statements (``primitives/elementwise.py``):
     Y[a:b, c:d] += A @ B                Y[:, :] -= A.T @ B  (a target written with two slices)
     s += np.dot(x, y)    s -= np.vdot(x, y)    s += x @ y   (s a number: an element or a scalar)
     s += np.linalg.norm(x)                                   (s a real number)
+    Y[a:b, c:d] -= np.outer(u, v)                            (a rank-one update)
     y[a:b] += x[c:d] * np.sin(z)        Y[:, :] *= A * A + 1.0     y[:] /= w   (whole arrays)
 
 Operands are whole arrays or views written with slices of step 1.
@@ -16,6 +17,7 @@ import ast
 from revdiff.ir.high import Index, Instr, Name, Slice
 from revdiff.primitives.elementwise import ELEMENTWISE
 from revdiff.primitives.norm import NORM
+from revdiff.primitives.outer import OUTER
 from revdiff.primitives.vector import DOT, MATMAT, MATVEC
 
 _UPDATES = {"Add": "add", "Sub": "sub"}
@@ -120,6 +122,14 @@ class VectorParser:
                 raise self.error(s, f"np.{dot}(x, y) is a number: update an element or a scalar with it")
             return Instr(loc, DOT[dot][op], (self.parser.target(s.target), self.view(value.args[0], f"x of np.{dot}"),
                                              self.view(value.args[1], f"y of np.{dot}")))
+        if self.numpy_call(value, ("outer",)) is not None:
+            if len(value.args) != 2 or value.keywords:
+                raise self.error(value, "np.outer(u, v) takes two vectors")
+            if _slice_count(s.target) != 2:
+                raise self.error(s, "np.outer(u, v) is a matrix: update a view written with two slices, "
+                                    "Y[:, :] += np.outer(u, v)")
+            return Instr(loc, OUTER[op], (self.target_view(s.target), self.view(value.args[0], "u of np.outer"),
+                                          self.view(value.args[1], "v of np.outer")))
         if self.is_norm(value):
             if len(value.args) != 1 or value.keywords:
                 raise self.error(value, "np.linalg.norm(x) takes one vector (the 2-norm; no ord or axis)")

@@ -38,7 +38,7 @@ def reflect_columns(C, u, adjoint):
     """C <- H C, or H^H C with ``adjoint``, for H = I - tau u u^H, u a unit (or zero) vector from
     ``householder_vector`` and tau = 2 Re(u[0]) / u[0] (2 for real u), sweeping C by rows (a
     row-major C is read contiguously). With s = tau (conj(tau) with ``adjoint``) and v = s conj(u),
-    the coefficients d = C^T v = s conj(C^H u) are subtracted row by row (C[i, :] -= u[i] d, in all
+    the coefficients d = C^T v = s conj(C^H u) are subtracted as a rank-one update (C -= u d^T, in all
     s u u^H C; the scale rides in v, so that no gradient of s is summed over C) and then uncomputed
     by the same product of the reflected C, whose C^T v is (1 - s) d: |1 - s| = 1, so d turned into
     -(1 - s) d (times 1 for real data, exactly) cancels against it. For real data v = 2 u, so d is
@@ -50,8 +50,7 @@ def reflect_columns(C, u, adjoint):
         s += (np.conj(2 * u[0].real / u[0]) if adjoint else 2 * u[0].real / u[0]) if u[0] != 0 else 0.0
         v[:] += s * np.conj(u)
     d[:] += C.T @ v
-    for i in range(len(u)):
-        C[i, :] -= u[i] * d
+    C[:, :] -= np.outer(u, d)
     d[:] *= -(1.0 - s)
     d[:] += C.T @ v
     ~routine
@@ -133,8 +132,7 @@ def reflect_columns_kept(C, u, d):
         v[:] += s * np.conj(u)
     e[:] += C.T @ v
     d[:] += e
-    for i in range(len(u)):
-        C[i, :] -= u[i] * e
+    C[:, :] -= np.outer(u, e)
     e[:] -= d
     ~routine
     del e

@@ -1,0 +1,91 @@
+"""The outer-product update ``Y[:, :] += np.outer(u, v)`` (``-=`` its inverse): Y[i, j] += u[i] v[j],
+the rank-one update of a Householder reflection (C -= u (C^T v)^T) as one instruction, so that its
+loops walk Y a block of rows at a time (each v[j] loaded once for the block, ``loops.index_blocks``)
+and its gradient is one walk over the cotangent of Y: gu[i] += sum_j gY[i, j] conj(v[j]) and
+gv[j] += sum_i conj(u[i]) gY[i, j] from the same loads of gY. As written element by element, each
+Y[i, j] gains exactly one rounded product, so the inverse subtracts the value the forward added. No
+BLAS: a library's rank-one update may fuse the multiply and the add, which the inverse cannot undo.
+"""
+from __future__ import annotations
+
+from revdiff.ir import algebra as A
+from revdiff.ir import views as V
+from revdiff.ir.high import Const
+from revdiff.ir.low import AugAssign
+from revdiff.primitives.loops import (any_complex, check_lengths, check_views, element, index_blocks, length, rank_of,
+                                      signed)
+from revdiff.primitives.table import Instruction, instruction
+
+SYNTAX = "Y[:, :] += np.outer(u, v)"
+
+
+def _shapes(ctx, ops) -> tuple:
+    """(rows, columns) of Y, checked against len(u) and len(v)."""
+    Y, u, v = ops
+    check_views(ctx, SYNTAX, Y, u, v)
+    rows, cols = V.lengths(Y, rank_of(ctx, Y))
+    check_lengths(ctx, SYNTAX, length(ctx, u), "len(u)", rows, "rows of Y")
+    check_lengths(ctx, SYNTAX, length(ctx, v), "len(v)", cols, "columns of Y")
+    return rows, cols
+
+
+def _forward(sign: int):
+    op = "+" if sign > 0 else "-"
+
+    def rule(ops, ctx):
+        Y, u, v = ops
+        rows, cols = _shapes(ctx, ops)
+
+        def block(iss):  # Y[i, :] op= u[i] v for a block of rows, v[j] loaded once for the block
+            us = [ctx.temp(element(ctx, u, i), "u") for i in iss]
+            ctx.loop(Const(0), cols, lambda j: [ctx.emit(AugAssign(element(ctx, Y, i, j), op,
+                                                                   A.mul(ui, element(ctx, v, j))))
+                                                for i, ui in zip(iss, us)], "j")
+        index_blocks(ctx, rows, block)
+
+    return rule
+
+
+def _gradient(sign: int):
+    def rule(ops, ctx):
+        Y, u, v = ops
+        gY = ctx.grad(Y)
+        gu, gv = ctx.grad(u), ctx.grad(v)
+        if gY is None or (gu is None and gv is None):
+            return
+        rows, cols = V.lengths(Y, rank_of(ctx, Y))
+        cplx = any_complex(ctx, Y, u, v)
+        conj = lambda e: A.conj_if(e, cplx)  # noqa: E731
+
+        def block(iss):
+            # gu[i] += sign sum_j gY[i, j] conj(v[j]): one running sum per row of the block (the rows'
+            # sums are the independent chains); gv[j] += sign conj(u[i]) gY[i, j], row by row in order
+            sums = [ctx.accumulator("acc", gY) for _ in iss] if gu is not None else []
+            us = [ctx.temp(signed(sign, conj(element(ctx, u, i))), "u") for i in iss] if gv is not None else []
+
+            def column(j):
+                for k, i in enumerate(iss):
+                    g = ctx.temp(element(ctx, gY, i, j), "g")
+                    if sums:
+                        ctx.emit(AugAssign(sums[k], "+", A.mul(g, conj(element(ctx, v, j)))))
+                    if us:
+                        ctx.push(element(ctx, v, j), A.mul(us[k], g))
+            ctx.loop(Const(0), cols, column, "j")
+            for i, total in zip(iss, sums):
+                ctx.push(element(ctx, u, i), signed(sign, total))
+        index_blocks(ctx, rows, block)
+
+    return rule
+
+
+for _op, _inverse, _sign in (("add", "sub", 1), ("sub", "add", -1)):
+    instruction(Instruction(f"outer_{_op}", SYNTAX if _sign > 0 else SYNTAX.replace("+=", "-="),
+                            ("target", "expr", "expr"), f"outer_{_inverse}", _forward(_sign), _gradient(_sign),
+                            ("int", "float", "complex"), operand_ranks=(2, 1, 1), additive=True,
+                            rank_hints={(0, 1): "the target of an outer product is a matrix view: Y[:, :] += "
+                                                "np.outer(u, v)"}))
+
+#: the surface form the parser recognises -> instruction names (op is "add" or "sub")
+OUTER = {"add": "outer_add", "sub": "outer_sub"}
+
+__all__ = ["OUTER"]
