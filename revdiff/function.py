@@ -322,19 +322,21 @@ class ReversibleFunction:
         return (f"The call stopped there: {', '.join(names)}, which it updates in place, may hold partial "
                 "results (pass copies to keep the inputs)")
 
-    def specialize(self, types: tuple, blas: bool = True) -> "Specialization":
+    def specialize(self, types: tuple, blas: bool = True, lanes: bool = False) -> "Specialization":
         """The programs for argument ``types``; ``blas``: whether vector instructions on large views
-        may call BLAS (``blas_for``), else they compile to loops only."""
-        found = self._specs.get((types, blas))
+        may call BLAS (``blas_for``), else they compile to loops only; ``lanes``: lowered for SIMD
+        lanes (``targets/lanes``), whose small matrices are walked in blocks of columns (the same
+        bits, more code to compile: worth it only where a batch runs them by the thousand)."""
+        found = self._specs.get((types, blas, lanes))
         if found is not None and self._checked and found.version is self._version and self.unchanged():
             return found
         with deeply_nested(self.py_function):
             self._check()
             version = self.version()  # parses the function anew (dropping its specialisations) if a global changed
-            found = self._specs.get((types, blas))
+            found = self._specs.get((types, blas, lanes))
             if found is None or found.version != version:
                 self._check()  # again, if version() parsed the function anew
-                found = self._specs[(types, blas)] = Specialization(self, types, blas)
+                found = self._specs[(types, blas, lanes)] = Specialization(self, types, blas, lanes)
                 found.version = version  # what it and the calls compiled from it are valid for (``calls.compiled``)
         return found
 
@@ -426,8 +428,8 @@ class InverseFunction(ReversibleFunction):
     def modified_positions(self) -> set:
         return self._forward.modified_positions()
 
-    def specialize(self, types: tuple, blas: bool = True) -> "Specialization":
-        return self._forward.specialize(types, blas)
+    def specialize(self, types: tuple, blas: bool = True, lanes: bool = False) -> "Specialization":
+        return self._forward.specialize(types, blas, lanes)
 
     def with_options(self, **options: Any) -> "InverseFunction":
         return ~self._forward.with_options(**options)

@@ -215,21 +215,24 @@ def test_a_temporary_reading_what_the_loop_writes_stays_after_it():
 def test_the_gram_schmidt_adjoint_sweeps_twice():
     """On the walk by columns, restoring ``v`` (``v += Q r``), ``g_Q -= g_v rᵀ`` and ``g_r -= Qᵀ g_v``
     are one sweep over Q's columns; restoring ``r`` (``r -= Qᵀ v``), ``g_Q += v g_rᵀ`` and
-    ``g_v += Q g_r`` another, each a walk over blocks of columns and one over the columns left over
-    (``primitives/loops.index_blocks``). On the walk by rows, two pairs of the six sweep together."""
+    ``g_v += Q g_r`` another. On the walk by rows, two pairs of the six sweep together. Lowered for
+    SIMD lanes, each column walk is a walk over blocks of columns and one over the columns left over
+    (``primitives/loops.index_blocks``), and they fuse alike."""
     from revdiff.programs.gram_schmidt import classical_pass
     args = (np.zeros(8), np.zeros(4), np.zeros((8, 4)), 3)
 
-    def arms(f):
-        low = f.specialize(f.argument_types(args), False).low_function("adjoint")
+    def arms(f, lanes):
+        low = f.specialize(f.argument_types(args), False, lanes).low_function("adjoint")
         branch, = [s for s in low.body if isinstance(s, Branch)]
         return [sum(isinstance(s, Loop) for s in arm) for arm in (branch.then, branch.orelse)]
 
-    assert arms(classical_pass) == [6, 4]
+    assert arms(classical_pass, False) == [4, 2]
+    assert arms(classical_pass, True) == [6, 4]
     assert "fuse_loops=True" in classical_pass.source("adjoint", *args)
     unfused = classical_pass.with_options(fuse_loops=False)
-    low = unfused.specialize(unfused.argument_types(args), False).low_function("adjoint")
-    assert sum(isinstance(s, (Loop, Branch)) for s in low.body) == 8  # six, the two restores two loops each
+    for lanes, statements in ((False, 6), (True, 8)):  # the two restores' walks: two loops each in lanes
+        low = unfused.specialize(unfused.argument_types(args), False, lanes).low_function("adjoint")
+        assert sum(isinstance(s, (Loop, Branch)) for s in low.body) == statements
 
 
 def _rand(rng, shape, cplx=False):

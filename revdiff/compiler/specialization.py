@@ -31,10 +31,10 @@ from revdiff.runtime import loader
 class Specialization:
     """One function specialised on argument types: its programs, generated and compiled lazily."""
 
-    def __init__(self, rf, types: tuple, blas: bool = True):
+    def __init__(self, rf, types: tuple, blas: bool = True, lanes: bool = False):
         self.rf = rf
         self.types = types
-        self.options = dataclasses.replace(rf.options, blas=blas)
+        self.options = dataclasses.replace(rf.options, blas=blas, lanes=lanes)
         self.func = rf.ir
         callees = sorted((name, obj.forward_function.__qualname__, _source_text(obj.forward_function),
                           sorted(obj.forward_function.ir.constants.items()),
@@ -63,7 +63,7 @@ class Specialization:
             return spec
         callee = self.rf._callee(call.callee, call.loc)
         try:
-            spec = callee.specialize(arg_types, self.options.blas)
+            spec = callee.specialize(arg_types, self.options.blas, self.options.lanes)
         except ReversibilityError:
             raise
         except TypeError as exc:

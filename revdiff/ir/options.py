@@ -20,12 +20,13 @@ class Options:
     fmad: bool = False  # CUDA only: allow fused multiply-add contraction
     blas: bool = True  # CPU: vector instructions on large views may call BLAS (False: loops only)
     fuse_loops: bool = True  # adjacent loops over one range fused (``optimize/fuse_loops.py``)
+    lanes: bool = False  # lowered for SIMD lanes: small matrices walked a block of columns at a time
 
     def describe(self) -> str:
         """The options as generated code's header states them, the default rtol spelled out."""
         rtol = f"{self.rtol:g}" if self.rtol is not None else f"{DEFAULT_RTOL_ULPS} eps of the ancilla's dtype"
         return (f"check={self.check}, atol={self.atol:g}, rtol={rtol}, fmad={self.fmad}, blas={self.blas}, "
-                f"fuse_loops={self.fuse_loops}")
+                f"fuse_loops={self.fuse_loops}, lanes={self.lanes}")
 
     def rtol_for(self, dtype: str) -> float:
         """The relative tolerance of ancilla checks on ``dtype`` (complex: that of its real part)."""

@@ -96,7 +96,12 @@ def index_blocks(ctx, n, block) -> None:
     of range(n), then ``block([k])`` for each index left: one walk along a matrix's other axis then
     serves several of its columns (or rows), loading what they share once (register blocking). Every
     element sees the operations of one-at-a-time loops in the same order, so the bits are theirs. The
-    bound is written out, not a temporary, so that the blocks of consecutive statements fuse."""
+    bound is written out, not a temporary, so that the blocks of consecutive statements fuse. Only
+    programs lowered for SIMD lanes (``ctx.options.lanes``) take blocks: the others, which run small
+    matrices one at a time, are spared the compile time of the second loop."""
+    if not ctx.options.lanes:
+        ctx.loop(Const(0), n, lambda k: block([k]), "j")
+        return
     left = BinOp("%", n, Const(COLUMN_BLOCK))
     bulk = A.sub(n, left)
     ctx.loop(Const(0), bulk, lambda j: block([j] + [A.add(j, Const(c)) for c in range(1, COLUMN_BLOCK)]), "j",

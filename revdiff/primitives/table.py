@@ -19,7 +19,9 @@ Rules are written against a small context (``RuleContext``) that the passes prov
   * ``ctx.choose(cond, then, orelse)`` emits a branch whose arms ``then()`` and ``orelse()`` emit;
   * ``ctx.host_call(routine, args, fallback, when)`` calls a host BLAS routine (CPU only) when
     ``when`` holds and the routine accepts its operands, else runs the loops ``fallback()`` emits;
-  * ``ctx.dtype(name)`` gives an array's element dtype ("float64", ...).
+  * ``ctx.dtype(name)`` gives an array's element dtype ("float64", ...);
+  * ``ctx.options`` are the specialisation's options (``ir/options.py``; ``lanes``: lowered for SIMD
+    lanes, where walks over small matrices take blocks of columns, ``loops.index_blocks``).
 
 The adjoint of an instruction is generic: run the *forward* rule of its inverse (restoring the
 operands' old values), then its *gradient* rule, which sees the old values and maps the cotangents
@@ -50,6 +52,7 @@ class RuleContext(Protocol):  # pragma: no cover - a typing aid
     def choose(self, cond: Expr, then: Callable, orelse: Callable) -> None: ...
     def host_call(self, routine: str, args: tuple, fallback: Callable, when: Expr | None = None) -> None: ...
     def dtype(self, name: str) -> str: ...
+    options: Any
 
 
 Rule = Callable[[tuple, RuleContext], None]

@@ -60,7 +60,7 @@ def _plan(bf, kind: str, types: tuple, width: int, entry_types: dict, unread: fr
     """(lane functions in order, the entry's LowFunction, a header) of ``bf``'s ``kind`` entry, which
     copies no entry argument of ``unread`` out of its lane buffer."""
     f = bf.f
-    spec = f.forward_function.specialize(types, blas=False)  # lanes never call BLAS
+    spec = f.forward_function.specialize(types, blas=False, lanes=True)  # lanes never call BLAS
     sig = entry_signature(f, bf.batched, kind, types)
     lanes = (tuple(p.batched for p in sig.params + sig.grads) + tuple(True for _ in sig.saved) +
              tuple(p.batched for p in sig.tangents) + tuple(True for _ in sig.tangent_saved))
