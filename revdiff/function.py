@@ -325,8 +325,8 @@ class ReversibleFunction:
     def specialize(self, types: tuple, blas: bool = True, lanes: bool = False) -> "Specialization":
         """The programs for argument ``types``; ``blas``: whether vector instructions on large views
         may call BLAS (``blas_for``), else they compile to loops only; ``lanes``: lowered for SIMD
-        lanes (``targets/lanes``), whose small matrices are walked in blocks of columns (the same
-        bits, more code to compile: worth it only where a batch runs them by the thousand)."""
+        lanes (``targets/lanes``), whose small matrices are walked in blocks of columns or rows (the
+        same bits, more code to compile: worth it only where a batch runs them by the thousand)."""
         found = self._specs.get((types, blas, lanes))
         if found is not None and self._checked and found.version is self._version and self.unchanged():
             return found

@@ -117,7 +117,8 @@ def _walk_in_blocks(var, left_var, target, source, stop=n):
 
 def test_walks_in_blocks_fuse_block_with_block_and_leftover_with_leftover():
     """The second walk's block loop moves before the first's leftover loop (they commute) to fuse
-    with the first's block loop; then the leftover loops fuse."""
+    with the first's block loop; then the leftover loops fuse. (A leftover index ``bulk + k`` is not
+    the loop variable itself: leftovers writing and reading one array stay apart.)"""
     body = fused(*_walk_in_blocks("i", "k", "x", "a"), *_walk_in_blocks("j", "l", "y", "a"))
     assert len(body) == 2 and [s.step for s in body] == [Const(2), Const(1)]
     assert [len(s.body) for s in body] == [4, 2]
@@ -217,7 +218,9 @@ def test_the_gram_schmidt_adjoint_sweeps_twice():
     are one sweep over Q's columns; restoring ``r`` (``r -= Qᵀ v``), ``g_Q += v g_rᵀ`` and
     ``g_v += Q g_r`` another. On the walk by rows, two pairs of the six sweep together. Lowered for
     SIMD lanes, each column walk is a walk over blocks of columns and one over the columns left over
-    (``primitives/loops.index_blocks``), and they fuse alike."""
+    (``primitives/loops.index_blocks``): the two sweeps by columns are four loops (blocks fused with
+    blocks, leftovers with leftovers), and the two restores' column walks in the arm by rows two
+    loops each."""
     from revdiff.programs.gram_schmidt import classical_pass
     args = (np.zeros(8), np.zeros(4), np.zeros((8, 4)), 3)
 

@@ -73,7 +73,7 @@ def matrix_vector(y, A, x, w, z, u):
 
 @reversible
 def outer_products(Y, u, v, w, x):
-    """Five rows: blocks of rows and one row left over (``primitives/loops.index_blocks``)."""
+    """Views and whole arrays, both signs."""
     Y[:, :] += np.outer(u, v)
     Y[:, :] -= np.outer(w, x)
     Y[1:4, 1:] += np.outer(u[:3], x[1:])

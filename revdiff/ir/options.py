@@ -1,5 +1,6 @@
 """The compile options a reversible function carries through every pass and backend: runtime checks
-and their tolerances, FMA contraction on the GPU, BLAS on the CPU, loop fusion. Part of its cache key."""
+and their tolerances, FMA contraction on the GPU, BLAS on the CPU, loop fusion; and, set by each
+specialisation rather than by the user, whether it is lowered for SIMD lanes. Part of its cache key."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ class Options:
     fmad: bool = False  # CUDA only: allow fused multiply-add contraction
     blas: bool = True  # CPU: vector instructions on large views may call BLAS (False: loops only)
     fuse_loops: bool = True  # adjacent loops over one range fused (``optimize/fuse_loops.py``)
-    lanes: bool = False  # lowered for SIMD lanes: small matrices walked a block of columns at a time
+    lanes: bool = False  # lowered for SIMD lanes (set by the specialisation): walks over blocks of columns or rows
 
     def describe(self) -> str:
         """The options as generated code's header states them, the default rtol spelled out."""

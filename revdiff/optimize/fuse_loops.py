@@ -39,9 +39,9 @@ second loop when it commutes with it (a check stays before the loops it guards).
 loops stay apart.
 
 Walks in blocks. A walk over blocks of columns (or rows) is two loops, the blocks and the indices
-left over (``primitives/loops.index_blocks``). A loop that fuses with nothing just after another
-moves before it where the two commute, to fuse with the loop before that: the blocks of two walks
-fuse, then their leftovers. Rule 2 counts ``var + c`` (0 <= c < the step) as the loop variable: an
+left over (``primitives/loops.index_blocks``). A loop that does not fuse with the loop just before it
+moves ahead of that loop, where the two commute, and fuses with the one before: the blocks of two
+walks fuse, then their leftovers. Rule 2 counts ``var + c`` (0 <= c < the step) as the loop variable: an
 iteration's block is its own. The two loops of a walk move into a branch's arms together.
 """
 from __future__ import annotations
@@ -86,15 +86,15 @@ def _append(out: list, s, counters: frozenset) -> None:
         if arranged is None:
             return
         before, comments, after = arranged
-        if _walk_in_blocks(out, k) and isinstance(s, Branch) and not comments:  # both loops of the walk
+        if _two_loops_last(out, k) and isinstance(s, Branch) and not comments:  # both loops of the walk
             merged = _loops_into_branch(out[k - 1:k + 1], [], s, counters)
             if merged is not None:
                 out[k - 1:] = [merged]
-                s, k = merged, k - 1
+                s = merged
                 continue
         merged = _merge(out[k], comments, s, counters)
         if merged is None:
-            _hop(out, k, s, counters)
+            _fuse_past_previous_loop(out, k, s, counters)
             return
         out[k:] = before + [merged] + after
         if after:
@@ -102,13 +102,12 @@ def _append(out: list, s, counters: frozenset) -> None:
         s = merged
 
 
-def _hop(out: list, k: int, s, counters: frozenset) -> None:
+def _fuse_past_previous_loop(out: list, k: int, s, counters: frozenset) -> None:
     """Loop ``s`` (last in ``out``) that did not fuse with the loop ``out[k]`` just before it: where
-    the two commute, ``s`` moves before ``out[k]`` and fuses with the loop just before that. A column
-    walk in blocks is two loops, the blocks and the columns left over (``primitives/vector.py``): so
-    the blocks of consecutive statements fuse, and then their columns left over."""
-    if not (isinstance(s, Loop) and isinstance(out[k], Loop) and k == len(out) - 2 and k > 0
-            and isinstance(out[k - 1], Loop) and _commute(_effects([out[k]]), _effects([s]))):
+    the two commute, ``s`` moves before ``out[k]`` and fuses with the loop just before that. A walk in
+    blocks is two loops, the blocks and the indices left over (``primitives/loops.index_blocks``): so
+    the blocks of consecutive walks fuse, and then their leftovers."""
+    if not (isinstance(s, Loop) and _two_loops_last(out, k) and _commute(_effects([out[k]]), _effects([s]))):
         return
     merged = _merge(out[k - 1], [], s, counters)
     if merged is not None:
@@ -182,9 +181,9 @@ def _loops_into_branch(loops: list, comments: list, s: Branch, counters: frozens
     return replace(s, then=arms[0][0], orelse=arms[1][0])
 
 
-def _walk_in_blocks(out: list, k: int) -> bool:
-    """Whether ``out[k - 1]`` and ``out[k]``, the last two statements, are adjacent loops (a walk in
-    blocks and its indices left over, ``primitives/loops.index_blocks``)."""
+def _two_loops_last(out: list, k: int) -> bool:
+    """Whether ``out[k - 1]`` and ``out[k]`` are loops and the last two statements before the one being
+    appended (as a walk in blocks and its indices left over are, ``primitives/loops.index_blocks``)."""
     return k == len(out) - 2 and k > 0 and isinstance(out[k - 1], Loop) and isinstance(out[k], Loop)
 
 

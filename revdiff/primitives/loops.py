@@ -1,6 +1,6 @@
 """The loops vector instructions lower to, shared by their rules (``vector.py``, ``outer.py``): views'
 elements and lengths, the checks of their operands, reductions as four partial sums in a fixed order,
-and walks over a matrix's columns in blocks (register blocking). Every helper keeps each element's
+and walks over a matrix's columns (or rows) in blocks, in SIMD lanes (register blocking). Every helper keeps each element's
 operations in one fixed order, so an instruction and its inverse see the same bits."""
 from __future__ import annotations
 
@@ -12,7 +12,10 @@ from revdiff.ir.types import is_real
 from revdiff.primitives.printer import expr_source
 
 PARTIAL_SUMS = 4  # independent accumulators of a reduction: instruction-level parallelism
-COLUMN_BLOCK = 2  # columns (or rows) of a matrix one walk along the other axis serves (register blocking)
+#: columns (or rows) of a matrix one walk along its other axis serves in SIMD lanes (register blocking):
+#: 4 would hold a block's dot products in 16 partial sums of 8 lanes, and measures slower than 2
+#: (alternating runs at 10000 x 32x16 and 1000 x 64x32, QR and projection gradients)
+WALK_BLOCK = 2
 
 
 def rank_of(ctx, view) -> int:
@@ -49,7 +52,7 @@ def check_views(ctx, syntax: str, *views) -> None:
         rank = rank_of(ctx, v)
         for axis in V.fixed_axes(v, rank):
             ctx.check_index(V.normalized(v, rank), axis)
-        for ok, lower, upper, axis in V.bound_conditions(v, rank_of(ctx, v)):
+        for ok, lower, upper, axis in V.bound_conditions(v, rank):
             ctx.require(ok, f"{syntax}: the slice {expr_source(lower)}:{expr_source(upper)} of "
                             f"'{V.base(v)}' (axis {axis}) is outside the array", lower, upper,
                         labels=("start", "stop"))
@@ -69,8 +72,9 @@ def partial_sum(ctx, n, term, like):
 
 
 def partial_sums(ctx, n, terms: list, like) -> list:
-    """``_sum`` of each of ``terms`` in one loop over j, each in its own four partial sums (so each
-    total has exactly the bits ``_sum`` gives it): terms reading the same operands at j load them once."""
+    """``partial_sum`` of each of ``terms`` in one loop over j, each in its own four partial sums (so
+    each total has exactly the bits ``partial_sum`` gives it): terms that read one element let LLVM
+    load it once."""
     accs = [[ctx.accumulator("acc", like) for _ in range(PARTIAL_SUMS)] for _ in terms]
     bulk = ctx.temp(A.sub(n, BinOp("%", n, Const(PARTIAL_SUMS))), "bulk")
 
@@ -91,27 +95,27 @@ def partial_sums(ctx, n, terms: list, like) -> list:
     return totals
 
 
-def index_blocks(ctx, n, block) -> None:
-    """``block(ks)`` for ks = [k, ..., k + COLUMN_BLOCK - 1] over the leading multiple of COLUMN_BLOCK
-    of range(n), then ``block([k])`` for each index left: one walk along a matrix's other axis then
+def index_blocks(ctx, n, block, hint: str = "j") -> None:
+    """``block(ks)`` for ks = [k, ..., k + WALK_BLOCK - 1] over the leading multiple of WALK_BLOCK
+    of range(n), then ``block([k])`` for each index left (loop variables named after ``hint``): one walk along a matrix's other axis then
     serves several of its columns (or rows), loading what they share once (register blocking). Every
     element sees the operations of one-at-a-time loops in the same order, so the bits are theirs. The
     bound is written out, not a temporary, so that the blocks of consecutive statements fuse. Only
     programs lowered for SIMD lanes (``ctx.options.lanes``) take blocks: the others, which run small
     matrices one at a time, are spared the compile time of the second loop."""
     if not ctx.options.lanes:
-        ctx.loop(Const(0), n, lambda k: block([k]), "j")
+        ctx.loop(Const(0), n, lambda k: block([k]), hint)
         return
-    left = BinOp("%", n, Const(COLUMN_BLOCK))
+    left = BinOp("%", n, Const(WALK_BLOCK))
     bulk = A.sub(n, left)
-    ctx.loop(Const(0), bulk, lambda j: block([j] + [A.add(j, Const(c)) for c in range(1, COLUMN_BLOCK)]), "j",
-             Const(COLUMN_BLOCK))
-    ctx.loop(Const(0), left, lambda j: block([A.add(bulk, j)]), "j")
+    ctx.loop(Const(0), bulk, lambda k: block([k] + [A.add(k, Const(c)) for c in range(1, WALK_BLOCK)]), hint,
+             Const(WALK_BLOCK))
+    ctx.loop(Const(0), left, lambda k: block([A.add(bulk, k)]), hint)
 
 
 def signed(sign: int, e):
     return e if sign > 0 else A.neg(e)
 
 
-__all__ = ["COLUMN_BLOCK", "PARTIAL_SUMS", "any_complex", "blas_operands", "check_lengths", "check_views",
+__all__ = ["WALK_BLOCK", "PARTIAL_SUMS", "any_complex", "blas_operands", "check_lengths", "check_views",
            "index_blocks", "element", "host_view", "length", "partial_sum", "partial_sums", "rank_of", "signed"]

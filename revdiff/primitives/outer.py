@@ -1,10 +1,11 @@
 """The outer-product update ``Y[:, :] += np.outer(u, v)`` (``-=`` its inverse): Y[i, j] += u[i] v[j],
-the rank-one update of a Householder reflection (C -= u (C^T v)^T) as one instruction, so that its
-loops walk Y a block of rows at a time (each v[j] loaded once for the block, ``loops.index_blocks``)
-and its gradient is one walk over the cotangent of Y: gu[i] += sum_j gY[i, j] conj(v[j]) and
-gv[j] += sum_i conj(u[i]) gY[i, j] from the same loads of gY. As written element by element, each
-Y[i, j] gains exactly one rounded product, so the inverse subtracts the value the forward added. No
-BLAS: a library's rank-one update may fuse the multiply and the add, which the inverse cannot undo.
+the rank-one update of a Householder reflection (C -= u (C^T v)^T) as one instruction. Its loops walk
+Y by rows (in SIMD lanes a block of rows at a time, each v[j] loaded once for the block,
+``loops.index_blocks``), and its gradient is one walk over the cotangent of Y: gu[i] += sum_j gY[i, j]
+conj(v[j]) and gv[j] += sum_i conj(u[i]) gY[i, j] from the same loads of gY. As written element by
+element, each Y[i, j] gains exactly one rounded product, so the inverse subtracts the value the
+forward added. No BLAS here: a library's rank-one update may fuse the multiply and the add, which the
+inverse could not undo (the gradient of ``y += A @ x`` may call one: no inverse reads a gradient).
 """
 from __future__ import annotations
 
@@ -36,12 +37,12 @@ def _forward(sign: int):
         Y, u, v = ops
         rows, cols = _shapes(ctx, ops)
 
-        def block(iss):  # Y[i, :] op= u[i] v for a block of rows, v[j] loaded once for the block
-            us = [ctx.temp(element(ctx, u, i), "u") for i in iss]
+        def block(rows_):  # Y[i, :] op= u[i] v for a block of rows, v[j] loaded once for the block
+            us = [ctx.temp(element(ctx, u, i), "u") for i in rows_]
             ctx.loop(Const(0), cols, lambda j: [ctx.emit(AugAssign(element(ctx, Y, i, j), op,
                                                                    A.mul(ui, element(ctx, v, j))))
-                                                for i, ui in zip(iss, us)], "j")
-        index_blocks(ctx, rows, block)
+                                                for i, ui in zip(rows_, us)], "j")
+        index_blocks(ctx, rows, block, "i")
 
     return rule
 
@@ -57,23 +58,24 @@ def _gradient(sign: int):
         cplx = any_complex(ctx, Y, u, v)
         conj = lambda e: A.conj_if(e, cplx)  # noqa: E731
 
-        def block(iss):
-            # gu[i] += sign sum_j gY[i, j] conj(v[j]): one running sum per row of the block (the rows'
-            # sums are the independent chains); gv[j] += sign conj(u[i]) gY[i, j], row by row in order
-            sums = [ctx.accumulator("acc", gY) for _ in iss] if gu is not None else []
-            us = [ctx.temp(signed(sign, conj(element(ctx, u, i))), "u") for i in iss] if gv is not None else []
+        def block(rows_):
+            # gu[i] += sign sum_j gY[i, j] conj(v[j]), a plain running sum per row (a gradient shares
+            # no bits with an inverse; in lanes the rows of a block are independent chains);
+            # gv[j] += sign conj(u[i]) gY[i, j], row by row in order
+            sums = [ctx.accumulator("acc", gY) for _ in rows_] if gu is not None else []
+            us = [ctx.temp(signed(sign, conj(element(ctx, u, i))), "u") for i in rows_] if gv is not None else []
 
             def column(j):
-                for k, i in enumerate(iss):
+                for k, i in enumerate(rows_):
                     g = ctx.temp(element(ctx, gY, i, j), "g")
-                    if sums:
+                    if gu is not None:
                         ctx.emit(AugAssign(sums[k], "+", A.mul(g, conj(element(ctx, v, j)))))
-                    if us:
+                    if gv is not None:
                         ctx.push(element(ctx, v, j), A.mul(us[k], g))
             ctx.loop(Const(0), cols, column, "j")
-            for i, total in zip(iss, sums):
+            for i, total in zip(rows_, sums):
                 ctx.push(element(ctx, u, i), signed(sign, total))
-        index_blocks(ctx, rows, block)
+        index_blocks(ctx, rows, block, "i")
 
     return rule
 

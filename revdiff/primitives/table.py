@@ -21,7 +21,7 @@ Rules are written against a small context (``RuleContext``) that the passes prov
     ``when`` holds and the routine accepts its operands, else runs the loops ``fallback()`` emits;
   * ``ctx.dtype(name)`` gives an array's element dtype ("float64", ...);
   * ``ctx.options`` are the specialisation's options (``ir/options.py``; ``lanes``: lowered for SIMD
-    lanes, where walks over small matrices take blocks of columns, ``loops.index_blocks``).
+    lanes, where walks over small matrices take blocks of columns or rows, ``loops.index_blocks``).
 
 The adjoint of an instruction is generic: run the *forward* rule of its inverse (restoring the
 operands' old values), then its *gradient* rule, which sees the old values and maps the cotangents

@@ -6,8 +6,8 @@ for that form (``norm.py`` has ``s += np.linalg.norm(x)``, ``outer.py`` ``Y[:, :
 Each is one instruction of the table with its own forward and gradient rule: the adjoint of
 ``y += A @ x`` pushes ``gA += gy x^H`` and ``gx += A^H gy`` directly, never a closed-form adjoint
 of the program around it. The rules lower to loops whose innermost index walks the last axis of
-the matrix (contiguous for C-ordered arrays), or, for small matrices, the longer axis, a block of
-columns at a time (``loops.index_blocks``). Reductions use four partial sums in a fixed order, so
+the matrix (contiguous for C-ordered arrays), or, for small matrices, the longer axis (in SIMD lanes
+a block of columns at a time, ``loops.index_blocks``). Reductions use four partial sums in a fixed order, so
 the inverse subtracts exactly the value the forward added.
 On the CPU, real ``A @ x`` on large views and its gradient call BLAS instead (``ctx.host_call``,
 ``targets/llvm/host.py``); those loops remain the fallback and the GPU's code.
@@ -82,7 +82,7 @@ def _matvec_forward(form: str, sign: int):
                              lambda j: ctx.emit(AugAssign(element(ctx, y, j), op, A.mul(opM(i, j), xi))), "j")
             ctx.loop(Const(0), rows, row, "i")
 
-        def by_columns():  # long inner loops over the rows of A, a block of columns at a time: small matrices
+        def by_columns():  # long inner loops over the rows of A (in lanes a block of columns at a time): small
             if form == "n":  # y op= A[:, j] x[j], column by column
                 def columns(js):
                     xs = [ctx.temp(element(ctx, x, j), "x") for j in js]
@@ -91,7 +91,7 @@ def _matvec_forward(form: str, sign: int):
                         for j, xj in zip(js, xs)], "i")
             else:  # y[j] op= sum_i op(A[i, j]) x[i]: a column dot product per j
                 def columns(js):
-                    terms = [partial(lambda i, j: A.mul(opM(i, j), element(ctx, x, i)), j=j) for j in js]
+                    terms = [lambda i, j=j: A.mul(opM(i, j), element(ctx, x, i)) for j in js]
                     totals = partial_sums(ctx, rows, terms, element(ctx, y, js[0]))
                     for j, total in zip(js, totals):
                         ctx.emit(AugAssign(element(ctx, y, j), op, total))
@@ -149,7 +149,7 @@ def _matvec_gradient_columns(ctx, form: str, sign: int, ops, gy, rows, cols, to_
     if form == "n":  # y_i += A_ij x_j:  gA_ij += gy_i conj(x_j);  gx_j += sum_i conj(A_ij) gy_i
         def columns(js):
             if to_input:
-                terms = [partial(lambda i, j: A.mul(conj(element(ctx, M, i, j)), element(ctx, gy, i)), j=j) for j in js]
+                terms = [lambda i, j=j: A.mul(conj(element(ctx, M, i, j)), element(ctx, gy, i)) for j in js]
                 totals = partial_sums(ctx, rows, terms, gy)
                 for j, total in zip(js, totals):
                     ctx.push(element(ctx, x, j), signed(sign, total))
@@ -281,7 +281,7 @@ def _matmat_gradient(form: str, sign: int):
         large = _large_product(rows, inner, cols)
 
         def loops(to_matrix: bool, to_right: bool):
-            def one(i, k, j):
+            def push_term(i, k, j):
                 g = signed(sign, element(ctx, gY, i, j))
                 a = _op_element(ctx, form, M, i, k)
                 if to_matrix:
@@ -289,7 +289,7 @@ def _matmat_gradient(form: str, sign: int):
                 if to_right:
                     ctx.push(element(ctx, B, k, j), A.mul(A.conj_if(a, any_complex(ctx, Y, M, B)), g))
             ctx.loop(Const(0), cols, lambda j: ctx.loop(Const(0), rows, lambda i: ctx.loop(
-                Const(0), inner, lambda k: one(i, k, j), "k"), "i"), "j")
+                Const(0), inner, lambda k: push_term(i, k, j), "k"), "i"), "j")
 
         if not blas:
             loops(True, True)
@@ -334,7 +334,7 @@ def _dot_gradient(conjugate_first: bool, sign: int):
         conj = lambda e: A.conj_if(e, cplx)  # noqa: E731
         g = ctx.temp(signed(sign, gs), "gs")
 
-        def one(i):
+        def push_term(i):
             xi, yi = element(ctx, x, i), element(ctx, y, i)
             if conjugate_first:  # s += conj(x_i) y_i:  gx_i += conj(gs) y_i;  gy_i += gs x_i
                 ctx.push(xi, A.mul(conj(g), yi))
@@ -343,7 +343,7 @@ def _dot_gradient(conjugate_first: bool, sign: int):
                 ctx.push(xi, A.mul(g, conj(yi)))
                 ctx.push(yi, A.mul(g, conj(xi)))
 
-        ctx.loop(Const(0), length(ctx, x), one, "i")
+        ctx.loop(Const(0), length(ctx, x), push_term, "i")
 
     return rule
 

@@ -1,10 +1,10 @@
 """Print low-level IR as LLVM IR: one function per program, compiled by LLVM without a Python front end.
 
-A program is ``void @symbol(params..., ptr err)``: an array parameter arrives as its data pointer
-(``noalias``: arrays of different names are different memory wherever one is written, which every
-call checks, ``calls.py`` and ``passes/aliasing.py``, and loop fusion assumes too), its shape and its
-byte strides; a scalar parameter as a pointer to it, read at entry and written back at
-exit (a program returns its scalar parameters, ``ir/low.py``). Every variable lives in a stack slot
+A program is ``void @symbol(params..., ptr err)``: an array parameter arrives as its data pointer, its
+shape and its byte strides; a scalar parameter as a pointer to it, read at entry and written back at
+exit (a program returns its scalar parameters, ``ir/low.py``). Data pointers are ``noalias``: arrays
+of different names are different memory wherever one is written (every call checks it, ``calls.py``
+and ``passes/aliasing.py``; loop fusion relies on it too). Every variable lives in a stack slot
 (LLVM's first passes turn them into registers); integers compute in i64, bools in i1, floats and
 complex numbers in their own precision (``passes/infer.py``'s types: the widest float operand's).
 Ancilla arrays come from the call's stack frame while their total fits (``memory.FRAME_ANCILLA_BYTES``:
