@@ -1,7 +1,8 @@
 """The loops vector instructions lower to, shared by their rules (``vector.py``, ``outer.py``): views'
 elements and lengths, the checks of their operands, reductions as four partial sums in a fixed order,
-and walks over a matrix's columns (or rows) in blocks, in SIMD lanes (register blocking). Every helper keeps each element's
-operations in one fixed order, so an instruction and its inverse see the same bits."""
+and walks over a matrix's columns (or rows) in blocks, in SIMD lanes (register blocking). Every
+helper keeps each element's operations in one fixed order, so an instruction and its inverse see the
+same bits."""
 from __future__ import annotations
 
 from revdiff.ir import algebra as A
@@ -97,8 +98,9 @@ def partial_sums(ctx, n, terms: list, like) -> list:
 
 def index_blocks(ctx, n, block, hint: str = "j") -> None:
     """``block(ks)`` for ks = [k, ..., k + WALK_BLOCK - 1] over the leading multiple of WALK_BLOCK
-    of range(n), then ``block([k])`` for each index left (loop variables named after ``hint``): one walk along a matrix's other axis then
-    serves several of its columns (or rows), loading what they share once (register blocking). Every
+    of range(n), then ``block([k])`` for each index left (loop variables named after ``hint``): one
+    walk along a matrix's other axis then serves several of its columns (or rows), loading what they
+    share once (register blocking). Every
     element sees the operations of one-at-a-time loops in the same order, so the bits are theirs. The
     bound is written out, not a temporary, so that the blocks of consecutive statements fuse. Only
     programs lowered for SIMD lanes (``ctx.options.lanes``) take blocks: the others, which run small
