@@ -14,6 +14,7 @@ import pytest
 
 import revdiff
 from revdiff import programs as P
+from revdiff import reversible
 from revdiff.calls import argument_kinds, compiled
 from revdiff.targets.llvm.array_fields import ARRAY_FIELDS, _matches
 
@@ -233,3 +234,28 @@ def test_calls_from_other_threads_never_leave_a_rebound_global_s_old_program_beh
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600,
                           env=dict(os.environ, REVDIFF_COMPILE_NOTICE="0"))
     assert done.returncode == 0, done.stderr
+
+
+@reversible(atol=1e-11)  # options of its own: called, not inlined
+def _two_products(s, t, x, y):
+    for i in range(len(x)):
+        s += x[i] * y[i]
+        t += x[i] * y[i]
+
+
+@reversible
+def _same_row_twice(s, t, Q, j, k):
+    _two_products(s, t, Q[j, :], Q[k, :])
+
+
+def test_a_callee_given_one_array_twice_read_only_gets_both_gradients():
+    """With j = k the callee reads one row through both parameters, which is allowed (it writes
+    neither); its adjoint then writes both gradients into one row of g_Q, so the compiled programs
+    may not assume that arrays of different names are different memory (LLVM's noalias lost one
+    of the two updates)."""
+    Q = np.random.default_rng(0).standard_normal((4, 6))
+    _, pullback = revdiff.vjp(_same_row_twice, 0.0, 0.0, Q, 1, 1)
+    g_Q = pullback(3.0, 5.0, None, None, None)[2]
+    want = np.zeros_like(Q)
+    want[1] = 16 * Q[1]  # d/dQ (3 + 5) |Q[1]|^2
+    np.testing.assert_allclose(g_Q, want, rtol=1e-13, atol=1e-13)

@@ -125,7 +125,7 @@ def mismatched(Y, u, v):
 def test_lengths_that_do_not_match_name_the_line():
     with pytest.raises(ReversibilityError) as e:
         mismatched(np.zeros((3, 2)), np.zeros(4), np.zeros(2))
-    _assert_error(e, "outer_lengths", "len(u)", "rows of Y")
+    _assert_error(e, "outer_lengths", "Y[:, :] -= np.outer(u, v): len(u)", "rows of Y")
     with pytest.raises(ReversibilityError) as e:
         mismatched(np.zeros((3, 2)), np.zeros(3), np.zeros(5))
     _assert_error(e, "outer_lengths", "len(v)", "columns of Y")

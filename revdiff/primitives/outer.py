@@ -20,13 +20,18 @@ from revdiff.primitives.table import Instruction, instruction
 SYNTAX = "Y[:, :] += np.outer(u, v)"
 
 
-def _shapes(ctx, ops) -> tuple:
-    """(rows, columns) of Y, checked against len(u) and len(v)."""
+def _syntax(sign: int) -> str:
+    return SYNTAX if sign > 0 else SYNTAX.replace("+=", "-=")
+
+
+def _shapes(ctx, ops, sign: int) -> tuple:
+    """(rows, columns) of Y, checked against len(u) and len(v) (messages name the statement's sign)."""
     Y, u, v = ops
-    check_views(ctx, SYNTAX, Y, u, v)
+    syntax = _syntax(sign)
+    check_views(ctx, syntax, Y, u, v)
     rows, cols = V.lengths(Y, rank_of(ctx, Y))
-    check_lengths(ctx, SYNTAX, length(ctx, u), "len(u)", rows, "rows of Y")
-    check_lengths(ctx, SYNTAX, length(ctx, v), "len(v)", cols, "columns of Y")
+    check_lengths(ctx, syntax, length(ctx, u), "len(u)", rows, "rows of Y")
+    check_lengths(ctx, syntax, length(ctx, v), "len(v)", cols, "columns of Y")
     return rows, cols
 
 
@@ -35,7 +40,7 @@ def _forward(sign: int):
 
     def rule(ops, ctx):
         Y, u, v = ops
-        rows, cols = _shapes(ctx, ops)
+        rows, cols = _shapes(ctx, ops, sign)
 
         def block(rows_):  # Y[i, :] op= u[i] v for a block of rows, v[j] loaded once for the block
             us = [ctx.temp(element(ctx, u, i), "u") for i in rows_]
@@ -81,7 +86,7 @@ def _gradient(sign: int):
 
 
 for _op, _inverse, _sign in (("add", "sub", 1), ("sub", "add", -1)):
-    instruction(Instruction(f"outer_{_op}", SYNTAX if _sign > 0 else SYNTAX.replace("+=", "-="),
+    instruction(Instruction(f"outer_{_op}", _syntax(_sign),
                             ("target", "expr", "expr"), f"outer_{_inverse}", _forward(_sign), _gradient(_sign),
                             ("int", "float", "complex"), operand_ranks=(2, 1, 1), additive=True,
                             rank_hints={(0, 1): "the target of an outer product is a matrix view: Y[:, :] += "

@@ -2,9 +2,9 @@
 
 A program is ``void @symbol(params..., ptr err)``: an array parameter arrives as its data pointer, its
 shape and its byte strides; a scalar parameter as a pointer to it, read at entry and written back at
-exit (a program returns its scalar parameters, ``ir/low.py``). Data pointers are ``noalias``: arrays
-of different names are different memory wherever one is written (every call checks it, ``calls.py``
-and ``passes/aliasing.py``; loop fusion relies on it too). Every variable lives in a stack slot
+exit (a program returns its scalar parameters, ``ir/low.py``). Data pointers are not ``noalias``: a
+callee given two read-only views of one array (``g(Q[j, :], Q[k, :])`` with j = k) gets, in the
+adjoint, two gradient views of one array, both written. Every variable lives in a stack slot
 (LLVM's first passes turn them into registers); integers compute in i64, bools in i1, floats and
 complex numbers in their own precision (``passes/infer.py``'s types: the widest float operand's).
 Ancilla arrays come from the call's stack frame while their total fits (``memory.FRAME_ANCILLA_BYTES``:
@@ -101,7 +101,7 @@ class FunctionEmitter(Calls):
                 data = f"%{ident(p, '.data')}"
                 shape = tuple(f"%{ident(p, f'.shape{k}')}" for k in range(t.ndim))
                 strides = tuple(f"%{ident(p, f'.stride{k}')}" for k in range(t.ndim))
-                params += [f"ptr noalias {data}"] + [f"i64 {s}" for s in shape + strides]
+                params += [f"ptr {data}"] + [f"i64 {s}" for s in shape + strides]
                 if p in self.unit_stride:
                     strides = strides[:-1] + (str(ITEMSIZE[t.dtype]),)
                 self.arrays[p] = Array(data, shape, strides, t.dtype)
