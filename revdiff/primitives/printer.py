@@ -7,8 +7,8 @@ from revdiff.ir.high import BinOp, BoolOp, Call, Compare, Const, Index, Name, Se
 from revdiff.primitives.functions import FUNCTIONS
 
 # Python precedence, higher binds tighter.
-_PREC = {"or": 1, "and": 2, "not": 3, "cmp": 4, "+": 9, "-": 9, "*": 10, "/": 10, "//": 10, "%": 10,
-         "unary": 11, "**": 12, "atom": 14, "select": 0}
+_PREC = {"or": 1, "and": 2, "not": 3, "cmp": 4, "|": 5, "^": 6, "&": 7, "+": 9, "-": 9, "*": 10, "/": 10,
+         "//": 10, "%": 10, "unary": 11, "**": 12, "atom": 14, "select": 0}
 
 
 def _prec(e) -> int:

@@ -269,14 +269,26 @@ class LaneRewriter:
             out += self.block(s.fallback)
         elif isinstance(s, Check):
             if c.reads_lanes(s.ok) or any(c.reads_lanes(v) for v in s.values):
-                out += [Check(self.at(s.ok, k), s.fkey, s.idx, tuple(self.at(v, k) for v in s.values), lane=k)
-                        for k in lanes]
+                out.append(self.lane_checks(s))
             else:
                 out.append(s)
         elif isinstance(s, Invoke):
             self.invoke(s, out)
         else:
             raise NotLaneable(f"cannot run {type(s).__name__} in lanes")
+
+    def lane_checks(self, s: Check) -> Branch:
+        """A check of lane data as one test of every lane's condition (``&``: all evaluated, no
+        branch between them, so the vectorisers compare the lanes at once), and only where one
+        fails the checks lane by lane, in order, which report the first failing lane as before.
+        Evaluating a lane's condition after an earlier lane's failed is safe: each reads only its own
+        lane and the uniform values, as it would had the earlier lanes passed."""
+        oks = [self.at(s.ok, k) for k in range(self.width)]
+        every = oks[0]
+        for ok in oks[1:]:
+            every = BinOp("&", every, ok)
+        checks = [Check(ok, s.fkey, s.idx, tuple(self.at(v, k) for v in s.values), lane=k) for k, ok in enumerate(oks)]
+        return Branch(Unary("not", every), checks, [])
 
     def stmt_with_uniform_selects(self, s, selects: list, out: list) -> None:
         """A statement whose value lane-dependent selects ``a if c else b`` choose: per lane, each arm
