@@ -32,7 +32,8 @@ class BatchedFunction(Batching):
         run on the arrays given, without copying them (those ``f`` modifies end up holding their
         final values, and the results are those arrays; after a failure, the elements that failed, and
         in SIMD lanes the others of their group, hold partial values: every element runs, each with
-        its own error record, and the first failed one is raised)."""
+        its own error record, and the first failed one is raised; in SIMD lanes a group stops at its
+        first failing check, whose element is then the group's failed one)."""
         return execute(self.f, "call", self.f.bind(args, kwargs), batch=self, donate=donate)
 
     def value(self, *args: Any, donate: bool = False, **kwargs: Any) -> tuple:
