@@ -70,17 +70,20 @@ def _matvec_forward(form: str, sign: int):
         rows, cols = _matvec_shapes(ctx, ops, form)
         opM = lambda i, j: A.conj_if(element(ctx, M, i, j), form == "h" and any_complex(ctx, M))  # noqa: E731
 
-        def by_rows():  # contiguous along each row of A: for large matrices
+        def by_rows():  # contiguous along each row of A (in lanes a block of rows at a time): large matrices
             if form == "n":  # y[i] op= sum_j A[i, j] x[j]: a row dot product per i
-                def row(i):
-                    total = partial_sum(ctx, cols, lambda j: A.mul(opM(i, j), element(ctx, x, j)), element(ctx, y, i))
-                    ctx.emit(AugAssign(element(ctx, y, i), op, total))
+                def block(iis):
+                    terms = [lambda j, i=i: A.mul(opM(i, j), element(ctx, x, j)) for i in iis]
+                    totals = partial_sums(ctx, cols, terms, element(ctx, y, iis[0]))
+                    for i, total in zip(iis, totals):
+                        ctx.emit(AugAssign(element(ctx, y, i), op, total))
             else:  # y[j] op= op(A[i, j]) x[i]: row i of A scaled into y
-                def row(i):
-                    xi = ctx.temp(element(ctx, x, i), "x")
-                    ctx.loop(Const(0), cols,
-                             lambda j: ctx.emit(AugAssign(element(ctx, y, j), op, A.mul(opM(i, j), xi))), "j")
-            ctx.loop(Const(0), rows, row, "i")
+                def block(iis):
+                    xs = [ctx.temp(element(ctx, x, i), "x") for i in iis]
+                    ctx.loop(Const(0), cols, lambda j: [
+                        ctx.emit(AugAssign(element(ctx, y, j), op, A.mul(opM(i, j), xi)))
+                        for i, xi in zip(iis, xs)], "j")
+            index_blocks(ctx, rows, block, "i")
 
         def by_columns():  # long inner loops over the rows of A (in lanes a block of columns at a time): small
             if form == "n":  # y op= A[:, j] x[j], column by column
@@ -187,28 +190,32 @@ def _matvec_gradient_rows(ctx, form: str, sign: int, ops, gy, rows, cols, to_mat
             ctx.push(element(ctx, M, i, j), e)
 
     if form == "n":  # y_i += A_ij x_j:  gA_ij += gy_i conj(x_j);  gx_j += conj(A_ij) gy_i
-        def row(i):
-            gyi = ctx.temp(signed(sign, element(ctx, gy, i)), "gy")
+        def block(iis):
+            gys = [ctx.temp(signed(sign, element(ctx, gy, i)), "gy") for i in iis]
 
             def column(j):
-                push_matrix(i, j, A.mul(gyi, conj(element(ctx, x, j))))
-                if to_input:
-                    ctx.push(element(ctx, x, j), A.mul(conj(element(ctx, M, i, j)), gyi))
+                for i, gyi in zip(iis, gys):
+                    push_matrix(i, j, A.mul(gyi, conj(element(ctx, x, j))))
+                    if to_input:
+                        ctx.push(element(ctx, x, j), A.mul(conj(element(ctx, M, i, j)), gyi))
             ctx.loop(Const(0), cols, column, "j")
     else:  # A.T:      y_j += A_ij x_i:        gA_ij += gy_j conj(x_i);  gx_i += sum_j conj(A_ij) gy_j
         # A.conj().T: y_j += conj(A_ij) x_i:  gA_ij += conj(gy_j) x_i;  gx_i += sum_j A_ij gy_j
         hermitian = form == "h"
 
-        def row(i):
+        def block(iis):
             if to_input:
-                total = partial_sum(ctx, cols, lambda j: A.mul(
-                    element(ctx, M, i, j) if hermitian else conj(element(ctx, M, i, j)), element(ctx, gy, j)), gy)
-                ctx.push(element(ctx, x, i), signed(sign, total))
+                terms = [lambda j, i=i: A.mul(element(ctx, M, i, j) if hermitian else conj(element(ctx, M, i, j)),
+                                              element(ctx, gy, j)) for i in iis]
+                for i, total in zip(iis, partial_sums(ctx, cols, terms, gy)):
+                    ctx.push(element(ctx, x, i), signed(sign, total))
             if to_matrix:
-                xi = ctx.temp(signed(sign, element(ctx, x, i) if hermitian else conj(element(ctx, x, i))), "x")
-                ctx.loop(Const(0), cols, lambda j: push_matrix(
-                    i, j, A.mul(conj(element(ctx, gy, j)) if hermitian else element(ctx, gy, j), xi)), "j")
-    ctx.loop(Const(0), rows, row, "i")
+                xs = [ctx.temp(signed(sign, element(ctx, x, i) if hermitian else conj(element(ctx, x, i))), "x")
+                      for i in iis]
+                ctx.loop(Const(0), cols, lambda j: [push_matrix(
+                    i, j, A.mul(conj(element(ctx, gy, j)) if hermitian else element(ctx, gy, j), xi))
+                    for i, xi in zip(iis, xs)], "j")
+    index_blocks(ctx, rows, block, "i")
 
 
 # ---------------------------------------------------------------- Y += A @ B  (and A.T, A.conj().T)
