@@ -42,11 +42,11 @@ def _forward(sign: int):
         Y, u, v = ops
         rows, cols = _shapes(ctx, ops, sign)
 
-        def block(rows_):  # Y[i, :] op= u[i] v for a block of rows, v[j] loaded once for the block
-            us = [ctx.temp(element(ctx, u, i), "u") for i in rows_]
+        def block(block_rows):  # Y[i, :] op= u[i] v for a block of rows, v[j] loaded once for the block
+            us = [ctx.temp(element(ctx, u, i), "u") for i in block_rows]
             ctx.loop(Const(0), cols, lambda j: [ctx.emit(AugAssign(element(ctx, Y, i, j), op,
                                                                    A.mul(ui, element(ctx, v, j))))
-                                                for i, ui in zip(rows_, us)], "j")
+                                                for i, ui in zip(block_rows, us)], "j")
         index_blocks(ctx, rows, block, "i")
 
     return rule
@@ -63,22 +63,22 @@ def _gradient(sign: int):
         cplx = any_complex(ctx, Y, u, v)
         conj = lambda e: A.conj_if(e, cplx)  # noqa: E731
 
-        def block(rows_):
+        def block(block_rows):
             # gu[i] += sign sum_j gY[i, j] conj(v[j]), a plain running sum per row (a gradient shares
             # no bits with an inverse; in lanes the rows of a block are independent chains);
             # gv[j] += sign conj(u[i]) gY[i, j], row by row in order
-            sums = [ctx.accumulator("acc", gY) for _ in rows_] if gu is not None else []
-            us = [ctx.temp(signed(sign, conj(element(ctx, u, i))), "u") for i in rows_] if gv is not None else []
+            sums = [ctx.accumulator("acc", gY) for _ in block_rows] if gu is not None else []
+            us = [ctx.temp(signed(sign, conj(element(ctx, u, i))), "u") for i in block_rows] if gv is not None else []
 
             def column(j):
-                for k, i in enumerate(rows_):
+                for k, i in enumerate(block_rows):
                     g = ctx.temp(element(ctx, gY, i, j), "g")
                     if gu is not None:
                         ctx.emit(AugAssign(sums[k], "+", A.mul(g, conj(element(ctx, v, j)))))
                     if gv is not None:
                         ctx.push(element(ctx, v, j), A.mul(us[k], g))
             ctx.loop(Const(0), cols, column, "j")
-            for i, total in zip(rows_, sums):
+            for i, total in zip(block_rows, sums):
                 ctx.push(element(ctx, u, i), signed(sign, total))
         index_blocks(ctx, rows, block, "i")
 

@@ -72,31 +72,31 @@ def _matvec_forward(form: str, sign: int):
 
         def by_rows():  # contiguous along each row of A (in lanes a block of rows at a time): large matrices
             if form == "n":  # y[i] op= sum_j A[i, j] x[j]: a row dot product per i
-                def block(iis):
-                    terms = [lambda j, i=i: A.mul(opM(i, j), element(ctx, x, j)) for i in iis]
-                    totals = partial_sums(ctx, cols, terms, element(ctx, y, iis[0]))
-                    for i, total in zip(iis, totals):
+                def block(block_rows):
+                    terms = [lambda j, i=i: A.mul(opM(i, j), element(ctx, x, j)) for i in block_rows]
+                    totals = partial_sums(ctx, cols, terms, element(ctx, y, block_rows[0]))
+                    for i, total in zip(block_rows, totals):
                         ctx.emit(AugAssign(element(ctx, y, i), op, total))
             else:  # y[j] op= op(A[i, j]) x[i]: row i of A scaled into y
-                def block(iis):
-                    xs = [ctx.temp(element(ctx, x, i), "x") for i in iis]
+                def block(block_rows):
+                    xs = [ctx.temp(element(ctx, x, i), "x") for i in block_rows]
                     ctx.loop(Const(0), cols, lambda j: [
                         ctx.emit(AugAssign(element(ctx, y, j), op, A.mul(opM(i, j), xi)))
-                        for i, xi in zip(iis, xs)], "j")
+                        for i, xi in zip(block_rows, xs)], "j")
             index_blocks(ctx, rows, block, "i")
 
         def by_columns():  # long inner loops over the rows of A (in lanes a block of columns at a time): small
             if form == "n":  # y op= A[:, j] x[j], column by column
-                def columns(js):
-                    xs = [ctx.temp(element(ctx, x, j), "x") for j in js]
+                def columns(block_cols):
+                    xs = [ctx.temp(element(ctx, x, j), "x") for j in block_cols]
                     ctx.loop(Const(0), rows, lambda i: [
                         ctx.emit(AugAssign(element(ctx, y, i), op, A.mul(opM(i, j), xj)))
-                        for j, xj in zip(js, xs)], "i")
+                        for j, xj in zip(block_cols, xs)], "i")
             else:  # y[j] op= sum_i op(A[i, j]) x[i]: a column dot product per j
-                def columns(js):
-                    terms = [lambda i, j=j: A.mul(opM(i, j), element(ctx, x, i)) for j in js]
-                    totals = partial_sums(ctx, rows, terms, element(ctx, y, js[0]))
-                    for j, total in zip(js, totals):
+                def columns(block_cols):
+                    terms = [lambda i, j=j: A.mul(opM(i, j), element(ctx, x, i)) for j in block_cols]
+                    totals = partial_sums(ctx, rows, terms, element(ctx, y, block_cols[0]))
+                    for j, total in zip(block_cols, totals):
                         ctx.emit(AugAssign(element(ctx, y, j), op, total))
             index_blocks(ctx, cols, columns)
 
@@ -150,31 +150,31 @@ def _matvec_gradient_columns(ctx, form: str, sign: int, ops, gy, rows, cols, to_
     cplx = any_complex(ctx, y, M, x)
     conj = lambda e: A.conj_if(e, cplx)  # noqa: E731
     if form == "n":  # y_i += A_ij x_j:  gA_ij += gy_i conj(x_j);  gx_j += sum_i conj(A_ij) gy_i
-        def columns(js):
+        def columns(block_cols):
             if to_input:
-                terms = [lambda i, j=j: A.mul(conj(element(ctx, M, i, j)), element(ctx, gy, i)) for j in js]
+                terms = [lambda i, j=j: A.mul(conj(element(ctx, M, i, j)), element(ctx, gy, i)) for j in block_cols]
                 totals = partial_sums(ctx, rows, terms, gy)
-                for j, total in zip(js, totals):
+                for j, total in zip(block_cols, totals):
                     ctx.push(element(ctx, x, j), signed(sign, total))
             if to_matrix:
-                xs = [ctx.temp(signed(sign, conj(element(ctx, x, j))), "x") for j in js]
+                xs = [ctx.temp(signed(sign, conj(element(ctx, x, j))), "x") for j in block_cols]
                 ctx.loop(Const(0), rows, lambda i: [ctx.push(element(ctx, M, i, j), A.mul(element(ctx, gy, i), xj))
-                                                    for j, xj in zip(js, xs)], "i")
+                                                    for j, xj in zip(block_cols, xs)], "i")
     else:  # A.T:      y_j += A_ij x_i:        gA_ij += gy_j conj(x_i);  gx_i += conj(A_ij) gy_j
         # A.conj().T: y_j += conj(A_ij) x_i:  gA_ij += conj(gy_j) x_i;  gx_i += A_ij gy_j
         hermitian = form == "h"
 
-        def columns(js):
-            gys = [ctx.temp(signed(sign, element(ctx, gy, j)), "gy") for j in js]
+        def columns(block_cols):
+            gys = [ctx.temp(signed(sign, element(ctx, gy, j)), "gy") for j in block_cols]
             if to_input:
                 ctx.loop(Const(0), rows, lambda i: [ctx.push(
                     element(ctx, x, i), A.mul(element(ctx, M, i, j) if hermitian else conj(element(ctx, M, i, j)), gyj))
-                    for j, gyj in zip(js, gys)], "i")
+                    for j, gyj in zip(block_cols, gys)], "i")
             if to_matrix:
                 gs = [conj(gyj) if hermitian else gyj for gyj in gys]
                 ctx.loop(Const(0), rows, lambda i: [ctx.push(
                     element(ctx, M, i, j), A.mul(g, element(ctx, x, i) if hermitian else conj(element(ctx, x, i))))
-                    for j, g in zip(js, gs)], "i")
+                    for j, g in zip(block_cols, gs)], "i")
     index_blocks(ctx, cols, columns)
 
 
@@ -190,11 +190,11 @@ def _matvec_gradient_rows(ctx, form: str, sign: int, ops, gy, rows, cols, to_mat
             ctx.push(element(ctx, M, i, j), e)
 
     if form == "n":  # y_i += A_ij x_j:  gA_ij += gy_i conj(x_j);  gx_j += conj(A_ij) gy_i
-        def block(iis):
-            gys = [ctx.temp(signed(sign, element(ctx, gy, i)), "gy") for i in iis]
+        def block(block_rows):
+            gys = [ctx.temp(signed(sign, element(ctx, gy, i)), "gy") for i in block_rows]
 
             def column(j):
-                for i, gyi in zip(iis, gys):
+                for i, gyi in zip(block_rows, gys):
                     push_matrix(i, j, A.mul(gyi, conj(element(ctx, x, j))))
                     if to_input:
                         ctx.push(element(ctx, x, j), A.mul(conj(element(ctx, M, i, j)), gyi))
@@ -203,18 +203,18 @@ def _matvec_gradient_rows(ctx, form: str, sign: int, ops, gy, rows, cols, to_mat
         # A.conj().T: y_j += conj(A_ij) x_i:  gA_ij += conj(gy_j) x_i;  gx_i += sum_j A_ij gy_j
         hermitian = form == "h"
 
-        def block(iis):
+        def block(block_rows):
             if to_input:
                 terms = [lambda j, i=i: A.mul(element(ctx, M, i, j) if hermitian else conj(element(ctx, M, i, j)),
-                                              element(ctx, gy, j)) for i in iis]
-                for i, total in zip(iis, partial_sums(ctx, cols, terms, gy)):
+                                              element(ctx, gy, j)) for i in block_rows]
+                for i, total in zip(block_rows, partial_sums(ctx, cols, terms, gy)):
                     ctx.push(element(ctx, x, i), signed(sign, total))
             if to_matrix:
                 xs = [ctx.temp(signed(sign, element(ctx, x, i) if hermitian else conj(element(ctx, x, i))), "x")
-                      for i in iis]
+                      for i in block_rows]
                 ctx.loop(Const(0), cols, lambda j: [push_matrix(
                     i, j, A.mul(conj(element(ctx, gy, j)) if hermitian else element(ctx, gy, j), xi))
-                    for i, xi in zip(iis, xs)], "j")
+                    for i, xi in zip(block_rows, xs)], "j")
     index_blocks(ctx, rows, block, "i")
 
 
