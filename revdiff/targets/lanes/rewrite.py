@@ -280,7 +280,7 @@ class LaneRewriter:
     def lane_checks(self, s: Check) -> Branch:
         """A check of lane data as one test of every lane's condition (``&``: all evaluated, no
         branch between them, so the vectorisers compare the lanes at once), and only where one
-        fails the checks lane by lane, in order, which report the first failing lane as before.
+        fails the checks lane by lane, in order, which report the first failing lane.
         Evaluating a lane's condition after an earlier lane's failed is safe: each reads only its own
         lane and the uniform values, as it would had the earlier lanes passed."""
         oks = [self.at(s.ok, k) for k in range(self.width)]
