@@ -20,6 +20,23 @@ def scaled_norm(out, x, c):
     del s
 
 
+def marked_line(path: str, marker: str) -> int:
+    """The number of the line of file ``path`` that ends with the marker comment ``# E:<marker>``."""
+    with open(path) as f:
+        for k, line in enumerate(f, 1):
+            if line.rstrip().endswith(f"# E:{marker}"):
+                return k
+    raise LookupError(marker)
+
+
+def assert_error_at(exc_info, path: str, marker: str, *phrases: str) -> None:
+    """The error points at the line of ``path`` marked ``# E:<marker>`` and says ``phrases``."""
+    err = exc_info.value
+    assert (err.filename, err.lineno) == (path, marked_line(path, marker)), str(err)
+    for p in phrases:
+        assert p in str(err), str(err)
+
+
 def copy_args(args):
     return tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
 

@@ -11,27 +11,18 @@ from numpy import sin
 import revdiff
 from revdiff import ReversibilityError, ancilla, release, reversible, routine, zero, zeros
 
-from helpers import fused_vjp
+from helpers import assert_error_at, fused_vjp, marked_line
 
 THIS_FILE = __file__
 
 
 def line_of(marker: str) -> int:
-    with open(THIS_FILE) as f:
-        for k, line in enumerate(f, 1):
-            if line.rstrip().endswith(f"# E:{marker}"):
-                return k
-    raise LookupError(marker)
+    return marked_line(THIS_FILE, marker)
 
 
 def assert_error(exc_info, marker: str, *phrases: str):
-    err = exc_info.value
-    assert err.lineno == line_of(marker), str(err)
-    assert err.filename == THIS_FILE
-    text = str(err)
-    assert f"line {line_of(marker)}" in text
-    for p in phrases:
-        assert p in text, text
+    assert_error_at(exc_info, THIS_FILE, marker, *phrases)
+    assert f"line {line_of(marker)}" in str(exc_info.value)
 
 
 @reversible

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import assert_gradient, assert_round_trip
+from helpers import assert_error_at, assert_gradient, assert_round_trip
 import revdiff
 from revdiff import ReversibilityError, reversible
 
@@ -71,13 +71,7 @@ def test_a_batch_in_lanes_equals_single_calls_bit_for_bit():
 
 
 def _assert_error(exc_info, marker: str, *phrases: str):
-    """The error points at the line of this file marked ``# E:<marker>`` and says ``phrases``."""
-    with open(THIS_FILE) as f:
-        line = next(k for k, text in enumerate(f, 1) if text.rstrip().endswith(f"# E:{marker}"))
-    err = exc_info.value
-    assert (err.filename, err.lineno) == (THIS_FILE, line), str(err)
-    for p in phrases:
-        assert p in str(err), str(err)
+    assert_error_at(exc_info, THIS_FILE, marker, *phrases)
 
 
 def test_an_outer_product_into_a_vector_view_is_refused():

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import assert_gradient, assert_round_trip, copy_args
+from helpers import assert_error_at, assert_gradient, assert_round_trip, copy_args, marked_line
 import revdiff
 from revdiff import ReversibilityError, reversible, routine, zero
 
@@ -15,13 +15,7 @@ THIS_FILE = __file__
 
 
 def assert_error(exc_info, marker: str, *phrases: str):
-    """The error points at the line of this file marked ``# E:<marker>`` and says ``phrases``."""
-    with open(THIS_FILE) as f:
-        line = next(k for k, text in enumerate(f, 1) if text.rstrip().endswith(f"# E:{marker}"))
-    err = exc_info.value
-    assert (err.filename, err.lineno) == (THIS_FILE, line), str(err)
-    for p in phrases:
-        assert p in str(err), str(err)
+    assert_error_at(exc_info, THIS_FILE, marker, *phrases)
 
 
 def rand(*shape, cplx=False):
@@ -333,8 +327,7 @@ def test_an_integer_index_of_a_view_is_checked():
     for program in (add_column, ~add_column):
         with pytest.raises(IndexError, match=r"index k is out of bounds for axis 1 of 'A' \(index = 2, size = 2\)") as e:
             program(np.zeros(3), A, 2)
-        assert f"line {next(n for n, t in enumerate(open(THIS_FILE), 1) if t.rstrip().endswith('# E:fixed_index'))}" \
-            in str(e.value)
+        assert f"line {marked_line(THIS_FILE, 'fixed_index')}" in str(e.value)
     with pytest.raises(IndexError, match="index k is out of bounds"):
         revdiff.vjp(add_column, np.zeros(3), A, -3)
 

@@ -70,7 +70,7 @@ def _matvec_forward(form: str, sign: int):
         rows, cols = _matvec_shapes(ctx, ops, form)
         opM = lambda i, j: A.conj_if(element(ctx, M, i, j), form == "h" and any_complex(ctx, M))  # noqa: E731
 
-        def by_rows():  # contiguous along each row of A (in lanes a block of rows at a time): large matrices
+        def by_rows():  # contiguous along each row of A (in lanes a block of rows at a time): large A
             if form == "n":  # y[i] op= sum_j A[i, j] x[j]: a row dot product per i
                 def block(block_rows):
                     terms = [lambda j, i=i: A.mul(opM(i, j), element(ctx, x, j)) for i in block_rows]
@@ -85,7 +85,7 @@ def _matvec_forward(form: str, sign: int):
                         for i, xi in zip(block_rows, xs)], "j")
             index_blocks(ctx, rows, block, "i")
 
-        def by_columns():  # long inner loops over the rows of A (in lanes a block of columns at a time): small
+        def by_columns():  # long inner loops over the rows of A (in lanes a block of columns at a time): small A
             if form == "n":  # y op= A[:, j] x[j], column by column
                 def columns(block_cols):
                     xs = [ctx.temp(element(ctx, x, j), "x") for j in block_cols]
