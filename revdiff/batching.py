@@ -168,9 +168,12 @@ class Batching:
         iteration). With layout "lanes", a program that cannot run in lanes raises ValueError."""
         return self._lane_entry(kind, types, arrays)[1]
 
-    def _lane_entry(self, kind: str, types: tuple, arrays: tuple, unread: frozenset = frozenset()) -> tuple:
+    def _lane_entry(self, kind: str, types: tuple, arrays: tuple, unread: frozenset = frozenset(),
+                    zeroed: frozenset = frozenset()) -> tuple:
         """(compiled lane entry, lane width) for these entry arguments (C-ordered), or (None, None);
-        ``unread``: entry arguments (gradients) the caller will not read, left in the lane buffers."""
+        ``unread``: entry arguments (gradients) the caller will not read, left in the lane buffers;
+        ``zeroed``: entry arguments that are zero arrays (seeds of absent cotangents), whose lane
+        buffers are cleared rather than copied into."""
         if self.layout == "elements":
             return None, None
         width = self._lane_width(types, required=self.layout == "lanes")
@@ -178,10 +181,10 @@ class Batching:
                                       or self._size(arrays) < LANE_MIN_BATCH):
             return None, None
         entry_types = _entry_types(self.signature(kind, types), arrays, types)
-        key = ("lanes", kind, types, tuple(entry_types.items()), self.f.forward_function.version(), unread)
+        key = ("lanes", kind, types, tuple(entry_types.items()), self.f.forward_function.version(), unread, zeroed)
         if key not in self._entries:
             try:
-                self._entries[key] = (compile_lanes(self, kind, types, width, entry_types, unread), width)
+                self._entries[key] = (compile_lanes(self, kind, types, width, entry_types, unread, zeroed), width)
             except NotLaneable as exc:
                 if self.layout == "lanes":
                     raise self._refusal(exc) from None
@@ -249,10 +252,12 @@ class Batching:
             return self.f.forward_function.specialize(types, blas).native.batch_entry_module(sig.program, low, header)
         return emit_module([low], "\n".join("# " + line for line in header.splitlines()))
 
-    def run(self, kind: str, types: tuple, arrays: tuple, xp, unread: frozenset = frozenset()) -> tuple:
+    def run(self, kind: str, types: tuple, arrays: tuple, xp, unread: frozenset = frozenset(),
+            zeroed: frozenset = frozenset()) -> tuple:
         """Run an entry in place on ``arrays`` (CPU: parts of the batch on threads; GPU: one thread per element). An
         empty batch has nothing to run: its final values are its initial ones, its gradients zero.
-        ``unread``: entry arguments the caller will not read (SIMD lanes do not copy them out)."""
+        ``unread``: entry arguments the caller will not read (SIMD lanes do not copy them out);
+        ``zeroed``: entry arguments the caller made zero (SIMD lanes do not read them)."""
         size = self._size(arrays)
         if size == 0:
             return arrays
@@ -262,7 +267,7 @@ class Batching:
             run_on_device(self, kind, list(arrays), types)
             return arrays
         contiguous = tuple(np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in arrays)
-        entry, width = self._lane_entry(kind, types, contiguous, unread)
+        entry, width = self._lane_entry(kind, types, contiguous, unread, zeroed)
         if entry is not None:  # index checks run uniformly for every lane group
             self.last_paths[kind] = f"SIMD lanes of {width}"
             records = lane_records(size, width)  # then one per chunk of groups

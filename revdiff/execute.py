@@ -236,7 +236,10 @@ def _batched(bf: Batching, kind: str, args: tuple, cotangents, tangents, donate:
                          dargs[k] if s.role == "d_value" else xp.empty_like(copies[k]) if s.role == "saved" else
                          xp.zeros_like(seeds[k]) if s.role == "d_gradient" else xp.zeros_like(copies[k]))
     unread = frozenset(entry_argument("gradient", p) for k, p in enumerate(f.params) if k not in wanted)
-    result = bf.run(entry, types, tuple(arguments), xp, unread if kind == "vjp" else frozenset())
+    # the seeds of absent cotangents of batched parameters are the zeros ``_seeds`` made
+    zeroed = frozenset(entry_argument("gradient", p) for k, p in enumerate(f.params)
+                       if k in seeds and p in bf.batched and cotangents[k] is None)
+    result = bf.run(entry, types, tuple(arguments), xp, *((unread, zeroed) if kind == "vjp" else ()))
     final = {(s.role, s.position): value for s, value in zip(signature.slots, result)}
     # a shared parameter is never modified: it ends as it began (a jvp: in the type it came in)
     outs = tuple(final.get(("saved", k), final[("value", k)] if not tangents_only or p in bf.batched else args[k])

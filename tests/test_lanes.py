@@ -37,6 +37,21 @@ def test_projection_gradient_in_lanes_equals_one_element_at_a_time():
     np.testing.assert_array_equal(grads[2][6], pullback(gz[6], None, None, None)[2])
 
 
+def test_absent_cotangents_give_the_gradients_of_zero_cotangents_in_every_lane_group():
+    """An absent cotangent's seed is never copied into the lanes: each group clears its buffer (three
+    groups here, so a buffer left with the previous group's gradient would show)."""
+    B, m, n = 19, 7, 4
+    args = (np.zeros((B, m)), np.zeros((B, n, n)), rng.standard_normal((B, m, n)), rng.standard_normal((B, m)))
+    gz = rng.standard_normal((B, m))
+    lanes = revdiff.batched(P.project_householder, ("z", "R", "A", "y"), layout="lanes")
+    zeros = (gz, np.zeros((B, n, n)), np.zeros((B, m, n)), np.zeros((B, m)))
+    for wrt in (None, ("A", "y")):
+        _, absent = lanes.vjp(args, (gz, None, None, None), wrt=wrt)
+        _, given = lanes.vjp(args, zeros, wrt=wrt)
+        _equal(absent, given)
+        assert all(g is not None and np.any(g) for g in absent[2:])
+
+
 def test_float32_runs_eight_lanes_and_equals_one_element_at_a_time():
     B, m, n = 11, 6, 4
     A = rng.standard_normal((B, m, n)).astype(np.float32)

@@ -9,7 +9,8 @@ after it, in the array's dtype; a saved scalar output is a one-element slice.
 
 Lane entries (``targets/lanes/rewrite.py`` makes the lane programs): each chunk of LANE_CHUNK
 groups shares one record, the lane buffers (element axes, then lanes) are allocated once per call,
-each group's elements are copied in, the lane program runs once, and the arrays it writes are copied
+each group's elements are copied in (the buffers of arrays the caller made zero, the seeds of absent
+cotangents, are cleared instead), the lane program runs once, and the arrays it writes are copied
 back; the last group repeats its last element to fill its lanes. A failure in a group is copied to
 the record of the element its lane names.
 """
@@ -83,11 +84,12 @@ def _entry_function(name: str, names: list, entry_types: dict, body: list) -> Lo
 
 
 def lane_entry(name: str, program: str, sig: EntrySignature, lane_types: tuple, entry_types: dict,
-               width: int, written: set) -> LowFunction:
+               width: int, written: set, zeroed: frozenset = frozenset()) -> LowFunction:
     """The entry running the lane program ``program`` (its parameters' types ``lane_types``: lane
     arrays with their lane axis last, a batched scalar as ``width`` scalars) on groups of ``width``
     elements, over chunks ``_lo`` to ``_hi`` of LANE_CHUNK groups. ``written``: the entry arguments
-    whose arrays the program writes (copied back)."""
+    whose arrays the program writes (copied back); ``zeroed``: those the caller made zero, whose
+    buffers each group clears instead of copying the zeros in (an unread one is never touched)."""
     names = entry_names(sig)
     batched = _batched(sig)
     saved = {entry_argument("saved", n) for n in sig.saved} | {entry_argument("d_saved", n) for n in sig.tangent_saved}
@@ -109,7 +111,10 @@ def lane_entry(name: str, program: str, sig: EntrySignature, lane_types: tuple, 
     group: list = [Local("_b", BinOp("*", Name("_g"), Const(width))),
                    Assign((Index("_e", (Const(RECORD_SIZE - 1),)),), (BinOp("+", BinOp("*", Const(1.0), b), Const(1.0)),))]
     for n, buffer in buffers.items():
-        if n not in saved:
+        if n in zeroed:
+            shape = tuple(Shape(n, axis) for axis in range(1, entry_types[n].ndim)) + (Const(width),)
+            group.append(Zero(buffer, shape, entry_types[n].dtype, reuse=True))
+        elif n not in saved:
             group.append(_copy_lanes(n, buffer, entry_types[n].ndim - 1, width, gather=True))
     args, results = [], []
     lanes = iter(lane_types)
