@@ -26,6 +26,7 @@ import llvmlite
 import llvmlite.binding as llvm
 
 from revdiff.runtime.cache import cache_dir, read_regular, unwritable, write_atomically
+from revdiff.runtime.heap import raise_malloc_thresholds
 
 #: the optimisation level of generated programs (LLVM's -O2: loop and SLP vectorisers on)
 OPT_LEVEL = 2
@@ -64,6 +65,7 @@ def _initialized() -> dict:
         engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
         host = f"{llvm.get_process_triple()} {cpu} {features} llvm {llvm.llvm_version_info} llvmlite {llvmlite.__version__}"
         _STATE.update(tm=tm, engine=engine, host=host, layout=str(tm.target_data), triple=tm.triple)
+        raise_malloc_thresholds()  # before the compiled programs allocate their ancillas
     return _STATE
 
 
