@@ -17,7 +17,7 @@ import numpy as np
 from revdiff.targets.python.emit import emit_module
 from revdiff.calls import ERROR_RECORD, Compiled, Reversible, argument_kinds, blas_for, compiled, current, run
 from revdiff.targets.cuda.programs import run_on_device
-from revdiff.ir.entries import EntrySignature, entry_argument
+from revdiff.ir.entries import EntrySignature, SkippedCopies, entry_argument
 from revdiff.ir.signature import ProgramSignature, entry_program, entry_signature, program_signature
 from revdiff.targets.batch_entries import element_entry, entry_names, lane_records
 from revdiff.ir.graph import ascii_name, symbol
@@ -168,12 +168,9 @@ class Batching:
         iteration). With layout "lanes", a program that cannot run in lanes raises ValueError."""
         return self._lane_entry(kind, types, arrays)[1]
 
-    def _lane_entry(self, kind: str, types: tuple, arrays: tuple, unread: frozenset = frozenset(),
-                    zeroed: frozenset = frozenset()) -> tuple:
-        """(compiled lane entry, lane width) for these entry arguments (C-ordered), or (None, None);
-        ``unread``: entry arguments (gradients) the caller will not read, left in the lane buffers;
-        ``zeroed``: entry arguments that are zero arrays (seeds of absent cotangents), whose lane
-        buffers are cleared rather than copied into."""
+    def _lane_entry(self, kind: str, types: tuple, arrays: tuple, skipped: SkippedCopies = SkippedCopies()) -> tuple:
+        """(compiled lane entry, lane width) for these entry arguments (C-ordered), or (None, None),
+        leaving out the copies ``skipped`` names."""
         if self.layout == "elements":
             return None, None
         width = self._lane_width(types, required=self.layout == "lanes")
@@ -181,10 +178,10 @@ class Batching:
                                       or self._size(arrays) < LANE_MIN_BATCH):
             return None, None
         entry_types = _entry_types(self.signature(kind, types), arrays, types)
-        key = ("lanes", kind, types, tuple(entry_types.items()), self.f.forward_function.version(), unread, zeroed)
+        key = ("lanes", kind, types, tuple(entry_types.items()), self.f.forward_function.version(), skipped)
         if key not in self._entries:
             try:
-                self._entries[key] = (compile_lanes(self, kind, types, width, entry_types, unread, zeroed), width)
+                self._entries[key] = (compile_lanes(self, kind, types, width, entry_types, skipped), width)
             except NotLaneable as exc:
                 if self.layout == "lanes":
                     raise self._refusal(exc) from None
@@ -252,12 +249,11 @@ class Batching:
             return self.f.forward_function.specialize(types, blas).native.batch_entry_module(sig.program, low, header)
         return emit_module([low], "\n".join("# " + line for line in header.splitlines()))
 
-    def run(self, kind: str, types: tuple, arrays: tuple, xp, unread: frozenset = frozenset(),
-            zeroed: frozenset = frozenset()) -> tuple:
+    def run(self, kind: str, types: tuple, arrays: tuple, xp, skipped: SkippedCopies = SkippedCopies()) -> tuple:
         """Run an entry in place on ``arrays`` (CPU: parts of the batch on threads; GPU: one thread per element). An
         empty batch has nothing to run: its final values are its initial ones, its gradients zero.
-        ``unread``: entry arguments the caller will not read (SIMD lanes do not copy them out);
-        ``zeroed``: entry arguments the caller made zero (SIMD lanes do not read them)."""
+        ``skipped``: entry arguments the caller will not read, or made zero, which SIMD lanes do not copy
+        out, or in."""
         size = self._size(arrays)
         if size == 0:
             return arrays
@@ -267,7 +263,7 @@ class Batching:
             run_on_device(self, kind, list(arrays), types)
             return arrays
         contiguous = tuple(np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in arrays)
-        entry, width = self._lane_entry(kind, types, contiguous, unread, zeroed)
+        entry, width = self._lane_entry(kind, types, contiguous, skipped)
         if entry is not None:  # index checks run uniformly for every lane group
             self.last_paths[kind] = f"SIMD lanes of {width}"
             records = lane_records(size, width)  # then one per chunk of groups

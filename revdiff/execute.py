@@ -21,7 +21,7 @@ from revdiff.batching import Batching, OneElement, is_array
 from revdiff.calls import (ERROR_RECORD, Compiled, Reversible, argument_kinds, check_array_cotangent, check_count,
                            checked_tangents, compiled, copy_value, cotangent, cotangent_value, in_dtype_of, run,
                            scalar_expected, zero_like)
-from revdiff.ir.entries import entry_argument
+from revdiff.ir.entries import SkippedCopies, entry_argument
 from revdiff.ir.signature import TANGENTS
 from revdiff.runtime.device import any_on_device, cupy_module, on_device
 from revdiff.targets.llvm.entry_calls import NativeProgram
@@ -235,11 +235,13 @@ def _batched(bf: Batching, kind: str, args: tuple, cotangents, tangents, donate:
         arguments.append(copies[k] if s.role == "value" else seeds[k] if s.role == "gradient" else
                          dargs[k] if s.role == "d_value" else xp.empty_like(copies[k]) if s.role == "saved" else
                          xp.zeros_like(seeds[k]) if s.role == "d_gradient" else xp.zeros_like(copies[k]))
-    unread = frozenset(entry_argument("gradient", p) for k, p in enumerate(f.params) if k not in wanted)
-    # the seeds of absent cotangents of batched parameters are the zeros ``_seeds`` made
-    zeroed = frozenset(entry_argument("gradient", p) for k, p in enumerate(f.params)
-                       if k in seeds and p in bf.batched and cotangents[k] is None)
-    result = bf.run(entry, types, tuple(arguments), xp, *((unread, zeroed) if kind == "vjp" else ()))
+    skipped = SkippedCopies()
+    if kind == "vjp":  # the seeds of absent cotangents of batched parameters are the zeros ``_seeds`` made
+        skipped = SkippedCopies(
+            frozenset(entry_argument("gradient", p) for k, p in enumerate(f.params) if k not in wanted),
+            frozenset(entry_argument("gradient", p) for k, p in enumerate(f.params)
+                      if k in seeds and p in bf.batched and cotangents[k] is None))
+    result = bf.run(entry, types, tuple(arguments), xp, skipped)
     final = {(s.role, s.position): value for s, value in zip(signature.slots, result)}
     # a shared parameter is never modified: it ends as it began (a jvp: in the type it came in)
     outs = tuple(final.get(("saved", k), final[("value", k)] if not tangents_only or p in bf.batched else args[k])

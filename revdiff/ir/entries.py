@@ -26,6 +26,14 @@ class EntrySignature(NamedTuple):
     tangent_saved: tuple = ()
 
 
+class SkippedCopies(NamedTuple):
+    """The entry arguments whose copies a lane entry leaves out: ``unread``, gradients the caller will
+    not read (left in their lane buffers); ``zeroed``, zero arrays the caller made (the seeds of
+    absent cotangents), whose buffers each group clears instead of copying the zeros in."""
+    unread: frozenset = frozenset()
+    zeroed: frozenset = frozenset()
+
+
 #: the prefix of the name of each entry argument, by its role (``ir.signature.Slot``), before the name
 #: of the parameter it belongs to (as compiled). A user's name never begins with "_" (``user_names``),
 #: so no argument of an entry can take a parameter's name.

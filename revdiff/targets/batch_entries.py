@@ -99,21 +99,22 @@ def lane_entry(name: str, program: str, sig: EntrySignature, lane_types: tuple, 
     body: list = [Local("_n", Shape(first, 0)),
                   Local("_groups", BinOp("//", _plus(n_, Const(width - 1)), Const(width))),
                   Local("_chunks", BinOp("//", _plus(Name("_groups"), Const(LANE_CHUNK - 1)), Const(LANE_CHUNK)))]
-    buffers = {}
+    buffers, shapes = {}, {}
     for n in names:
         t = entry_types[n]
         if batched[n] and t.ndim > 1:
-            buffers[n] = f"_lane_{n}"
-            body.append(Zero(buffers[n], tuple(Shape(n, axis) for axis in range(1, t.ndim)) + (Const(width),), t.dtype))
+            shapes[n] = tuple(Shape(n, axis) for axis in range(1, t.ndim)) + (Const(width),)
         elif batched[n] and n in saved:  # a saved scalar output: one row of lanes
-            buffers[n] = f"_lane_{n}"
-            body.append(Zero(buffers[n], (Const(1), Const(width)), t.dtype))
+            shapes[n] = (Const(1), Const(width))
+        else:
+            continue
+        buffers[n] = f"_lane_{n}"
+        body.append(Zero(buffers[n], shapes[n], t.dtype))
     group: list = [Local("_b", BinOp("*", Name("_g"), Const(width))),
                    Assign((Index("_e", (Const(RECORD_SIZE - 1),)),), (BinOp("+", BinOp("*", Const(1.0), b), Const(1.0)),))]
     for n, buffer in buffers.items():
         if n in zeroed:
-            shape = tuple(Shape(n, axis) for axis in range(1, entry_types[n].ndim)) + (Const(width),)
-            group.append(Zero(buffer, shape, entry_types[n].dtype, reuse=True))
+            group.append(Zero(buffer, shapes[n], entry_types[n].dtype, reuse=True))
         elif n not in saved:
             group.append(_copy_lanes(n, buffer, entry_types[n].ndim - 1, width, gather=True))
     args, results = [], []

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import os
 import re
 import sys
 import threading
@@ -27,6 +26,7 @@ import llvmlite.binding as llvm
 
 from revdiff.runtime.cache import cache_dir, read_regular, unwritable, write_atomically
 from revdiff.runtime.heap import raise_malloc_thresholds
+from revdiff.runtime.switches import switched_off
 
 #: the optimisation level of generated programs (LLVM's -O2: loop and SLP vectorisers on)
 OPT_LEVEL = 2
@@ -179,7 +179,7 @@ def _compile(text: str, name: str, state: dict) -> bytes:
 
 
 def _notice(name: str) -> None:
-    if _NOTICE or os.environ.get("REVDIFF_COMPILE_NOTICE", "1").strip().lower() in ("0", "false", "no", "off"):
+    if _NOTICE or switched_off("REVDIFF_COMPILE_NOTICE"):
         return
     _NOTICE.append(name)
     sys.stderr.write(f"revdiff: compiling {name} (a first call of a new program or argument types; "
