@@ -100,11 +100,11 @@ def index_blocks(ctx, n, block, hint: str = "j") -> None:
     """``block(ks)`` for ks = [k, ..., k + WALK_BLOCK - 1] over the leading multiple of WALK_BLOCK
     of range(n), then ``block([k])`` for each index left (loop variables named after ``hint``): one
     walk along a matrix's other axis then serves several of its columns (or rows), loading what they
-    share once (register blocking). Every
-    element sees the operations of one-at-a-time loops in the same order, so the bits are theirs. The
-    bound is written out, not a temporary, so that the blocks of consecutive statements fuse. Only
-    programs lowered for SIMD lanes (``ctx.options.lanes``) take blocks: the others, which run small
-    matrices one at a time, are spared the compile time of the second loop."""
+    share once (register blocking). Every element sees the operations of one-at-a-time loops in the
+    same order, so the bits are theirs. The bound is written out, not a temporary, so that the blocks
+    of consecutive statements fuse. Only programs lowered for SIMD lanes (``ctx.options.lanes``) take
+    blocks: the others, which run small matrices one at a time, are spared the compile time of the
+    second loop."""
     if not ctx.options.lanes:
         ctx.loop(Const(0), n, lambda k: block([k]), hint)
         return

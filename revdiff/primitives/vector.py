@@ -7,8 +7,8 @@ Each is one instruction of the table with its own forward and gradient rule: the
 ``y += A @ x`` pushes ``gA += gy x^H`` and ``gx += A^H gy`` directly, never a closed-form adjoint
 of the program around it. The rules lower to loops whose innermost index walks the last axis of
 the matrix (contiguous for C-ordered arrays), or, for small matrices, the longer axis (in SIMD lanes
-a block of rows or columns at a time, ``loops.index_blocks``). Reductions use four partial sums in a fixed order, so
-the inverse subtracts exactly the value the forward added.
+a block of rows or columns at a time, ``loops.index_blocks``). Reductions use four partial sums in a
+fixed order, so the inverse subtracts exactly the value the forward added.
 On the CPU, real ``A @ x`` on large views and its gradient call BLAS instead (``ctx.host_call``,
 ``targets/llvm/host.py``); those loops remain the fallback and the GPU's code.
 
