@@ -331,7 +331,7 @@ def test_blocked_projection_and_lstsq_over_several_panels(loss, cplx):
 @pytest.mark.parametrize("cplx", [False, True])
 @pytest.mark.parametrize("adjoint", [False, True])
 def test_a_vector_is_reflected_as_a_one_column_matrix(cplx, adjoint):
-    """``reflect_vector_kept`` (the reflections of y in projections and least squares) reflects as
+    """``reflect_vector_kept`` (the reflections back to z in the Householder projections) reflects as
     ``reflect_columns`` does a one-column matrix (the same bits for real data), keeps u^H x in d and
     round-trips, for a zero reflector too. (Its gradient needs a unit u, which differences leave: the
     programs' gradient tests above check it inside the Householder projections and least squares.)"""

@@ -181,7 +181,7 @@ def reflect_vector_kept(x, u, d, adjoint):
     dot product and an axpy (a one-column C would run a loop per row; complex results may differ from
     its in the last bit), its coefficient kept: d[0] += u^H x (without s), d a one-entry view, zero
     on entry, of an ancilla of the program that uncomputes the reflection and checks d is back to zero
-    (``reflected_projection``, the Householder least squares). x -= s d[0] u, s as in
+    (``projection.reflected_projection``). x -= s d[0] u, s as in
     ``reflect_columns``. x is read twice, not three times as by a reflection that uncomputes its own
     coefficient, and d being no ancilla here, u and x are not scanned for a zero check's scale (the
     owner's scale of d is at least d's magnitude and that of the x it reflected)."""
@@ -202,16 +202,6 @@ def apply_reflectors(x, V, coefficients):
     p = V.shape[1]
     for k in range(p - 1, -1, -1):
         reflect_vector_kept(x[k:], V[k:, k], coefficients[k:k + 1], True)
-
-
-@reversible
-def apply_reflectors_adjoint(x, V, coefficients):
-    """x <- H_{p-1} ... H_0 x, what the triangularisation did to A, with ``coefficients`` as in
-    ``apply_reflectors``: its inverse on x written forward, so that programs using it compile no
-    inverse of ``reflect_vector_kept``."""
-    p = V.shape[1]
-    for k in range(p):
-        reflect_vector_kept(x[k:], V[k:, k], coefficients[k:k + 1], False)
 
 
 @reversible
@@ -277,15 +267,16 @@ def reflect_block_kept(C, Y, K):
 
 def _blocked_triangularization(name: str, panel: int, reduce_panel, reduce_copied, copied_from: int,
                                doc: str):
-    """``triangularize_columns`` panel by panel: each panel of ``panel`` columns reduced by
-    ``reduce_panel`` (by ``reduce_copied`` where W has ``copied_from`` columns or more), its reflectors
-    then applied to the columns after it as one block (``reflect_block_kept``, whose coefficients K
-    keeps: K (p, n) zero on entry, each block's in its own rows and columns)."""
+    """``triangularize_columns`` panel by panel (the first p = V.shape[1] columns of W reduced, the
+    later ones reflected): each panel of ``panel`` columns reduced by ``reduce_panel`` (by
+    ``reduce_copied`` where W has ``copied_from`` columns or more), its reflectors then applied to
+    the columns after it as one block (``reflect_block_kept``, whose coefficients K keeps: K (p, n)
+    zero on entry, each block's in its own rows and columns)."""
 
     @reversible
     def blocked(W, V, K):
-        m, n = W.shape
-        p = min(m, n)
+        n = W.shape[1]
+        p = V.shape[1]
         for k in range(0, p, panel):
             b = min(panel, p - k)
             if n >= copied_from:
@@ -300,12 +291,12 @@ def _blocked_triangularization(name: str, panel: int, reduce_panel, reduce_copie
 
 @reversible
 def triangularize_columns(W, V, K):
-    """Reduce W to upper triangular form in place, column by column: the k-th reflection maps
-    W[k:, k] to a multiple of e_1 and is applied to W[k:, k + 1:] in the same sweep; column k of V
-    receives the k-th unit reflector and row k of K (p, n), zero on entry, its coefficients
-    (``reflect_columns_kept``)."""
-    m, n = W.shape
-    p = min(m, n)
+    """Reduce the first p columns of W (m, n) to upper triangular form in place, p = V.shape[1] (at
+    most min(m, n)), column by column: the k-th reflection maps W[k:, k] to a multiple of e_1 and is
+    applied to W[k:, k + 1:] in the same sweep, so that columns after p (a right-hand side) receive
+    every reflection; column k of V receives the k-th unit reflector and row k of K (p, n), zero on
+    entry, its coefficients (``reflect_columns_kept``)."""
+    p = V.shape[1]
     for k in range(p):
         householder_vector(V[k:, k], W[k:, k])
         reflect_columns_kept(W[k:, k:], V[k:, k], K[k, k:])

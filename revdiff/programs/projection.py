@@ -1,8 +1,10 @@
 """Orthogonal projection onto the column space of A and least squares, written in the reversible
 language: z += Q Q^H y and x += R^-1 Q^H y, with Q and R from a Gram-Schmidt QR computed and
-uncomputed around the result. The Householder programs form no Q: Q^H y and Q c are reflections of
-y and c (Q = H E D, so z = H E E^T H^H y and x = W^-1 (H^H y)[:n] for the triangularised W), which
-costs O(m n) where forming Q costs as much as the triangularisation.
+uncomputed around the result. The Householder programs form no Q (Q = H E D, so z = H E E^T H^H y
+and x = W^-1 (H^H y)[:n] for the triangularised W): they triangularise the augmented matrix [A y]
+(Golub's least squares), so that the triangularisation's own sweeps and block products turn y into
+H^H y, and H c is reflections of one vector, O(m n) where forming Q costs as much as the
+triangularisation.
 
 Both also copy out R, the triangular factor, so that callers can tell the rank: a column of A
 dependent on the earlier ones shows as a zero (exactly dependent) or tiny R[k, k], and then the
@@ -15,8 +17,7 @@ from revdiff.language import routine, zeros
 from revdiff.programs.elementwise import add_into
 from revdiff.programs.naming import named
 from revdiff.programs.gram_schmidt import bcgs2, cgs, cgs2, mgs
-from revdiff.programs.householder import (apply_reflectors, apply_reflectors_adjoint, triangularize_blocked,
-                                          triangularize_columns, upper_factor)
+from revdiff.programs.householder import apply_reflectors, triangularize_blocked, triangularize_columns, upper_factor
 
 
 def _leading_projection(name: str, qr):
@@ -68,42 +69,40 @@ def _projection(name: str, qr):
 
 
 @reversible
-def reflected_projection(z, y, V, r):
-    """z += H E_r E_r^H H^H y, the projection onto the first r columns of Q = H E D, for
-    H = H_0^H ... H_{p-1}^H and the reflectors H_k in V's columns (``householder.apply_reflectors``)."""
+def reflected_projection(z, w, V, r):
+    """z += H E_r E_r^H w for w = H^H y, the projection of y onto the first r columns of Q = H E D,
+    for H = H_0^H ... H_{p-1}^H and the reflectors H_k in V's columns (``householder.apply_reflectors``);
+    w is the column the triangularisation reflected along with A (``_householder_projection``)."""
     m, p = V.shape
-    reflected = zeros(m, V.dtype)  # H^H y
-    projected = zeros(m, V.dtype)  # H E_r E_r^H H^H y
-    reflected_coefficients = zeros(p, V.dtype)  # u_k^H of what each reflection into H^H y met
-    projected_coefficients = zeros(p, V.dtype)  # the same, on the way back to z
+    projected = zeros(m, V.dtype)  # H E_r E_r^H w
+    coefficients = zeros(p, V.dtype)  # u_k^H of what each reflection on the way back to z met
     with routine:
-        reflected[:] += y
-        apply_reflectors_adjoint(reflected, V, reflected_coefficients)
-        projected[:r] += reflected[:r]
-        apply_reflectors(projected, V, projected_coefficients)
+        projected[:r] += w[:r]
+        apply_reflectors(projected, V, coefficients)
     z[:] += projected
     ~routine
-    del projected_coefficients
-    del reflected_coefficients
+    del coefficients
     del projected
-    del reflected
 
 
 def _householder_leading_projection(name: str, triangularize_):
     @reversible
     def project(z, R, A, y, r):
-        """z += Q[:, :r] Q[:, :r]^H y for Householder's Q, formed by reflections of y alone
-        (0 <= r <= min(m, n)); R += A's triangular factor."""
+        """z += Q[:, :r] Q[:, :r]^H y for Householder's Q (0 <= r <= min(m, n)); R += A's triangular
+        factor. y rides along as a last column of the triangularised A, its reflections part of the
+        triangularisation's sweeps and block products, and is reflected back from there
+        (``reflected_projection``): no Q is formed."""
         m, n = A.shape
         p = min(m, n)
-        W = zeros((m, n), A.dtype)
+        W = zeros((m, n + 1), A.dtype)  # [A y], triangularised: [H^H A, H^H y]
         V = zeros((m, p), A.dtype)
-        K = zeros((p, n), A.dtype)
+        K = zeros((p, n + 1), A.dtype)
         with routine:
-            add_into(W, A)
+            add_into(W[:, :n], A)
+            W[:, n] += y
             triangularize_(W, V, K)
-        reflected_projection(z, y, V, r)
-        upper_factor(R, W)
+        reflected_projection(z, W[:, n], V, r)
+        upper_factor(R, W[:, :n])
         ~routine
         del K
         del V
@@ -115,17 +114,19 @@ def _householder_leading_projection(name: str, triangularize_):
 def _householder_projection(name: str, triangularize_):
     @reversible
     def project(z, R, A, y):
-        """z += Q Q^H y for Householder's Q, formed by reflections of y alone; R += A's triangular factor."""
+        """z += Q Q^H y for Householder's Q, as ``_householder_leading_projection`` with r = p; R += A's
+        triangular factor."""
         m, n = A.shape
         p = min(m, n)
-        W = zeros((m, n), A.dtype)
+        W = zeros((m, n + 1), A.dtype)  # [A y], triangularised: [H^H A, H^H y]
         V = zeros((m, p), A.dtype)
-        K = zeros((p, n), A.dtype)
+        K = zeros((p, n + 1), A.dtype)
         with routine:
-            add_into(W, A)
+            add_into(W[:, :n], A)
+            W[:, n] += y
             triangularize_(W, V, K)
-        reflected_projection(z, y, V, p)
-        upper_factor(R, W)
+        reflected_projection(z, W[:, n], V, p)
+        upper_factor(R, W[:, :n])
         ~routine
         del K
         del V
@@ -186,23 +187,19 @@ def _householder_least_squares(name: str, triangularize_):
     @reversible
     def lstsq(x, R, A, y):
         """x += argmin |A x - y| = W^-1 (H^H y)[:n] for A of full column rank (m >= n), W the
-        triangularised A (Q^H y by reflections of y, no Q formed); R += A's triangular factor."""
+        triangularised A, with y riding along as its last column (Q^H y by the triangularisation's
+        own reflections, no Q formed); R += A's triangular factor."""
         m, n = A.shape
-        W = zeros((m, n), A.dtype)
+        W = zeros((m, n + 1), A.dtype)  # [A y], triangularised: [H^H A, H^H y]
         V = zeros((m, n), A.dtype)
-        K = zeros((n, n), A.dtype)
-        c = zeros(m, A.dtype)
-        coefficients = zeros(n, A.dtype)  # u_k^H of what each reflection of y met
+        K = zeros((n, n + 1), A.dtype)
         with routine:
-            add_into(W, A)
+            add_into(W[:, :n], A)
+            W[:, n] += y
             triangularize_(W, V, K)
-            c[:] += y
-            apply_reflectors_adjoint(c, V, coefficients)
-        solve_upper(x, W, c[:n])
-        upper_factor(R, W)
+        solve_upper(x, W[:, :n], W[:n, n])
+        upper_factor(R, W[:, :n])
         ~routine
-        del coefficients
-        del c
         del K
         del V
         del W
