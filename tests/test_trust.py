@@ -1114,7 +1114,8 @@ def test_bench_compares_one_core_with_one_core_in_a_pinned_process():
     if not hasattr(os, "sched_setaffinity"):
         pytest.skip("pinning to one CPU needs os.sched_setaffinity (Linux)")
     rows, gemm = bench.one_core([(3, 6, 4)], [np.float64], ["projection"], 1, 64)
-    assert gemm > 0 and [(r["loss"], r["B"], r["dtype"]) for r in rows] == [("projection", 3, "float64")]
+    assert list(gemm) == ["float64"] and gemm["float64"] > 0
+    assert [(r["loss"], r["B"], r["dtype"]) for r in rows] == [("projection", 3, "float64")]
     assert {"revdiff cgs2", "revdiff bcgs2", "numpy formula"} <= set(rows[0]["times"])
     out = io.StringIO()  # the default's ratio, read off the method it runs at the shape (cgs2 at 6 x 4)
     bench.report(rows, gemm, {}, out)
@@ -1124,9 +1125,11 @@ def test_bench_compares_one_core_with_one_core_in_a_pinned_process():
     row = {"loss": "qr", "dtype": "float64", "B": 2, "m": 256, "n": 128, "ran": {},  # from 128 columns: householder
            "times": {"revdiff cgs2": 4.0, "revdiff householder": 2.0, "numpy formula": 1.0}}
     out = io.StringIO()
-    bench.report([row], 10.0, {}, out)
-    header, rule, line = out.getvalue().strip().splitlines()[-3:]
+    bench.report([row, dict(row, dtype="float32")], {"float64": 10.0, "float32": 20.0}, {}, out)
+    header, rule, line, line32 = out.getvalue().strip().splitlines()[-4:]
     assert "| 0.50 (householder) |" in line and header.count("|") == rule.count("|") == line.count("|")
+    rate = 2 * bench.reversible_flops("qr", 256, 128) / 4.0 / 1e9  # each dtype against its own gemm's rate
+    assert f"{rate:.2f} ({100 * rate / 10:.0f}%) |" in line and f"{rate:.2f} ({100 * rate / 20:.0f}%) |" in line32
 
 
 @pytest.mark.parametrize("where", ["A", "y"])

@@ -32,26 +32,24 @@ BLOCKED_MIN_COLUMNS = householder.PANEL
 BLOCKED_MIN_ELEMENTS = 2048
 
 #: ``method="auto"`` (the default of the high-level functions) runs ``householder`` on real CPU
-#: matrices of at least this many columns and rows (p = min(m, n)) and for the complete Q of a tall
-#: matrix (which cgs2 cannot form; on GPUs too), ``cgs2`` on smaller matrices, on complex ones and
-#: otherwise on GPUs (where no crossover has been measured). ``python benchmarks/method_crossover.py``
+#: matrices with p = min(m, n) of at least this many, and for the complete Q of a tall matrix (which
+#: cgs2 cannot form; on GPUs too), ``cgs2`` on smaller matrices, on complex ones and otherwise on
+#: GPUs (where no crossover has been measured). ``python benchmarks/method_crossover.py``
 #: (``benchmarks/RESULTS.md``, "The default method"; one core, m = 2n): householder's QR gradient
-#: time over cgs2's, float64 and float32, 0.55-0.94 at p >= 128, 0.74-1.26 below (the faster method
-#: depending on the dtype and the shape); complex, 1.78-3.28 for QR gradients at p = 128 to 250 and
-#: 1.1-1.7 for projections below. All cores, other aspect ratios and forward mode follow the rule
-#: unmeasured.
+#: took 0.55-0.94 of cgs2's time from p = 128 and 0.78-1.01 from p = 32, but its forward QR 1.2-1.5
+#: and its qr_jvp up to 3.1 at p = 32 to 48; one rule serves all of a function's calls, so it is
+#: 128. Complex: householder's QR gradients took 1.78-3.28 of cgs2's time from p = 128, its other
+#: gradients 0.69-1.32 there and 1.12-1.70 below (complex128). All cores and other aspect ratios
+#: follow the rule unmeasured.
 AUTO = "auto"
 AUTO_HOUSEHOLDER_MIN_COLUMNS = 128
-#: ... and, for projections and least squares (which form no Q with ``householder``), on real tall
-#: CPU matrices of at least this many columns: ``python benchmarks/method_crossover.py --gradients
-#: projection,qr,lstsq`` (one core) measured householder's projection and least-squares gradients at
-#: 0.32-0.81 of cgs2's time in float64 and 0.42-1.02 in float32 on batches from 10000 x 32x16 to
-#: 2 x 500x250, 0.51-0.95 and 0.69-0.90 on one matrix of 32 x 16 to 128 x 64, against 0.94-1.29 at
-#: 24 x 12 and 16 x 8.
+#: ``method="auto"`` runs ``householder`` for projections and least squares (which form no Q with it)
+#: on real tall CPU matrices with n of at least this many: ``python benchmarks/method_crossover.py
+#: --gradients projection,qr,lstsq`` (one core) measured householder's projection and least-squares
+#: gradients at 0.32-0.81 of cgs2's time in float64 and 0.42-1.02 in float32 on batches from
+#: 10000 x 32x16 to 2 x 500x250, 0.51-0.95 and 0.69-0.90 on one matrix of 32 x 16 to 128 x 64,
+#: against 0.94-1.29 at 24 x 12 and 16 x 8.
 AUTO_PROJECTION_MIN_COLUMNS = 16
-#: The rule reads each matrix's shape, the dtype, the QR mode and the device, never the batch size:
-#: a batch equals its elements called one by one bit for bit, and ``revdiff.dask``'s chunks a single
-#: call (so a method goes where both one matrix and batches of it measured faster).
 
 
 #: the QR modes, named and shaped as in ``torch.linalg.qr``
@@ -90,7 +88,10 @@ def resolved(method: str, shape: tuple, gpu: bool = False, mode: str = "reduced"
              projection: bool = False) -> str:
     """The method that runs for ``method`` on matrices of ``shape`` (..., m, n) and ``dtype`` in QR
     ``mode`` (``projection``: for a projection or least squares): itself, or for "auto"
-    ``householder`` or ``cgs2`` (``AUTO_HOUSEHOLDER_MIN_COLUMNS``, ``AUTO_PROJECTION_MIN_COLUMNS``)."""
+    ``householder`` or ``cgs2`` (``AUTO_HOUSEHOLDER_MIN_COLUMNS``, ``AUTO_PROJECTION_MIN_COLUMNS``).
+    The rule reads the shape, the dtype, the QR mode and the device, never the batch size: a batch
+    equals its elements called one by one bit for bit, and ``revdiff.dask``'s chunks a single call
+    (so a method goes where both one matrix and batches of it measured faster)."""
     if not (isinstance(method, str) and method == AUTO):
         return method
     m, n = shape[-2:]

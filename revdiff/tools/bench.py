@@ -1,7 +1,8 @@
 """``revdiff bench``: speed of revdiff's batched reversible gradients against PyTorch autograd
 (``torch.linalg.qr``), ``jax.jit(jax.grad(...))`` (``jnp.linalg.qr``) and the NumPy formula
 adjoints, timed in one run (median of repeats), with ratios, GFLOP/s against this machine's
-measured dgemm rate, the cold compile time and the time to a first gradient in a fresh process.
+measured matrix-product rate in the same dtype (dgemm, sgemm), the cold compile time and the time
+to a first gradient in a fresh process.
 Two comparisons: all cores against all cores (every library as it runs by default, revdiff's
 batches split among threads), and one core against one core (a fresh process pinned to one CPU,
 every library's threads set to one), so that a ratio never hides how many cores won it.
@@ -41,9 +42,14 @@ def median_time(fn: Callable, repeats: int) -> float:
     return statistics.median(times)
 
 
-def dgemm_gflops(n: int = 2000, repeats: int = 3) -> float:
-    a, b = np.random.default_rng(0).standard_normal((2, n, n))
-    return 2 * n ** 3 / median_time(lambda: a @ b, repeats) / 1e9
+def gemm_gflops(dtypes, n: int = 2000, repeats: int = 3) -> dict:
+    """dtype name -> GFLOP/s of an n x n matrix product in that dtype (NumPy's BLAS: dgemm, sgemm),
+    the rate each dtype's GFLOP/s are a fraction of."""
+    rates = {}
+    for dtype in dtypes:
+        a, b = np.random.default_rng(0).standard_normal((2, n, n)).astype(dtype)
+        rates[np.dtype(dtype).name] = 2 * n ** 3 / median_time(lambda: a @ b, repeats) / 1e9
+    return rates
 
 
 def reversible_flops(loss: str, m: int, n: int) -> float:
@@ -112,11 +118,11 @@ _WORKER = ("import json, os, sys; a = json.loads(sys.argv[1]); "
            "import numpy as np; from revdiff.tools import bench; "
            "rows = bench.run_cases([tuple(c) for c in a['cases']], [np.dtype(d) for d in a['dtypes']], a['losses'], "
            "a['repeats']); "
-           "print(json.dumps({'rows': rows, 'gemm': bench.dgemm_gflops(a['gemm_n'])}))")
+           "print(json.dumps({'rows': rows, 'gemm': bench.gemm_gflops(a['dtypes'], a['gemm_n'])}))")
 
 
 def one_core(cases, dtypes, losses, repeats: int, gemm_n: int) -> tuple:
-    """(rows, dgemm GFLOP/s) of ``run_cases`` in a fresh process pinned to one CPU, with every
+    """(rows, gemm GFLOP/s by dtype) of ``run_cases`` in a fresh process pinned to one CPU, with every
     library's thread count set to one before it is imported."""
     cpu = min(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     task = json.dumps({"cases": cases, "dtypes": [np.dtype(d).name for d in dtypes], "losses": losses,
@@ -145,10 +151,11 @@ def first_gradient_times(timeout: float = 600) -> dict:
     return result
 
 
-def report(rows: list, gemm: float, starts: dict, out=sys.stdout, cores: str = "all cores") -> None:
+def report(rows: list, gemm: dict, starts: dict, out=sys.stdout, cores: str = "all cores") -> None:
     print(f"\n## {cores}: machine {platform.node()}, {os.cpu_count()} CPUs, "
           f"{platform.processor() or platform.machine()}; Python {platform.python_version()}, NumPy {np.__version__}; "
-          f"dgemm {gemm:.1f} GFLOP/s on {cores}", file=out)
+          + ", ".join(f"{'d' if d == 'float64' else 's'}gemm {rate:.1f}" for d, rate in gemm.items())
+          + f" GFLOP/s on {cores}", file=out)
     if not rows:
         print("\n(no cases)", file=out)
         return
@@ -156,7 +163,7 @@ def report(rows: list, gemm: float, starts: dict, out=sys.stdout, cores: str = "
     ours = [k for k in names if k.startswith("revdiff")]
     print("\n| loss | dtype | B x m x n | " + " | ".join(names) + " | "
           + " | ".join(f"fastest peer / {k}" for k in ours)
-          + " | fastest peer / default (auto) | revdiff cgs2 GFLOP/s |", file=out)
+          + " | fastest peer / default (auto) | revdiff cgs2 GFLOP/s (of the dtype's gemm) |", file=out)
     print("|---" * (len(names) + len(ours) + 5) + "|", file=out)
     for r in rows:
         t = r["times"]
@@ -168,7 +175,7 @@ def report(rows: list, gemm: float, starts: dict, out=sys.stdout, cores: str = "
         rate = r["B"] * reversible_flops(r["loss"], r["m"], r["n"]) / t["revdiff cgs2"] / 1e9
         cells = " | ".join(f"{t[k] * 1e3:.1f} ms" for k in names)
         print(f"| {r['loss']} | {r['dtype']} | {r['B']}x{r['m']}x{r['n']} | {cells} | {ratios} | {default} | "
-              f"{rate:.2f} ({100 * rate / gemm:.0f}% of dgemm) |", file=out)
+              f"{rate:.2f} ({100 * rate / gemm[r['dtype']]:.0f}%) |", file=out)
     ran = [f"{r['loss']} {r['dtype']} {r['B']}x{r['m']}x{r['n']}: "
            + "; ".join(f"{k.split()[1]} ran {v}" for k, v in r["ran"].items()) for r in rows if r.get("ran")]
     if ran:
@@ -212,7 +219,7 @@ def main_from_args(args: argparse.Namespace) -> None:
     starts = {} if args.no_startup else first_gradient_times()
     gemm_n = 1000 if args.quick else 2000
     if args.cores in ("both", "all"):
-        report(run_cases(cases, dtypes, losses, args.repeats), dgemm_gflops(gemm_n), starts)
+        report(run_cases(cases, dtypes, losses, args.repeats), gemm_gflops(dtypes, gemm_n), starts)
         starts = {}
     if args.cores in ("both", "one"):
         rows, gemm = one_core(cases, dtypes, losses, args.repeats, gemm_n)
