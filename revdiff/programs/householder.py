@@ -206,9 +206,9 @@ def apply_reflectors(x, V, coefficients):
 
 @reversible
 def form_q(X, V):
-    """X <- H_0^H ... H_{p-1}^H X (``apply_reflectors`` on a matrix) for an X that starts as E_q D (Q's
-    columns, ``_householder``): the columns before k are still zero in rows k: when reflection k comes,
-    so it reflects only X[k:, k:]."""
+    """X <- H_0^H ... H_{p-1}^H X (``apply_reflectors`` on a matrix) for an X that starts as E_q D
+    (``_householder``): reflection k (they come from the last) meets X's columns before k still zero
+    in rows k and below, so it reflects only X[k:, k:]."""
     p = V.shape[1]
     for k in range(p - 1, -1, -1):
         reflect_columns(X[k:, k:], V[k:, k], True)
