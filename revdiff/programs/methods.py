@@ -33,10 +33,10 @@ BLOCKED_MIN_ELEMENTS = 2048
 
 #: ``method="auto"`` (the default of the high-level functions) runs ``householder`` on real CPU
 #: matrices with p = min(m, n) of at least this many, and for the complete Q of a tall matrix (which
-#: cgs2 cannot form; on GPUs too), ``cgs2`` on smaller matrices, on complex ones and otherwise on
-#: GPUs (where no crossover has been measured). ``python benchmarks/method_crossover.py``
+#: cgs2 cannot form; any dtype, any device), ``cgs2`` otherwise: on smaller matrices, on complex
+#: ones and on GPUs (where no crossover has been measured). ``python benchmarks/method_crossover.py``
 #: (``benchmarks/RESULTS.md``, "The default method"; one core, m = 2n): householder's QR gradient
-#: took 0.55-0.94 of cgs2's time from p = 128 and 0.78-1.01 from p = 32, but its forward QR 1.2-1.5
+#: took 0.55-0.94 of cgs2's time from p = 128 and 0.78-1.01 at p = 32 to 64, but its forward QR 1.2-1.5
 #: and its qr_jvp up to 3.1 at p = 32 to 48; one rule serves all of a function's calls, so it is
 #: 128. Complex: householder's QR gradients took 1.78-3.28 of cgs2's time from p = 128, its other
 #: gradients 0.69-1.32 there and 1.12-1.70 below (complex128). All cores and other aspect ratios

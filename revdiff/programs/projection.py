@@ -1,10 +1,10 @@
 """Orthogonal projection onto the column space of A and least squares, written in the reversible
 language: z += Q Q^H y and x += R^-1 Q^H y, with Q and R from a Gram-Schmidt QR computed and
 uncomputed around the result. The Householder programs form no Q (Q = H E D, so z = H E E^T H^H y
-and x = W^-1 (H^H y)[:n] for the triangularised W): they triangularise the augmented matrix [A y]
-(Golub's least squares), so that the triangularisation's own sweeps and block products turn y into
-H^H y, and H c is reflections of one vector, O(m n) where forming Q costs as much as the
-triangularisation.
+and x = W[:n, :n]^-1 (H^H y)[:n] for the triangularised W): they triangularise the augmented matrix
+[A y] (Golub's least squares), so that the triangularisation's own sweeps and block products turn y
+into H^H y, and the projection reflects E E^T H^H y back by p reflections of one vector, O(m n)
+where forming Q costs as much as the triangularisation.
 
 Both also copy out R, the triangular factor, so that callers can tell the rank: a column of A
 dependent on the earlier ones shows as a zero (exactly dependent) or tiny R[k, k], and then the

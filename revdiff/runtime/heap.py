@@ -7,9 +7,9 @@ threshold and at most 32 MiB: the mmap threshold to that block's size, the trim 
 it. The rule alone leaves them at the largest block the process has freed, and a gradient's own
 frees can leave the trim threshold below what one call frees: then every call takes its megabyte
 ancillas (a 500x250 Householder gradient's W, V, K and their gradients, its products' scratch) as
-fresh pages, faulted in and zeroed by the kernel, and hands them back at its end (with the raise it
-took 0.84x the time, one core: ``benchmarks/malloc_thresholds.py``, README "Memory"). Freeing one
-block just under 32 MiB, by the same rule, raises them to 32 and 64 MiB.
+fresh pages, faulted in and zeroed by the kernel, and hands them back at its end (with the raise
+it took 0.84x the time at 4 x 500x250, one core, Zen 4 VM, bf35da8; README "Memory" has the
+command). Freeing one block just under 32 MiB, by the same rule, raises them to 32 and 64 MiB.
 
 Nothing is done where the C library is not glibc or the system is not 64-bit, and nothing changes
 where the thresholds were set by hand (``mallopt``, ``MALLOC_*_``, ``GLIBC_TUNABLES``: glibc's rule
