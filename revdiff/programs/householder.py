@@ -176,18 +176,18 @@ def reflect_block(C, Y):
 
 
 @reversible
-def reflect_vector_kept(x, u, d, adjoint):
-    """x <- H x, or H^H x with ``adjoint``: the reflection of ``reflect_columns`` for one vector, as a
+def reflect_vector_kept(x, u, d):
+    """x <- H^H x: the reflection of ``reflect_columns`` with ``adjoint`` for one vector, as a
     dot product and an axpy (a one-column C would run a loop per row; complex results may differ from
     its in the last bit), its coefficient kept: d[0] += u^H x (without s), d a one-entry view, zero
     on entry, of an ancilla of the program that uncomputes the reflection and checks d is back to zero
-    (``projection.reflected_projection``). x -= s d[0] u, s as in
-    ``reflect_columns``. x is read twice, not three times as by a reflection that uncomputes its own
+    (``projection.reflected_projection``). x -= s d[0] u, s as in ``reflect_columns`` with
+    ``adjoint``. x is read twice, not three times as by a reflection that uncomputes its own
     coefficient, and d being no ancilla here, u and x are not scanned for a zero check's scale (the
     owner's scale of d is at least d's magnitude and that of the x it reflected)."""
     s = zero(x.dtype)
     with routine:
-        s += (np.conj(2 * u[0].real / u[0]) if adjoint else 2 * u[0].real / u[0]) if u[0] != 0 else 0.0
+        s += np.conj(2 * u[0].real / u[0]) if u[0] != 0 else 0.0
     d[0] += np.vdot(u, x)
     x[:] -= (s * d[0]) * u
     ~routine
@@ -201,7 +201,7 @@ def apply_reflectors(x, V, coefficients):
     (``reflect_vector_kept``), for the caller to uncompute."""
     p = V.shape[1]
     for k in range(p - 1, -1, -1):
-        reflect_vector_kept(x[k:], V[k:, k], coefficients[k:k + 1], True)
+        reflect_vector_kept(x[k:], V[k:, k], coefficients[k:k + 1])
 
 
 @reversible
